@@ -1,0 +1,371 @@
+//! Turns raw command-line values into checked, typed settings.
+//!
+//! The value parsers (`parse_*`) are what clap calls for single values, so a
+//! bad name or duration is reported as a usage error (exit 2) naming the
+//! option. `RunConfig::new` checks how values relate to each other. Both
+//! sides share `UsageError`, which `main` maps to exit 2.
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::Result;
+
+/// A mistake in what the user typed. `main` maps it to exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Longest lock name or prefix we accept; keeps keys short and readable.
+const MAX_NAME: usize = 200;
+
+/// Checks a lock name against the contract's alphabet. Braces in particular
+/// are refused: they would break the `{NAME}` hash tag that keeps a lock's
+/// keys in one Redis Cluster slot.
+pub fn parse_name(s: &str) -> Result<String, String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || "._-:/@+".contains(c);
+    if s.is_empty() || s.len() > MAX_NAME || !s.chars().all(ok_char) {
+        return Err(format!(
+            "invalid lock name {s:?}: use 1 to {MAX_NAME} characters from A-Z a-z 0-9 . _ - : / @ +"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// Checks a key prefix. It shares the lock name alphabet, minus nothing:
+/// what matters is that it holds no brace (hash tags), no glob character
+/// (`list` scans with `PREFIX:{*}`) and no whitespace.
+pub fn parse_prefix(s: &str) -> Result<String, String> {
+    parse_name(s).map_err(|_| {
+        format!(
+            "invalid prefix {s:?}: use 1 to {MAX_NAME} characters from A-Z a-z 0-9 . _ - : / @ +"
+        )
+    })
+}
+
+/// Parses a humantime duration and insists on a unit: a bare `30` is far
+/// more likely a mistake (seconds? milliseconds?) than a request.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "invalid duration {s:?}: a unit is required, e.g. 500ms, 30s, 2m, 1h30m"
+        ));
+    }
+    humantime::parse_duration(t).map_err(|e| {
+        format!("invalid duration {s:?}: {e} (examples: 500ms, 30s, 2m, 1h30m)")
+    })
+}
+
+/// How long `run`/`acquire` wait for a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Give up after this long; zero means "try once".
+    For(Duration),
+    /// Wait without limit.
+    Forever,
+}
+
+/// Parses `--wait`: a duration, `0` (do not wait, as with flock `-w 0`) or
+/// `forever`.
+pub fn parse_wait(s: &str) -> Result<Wait, String> {
+    match s.trim() {
+        "forever" | "inf" | "infinity" => Ok(Wait::Forever),
+        "0" => Ok(Wait::For(Duration::ZERO)),
+        _ => parse_duration(s).map(Wait::For),
+    }
+}
+
+/// Parses an exit status for `-E`: 0 to 255, the range a process can report.
+pub fn parse_exit_code(s: &str) -> Result<u8, String> {
+    s.trim()
+        .parse::<u8>()
+        .map_err(|_| format!("invalid exit code {s:?}: use a whole number from 0 to 255"))
+}
+
+/// A signal chosen by the user, kept as its number (for `kill`) and its name
+/// (for messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal {
+    /// The signal number, as `kill(2)` takes it.
+    pub number: i32,
+    /// The name without the `SIG` prefix, for messages.
+    pub name: &'static str,
+}
+
+/// Signals a user may name, as `kill -l` spells them.
+const SIGNALS: &[(&str, i32)] = &[
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+/// The name of signal `n` without `SIG`, or `None` for realtime and unknown
+/// numbers.
+pub fn signal_name(n: i32) -> Option<&'static str> {
+    SIGNALS.iter().find(|(_, v)| *v == n).map(|(name, _)| *name)
+}
+
+/// Parses `--kill-signal`: `TERM`, `SIGTERM`, `term` or `15`. Signals that
+/// cannot end a process (STOP, CONT, CHLD, …) are refused: they would make
+/// the grace period pointless and leave CMD running until SIGKILL.
+pub fn parse_signal(s: &str) -> Result<Signal, String> {
+    let t = s.trim().to_ascii_uppercase();
+    let t = t.strip_prefix("SIG").unwrap_or(&t);
+    let found = match t.parse::<i32>() {
+        Ok(n) => SIGNALS.iter().find(|(_, v)| *v == n),
+        Err(_) => SIGNALS.iter().find(|(name, _)| *name == t),
+    };
+    match found {
+        Some(&(name, number))
+            if ![
+                libc::SIGSTOP,
+                libc::SIGCONT,
+                libc::SIGCHLD,
+                libc::SIGTSTP,
+                libc::SIGTTIN,
+                libc::SIGTTOU,
+                libc::SIGURG,
+                libc::SIGWINCH,
+            ]
+            .contains(&number) =>
+        {
+            Ok(Signal { number, name })
+        }
+        Some(_) => Err(format!(
+            "invalid signal {s:?}: it does not end a process; use e.g. TERM, INT, HUP or KILL"
+        )),
+        None => Err(format!(
+            "invalid signal {s:?}: use a name such as TERM, INT, HUP, KILL or a number"
+        )),
+    }
+}
+
+/// Validated timings of `run`, all on the local monotonic clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    /// Lease length in Redis.
+    pub ttl: Duration,
+    /// Period between renewals.
+    pub renew_every: Duration,
+    /// Time between the kill signal and SIGKILL.
+    pub kill_grace: Duration,
+    /// Allowance for clock-rate drift and scheduling: ttl/100 + 5ms.
+    pub margin: Duration,
+}
+
+impl Timings {
+    /// Fills in defaults and checks the contract's two relations:
+    /// `renew_every <= ttl/2` (two chances to renew per lease) and
+    /// `renew_every + kill_grace + margin < ttl` (after a missed renewal there
+    /// is still time to signal CMD, wait the grace and SIGKILL it before the
+    /// lease can expire).
+    pub fn new(
+        ttl: Duration,
+        renew_every: Option<Duration>,
+        kill_grace: Option<Duration>,
+    ) -> Result<Timings, UsageError> {
+        if ttl.as_millis() < 1 {
+            return Err(UsageError(format!(
+                "--ttl {} is too short: Redis leases count whole milliseconds",
+                fmt_duration(ttl)
+            )));
+        }
+        // Redis keeps expiries in whole milliseconds; so do we.
+        let ttl = Duration::from_millis(ttl.as_millis() as u64);
+        let renew_every = renew_every.unwrap_or(ttl / 3);
+        let kill_grace = kill_grace.unwrap_or_else(|| (ttl / 4).min(Duration::from_secs(5)));
+        let margin = ttl / 100 + Duration::from_millis(5);
+        if renew_every.is_zero() {
+            return Err(UsageError("--renew-every must be greater than 0".into()));
+        }
+        if renew_every > ttl / 2 {
+            return Err(UsageError(format!(
+                "--renew-every {} is more than half of --ttl {}: renew at least twice per lease",
+                fmt_duration(renew_every),
+                fmt_duration(ttl)
+            )));
+        }
+        if renew_every + kill_grace + margin >= ttl {
+            return Err(UsageError(format!(
+                "--renew-every {} + --kill-grace {} + safety margin {} must be less than --ttl {}",
+                fmt_duration(renew_every),
+                fmt_duration(kill_grace),
+                fmt_duration(margin),
+                fmt_duration(ttl)
+            )));
+        }
+        Ok(Timings {
+            ttl,
+            renew_every,
+            kill_grace,
+            margin,
+        })
+    }
+
+    /// The lease length as Redis's PX wants it.
+    pub fn ttl_ms(&self) -> u64 {
+        self.ttl.as_millis() as u64
+    }
+
+    /// How long after a request was sent CMD must get the kill signal if no
+    /// later request has been confirmed.
+    pub fn soft_after(&self) -> Duration {
+        self.ttl - self.kill_grace - self.margin
+    }
+
+    /// How long after a request was sent nothing of CMD may be alive.
+    pub fn hard_after(&self) -> Duration {
+        self.ttl - self.margin
+    }
+}
+
+/// Formats a duration for messages: `30s`, `1m 30s`, `305ms`.
+pub fn fmt_duration(d: Duration) -> String {
+    let d = if d >= Duration::from_secs(1) {
+        Duration::from_millis(d.as_millis() as u64 / 100 * 100)
+    } else {
+        Duration::from_millis(d.as_millis() as u64)
+    };
+    humantime::format_duration(d).to_string()
+}
+
+/// A fresh owner id, `<host>:<pid>:<32 hex>`: readable for operators, and
+/// 128 bits from the OS random source so nobody can guess it and release
+/// someone else's lease.
+pub fn new_owner_id() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("cannot read the OS random source: {e}"))?;
+    let mut hex = String::with_capacity(32);
+    for b in bytes {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    Ok(format!("{}:{}:{hex}", hostname(), std::process::id()))
+}
+
+/// `gethostname()` as it is, for owner ids and holder metadata.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown-host".into())
+}
+
+/// Checks a user-supplied `--owner`: 1 to 200 printable ASCII characters and
+/// no whitespace, so it survives shell quoting and log lines intact.
+pub fn parse_owner(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > MAX_NAME || !s.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(format!(
+            "invalid owner id {s:?}: use 1 to {MAX_NAME} printable ASCII characters without spaces"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_contract_alphabet() {
+        for ok in ["billing", "deploy/prod", "repo:main", "a.b_c-d@e+f", "x"] {
+            assert!(parse_name(ok).is_ok(), "{ok}");
+        }
+        let long = "a".repeat(201);
+        for bad in ["", "has space", "{x}", "tab\t", "é", long.as_str(), "a*b"] {
+            assert!(parse_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_name(&"a".repeat(200)).is_ok());
+    }
+
+    #[test]
+    fn durations_need_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("30").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert_eq!(parse_wait("forever"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("0"), Ok(Wait::For(Duration::ZERO)));
+        assert_eq!(parse_wait("2s"), Ok(Wait::For(Duration::from_secs(2))));
+    }
+
+    #[test]
+    fn signals_by_name_or_number() {
+        assert_eq!(parse_signal("TERM").unwrap().number, libc::SIGTERM);
+        assert_eq!(parse_signal("sigint").unwrap().number, libc::SIGINT);
+        assert_eq!(parse_signal("9").unwrap().number, libc::SIGKILL);
+        assert!(parse_signal("STOP").is_err());
+        assert!(parse_signal("NOPE").is_err());
+        assert!(parse_signal("0").is_err());
+    }
+
+    #[test]
+    fn default_timings_follow_the_contract() {
+        let t = Timings::new(Duration::from_secs(30), None, None).unwrap();
+        assert_eq!(t.renew_every, Duration::from_secs(10));
+        assert_eq!(t.kill_grace, Duration::from_secs(5));
+        assert_eq!(t.margin, Duration::from_millis(305));
+        let t = Timings::new(Duration::from_millis(400), None, None).unwrap();
+        assert_eq!(t.kill_grace, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn clashing_timings_are_refused_with_their_values() {
+        let e = Timings::new(Duration::from_secs(10), Some(Duration::from_secs(6)), None)
+            .unwrap_err();
+        assert!(e.0.contains("--renew-every 6s"), "{e}");
+        let e = Timings::new(
+            Duration::from_secs(10),
+            Some(Duration::from_secs(5)),
+            Some(Duration::from_secs(5)),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("--kill-grace 5s") && e.0.contains("--ttl 10s"), "{e}");
+    }
+
+    #[test]
+    fn owner_ids_are_host_pid_and_128_random_bits() {
+        let a = new_owner_id().unwrap();
+        let b = new_owner_id().unwrap();
+        assert_ne!(a, b);
+        let hex = a.rsplit(':').next().unwrap();
+        assert_eq!(hex.len(), 32);
+        assert!(hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(a.contains(&format!(":{}:", std::process::id())));
+    }
+}

@@ -1,0 +1,117 @@
+//! distlock: run a command while holding a lease in Redis, so that one
+//! worker at a time acts across many machines.
+//!
+//! # Layout
+//!
+//! Data flows one way: args → config → acquire → spawn → supervise/renew →
+//! release → exit code.
+//!
+//! - `cli`: the clap definition; no I/O.
+//! - `config`: checked values (names, durations, signals, timings, owner ids).
+//! - `store`: the only Redis code: connections with timeouts, the Lua scripts.
+//! - `lease`: taking the lease (and waiting), the renewer thread, the clock.
+//! - `supervise`: signals, spawning CMD, the terminal, the guardian, reaping.
+//! - `commands`: one function per subcommand.
+//! - `exit`: the exit status table.
+//!
+//! Errors are printed once, here, as `distlock: …`, and mapped to 2 (usage)
+//! or 125 (distlock failed); every other status is an outcome returned by
+//! the subcommand.
+
+mod cli;
+mod commands;
+mod config;
+mod exit;
+mod lease;
+mod store;
+mod supervise;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use crate::cli::{Cli, Command};
+use crate::config::UsageError;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(clap_error(e)),
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("distlock: {}", one_line(&format!("{e:#}")));
+            ExitCode::from(if e.is::<UsageError>() {
+                exit::USAGE
+            } else {
+                exit::FAILURE
+            })
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    let global = |g: cli::GlobalArgs| -> anyhow::Result<commands::Global> {
+        Ok(commands::Global {
+            target: store::Target::parse(&g.redis_url)?,
+            prefix: g.prefix,
+            verbose: g.verbose,
+            quiet: g.quiet,
+        })
+    };
+    match cli.command {
+        Command::Run(args) => commands::run(&global(cli.global)?, args),
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "distlock", &mut out);
+            out.flush()?;
+            Ok(0)
+        }
+        Command::Man { dir } => {
+            std::fs::create_dir_all(&dir)?;
+            clap_mangen::generate_to(Cli::command(), &dir)?;
+            Ok(0)
+        }
+    }
+}
+
+/// Prints a clap error the distlock way: help and version as clap renders
+/// them (exit 0); anything else as one `distlock: …` line, exit 2.
+fn clap_error(e: clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                exit::USAGE
+            } else {
+                0
+            }
+        }
+        _ => {
+            // clap renders "error: …", maybe indented detail lines, then
+            // "Usage: …" and a tip: keep the message, on one line.
+            let rendered = e.render().to_string();
+            let msg = rendered
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+            eprintln!("distlock: {msg} (see 'distlock --help')");
+            exit::USAGE
+        }
+    }
+}
+
+/// Error chains are joined with ": " by `{:#}`; make sure no server text
+/// sneaks a newline in.
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}

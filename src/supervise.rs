@@ -1,0 +1,408 @@
+//! Unix process work for `run`: the signal mask, spawning CMD in its own
+//! process group, handing it the terminal, the guardian, reaping and killing.
+//!
+//! The model (tini's, with dumb-init's job control):
+//! - Before any thread exists, every signal distlock forwards is blocked and
+//!   read from a signalfd, so "handlers" run in the main loop, never inside
+//!   a signal handler, and threads started later never see them.
+//! - CMD runs in a process group of its own. When distlock is the
+//!   terminal's foreground job, CMD's group becomes the foreground group, so
+//!   the terminal's Ctrl-C, Ctrl-Z and SIGWINCH reach CMD directly and only
+//!   once; distlock forwards what is sent to distlock itself.
+//! - CMD starts with the caller's signal mask; signals the caller ignored
+//!   stay ignored (ignored dispositions survive exec) and are not forwarded.
+//! - distlock is a child subreaper, so whatever CMD leaves behind is
+//!   reparented to it and can be reaped; "the group is empty" is then
+//!   `killpg(pgid, 0)` failing with ESRCH.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use nix::sys::signal::SigSet;
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+/// Signals distlock never blocks or forwards: the unblockable ones, the
+/// synchronous faults (they concern distlock itself), SIGPIPE (Rust ignores
+/// it before `main`, so the caller's disposition is unknown; CMD gets the
+/// default) and SIGCHLD (ours to consume).
+const NOT_FORWARDED: &[i32] = &[
+    libc::SIGKILL,
+    libc::SIGSTOP,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGTRAP,
+    libc::SIGSYS,
+    libc::SIGABRT,
+    libc::SIGPIPE,
+    libc::SIGCHLD,
+];
+
+/// Signals that end a wait for the lock at once (exit 128+N).
+pub const WAIT_ENDERS: &[i32] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Job-control stop signals: forwarded to CMD, then distlock stops too.
+pub const STOPS: &[i32] = &[libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+/// The blocked signals and the signalfd they are read from.
+pub struct Signals {
+    fd: SignalFd,
+    /// The mask distlock started with; CMD gets it back before exec.
+    caller_mask: libc::sigset_t,
+}
+
+impl Signals {
+    /// Blocks every forwardable signal the caller did not ignore, plus
+    /// SIGCHLD, and opens a close-on-exec, non-blocking signalfd for them.
+    /// Must run before any thread is started: threads inherit the mask, and
+    /// a process-directed signal goes to any thread that leaves it unblocked.
+    pub fn install() -> Result<Signals> {
+        // SAFETY: plain libc calls on stack values; no handler is installed.
+        unsafe {
+            // An inherited SIGCHLD=SIG_IGN makes the kernel reap children
+            // for us and wait() fail with ECHILD (flock: "clear any
+            // inherited settings").
+            if disposition(libc::SIGCHLD) == libc::SIG_IGN {
+                libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGCHLD);
+            for sig in (1..32).chain(libc::SIGRTMIN()..=libc::SIGRTMAX()) {
+                if NOT_FORWARDED.contains(&sig) || disposition(sig) == libc::SIG_IGN {
+                    continue;
+                }
+                libc::sigaddset(&mut set, sig);
+            }
+            let mut caller_mask: libc::sigset_t = std::mem::zeroed();
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut caller_mask) != 0 {
+                return Err(io::Error::last_os_error()).context("cannot block signals");
+            }
+            let mask = SigSet::from_sigset_t_unchecked(set);
+            let fd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+                .context("cannot create a signalfd")?;
+            Ok(Signals { fd, caller_mask })
+        }
+    }
+
+    /// Every signal that is pending now, in arrival order (per signal).
+    pub fn drain(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        while let Ok(Some(info)) = self.fd.read_signal() {
+            out.push(info.ssi_signo as i32);
+        }
+        out
+    }
+
+    /// Sleeps until a signal arrives, `extra` becomes readable, or `timeout`
+    /// passes (None: no limit). Returns the pending signals and whether
+    /// `extra` is readable.
+    pub fn wait(&self, timeout: Option<Duration>, extra: Option<RawFd>) -> (Vec<i32>, bool) {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: extra.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: fds and ts outlive the call; a negative fd is ignored.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+        if n <= 0 {
+            return (Vec::new(), false);
+        }
+        let extra_ready = fds[1].revents != 0;
+        (self.drain(), extra_ready)
+    }
+}
+
+/// The current disposition of `sig` (SIG_DFL, SIG_IGN or a handler).
+unsafe fn disposition(sig: i32) -> libc::sighandler_t {
+    let mut old: libc::sigaction = std::mem::zeroed();
+    if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+        return libc::SIG_DFL;
+    }
+    old.sa_sigaction
+}
+
+/// The controlling terminal, if distlock has one (cron jobs and CI do not).
+pub struct Tty {
+    fd: OwnedFd,
+}
+
+impl Tty {
+    /// Opens `/dev/tty` rather than trusting stdin, so `cmd < file` from a
+    /// terminal still gets job control right.
+    pub fn open() -> Option<Tty> {
+        // SAFETY: open(2) with a static path; the fd is owned below.
+        let fd = unsafe {
+            libc::open(
+                c"/dev/tty".as_ptr(),
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+            )
+        };
+        // SAFETY: fd was just returned by open and is owned by nobody else.
+        (fd >= 0).then(|| Tty {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Whether distlock's process group is the terminal's foreground group,
+    /// i.e. whether the user's shell gave distlock the terminal.
+    pub fn we_are_foreground(&self) -> bool {
+        // SAFETY: plain syscalls on an fd we own.
+        unsafe { libc::tcgetpgrp(self.fd.as_raw_fd()) == libc::getpgrp() }
+    }
+
+    /// Makes `pgid` the foreground group. SIGTTOU is blocked in distlock, so
+    /// this works from the background too (tcsetpgrp(3)).
+    pub fn give_to(&self, pgid: i32) {
+        // SAFETY: plain syscall; failure (e.g. ENOTTY) only means no handoff.
+        unsafe {
+            libc::tcsetpgrp(self.fd.as_raw_fd(), pgid);
+        }
+    }
+
+    /// Whether `pgid` is the terminal's foreground group now.
+    pub fn is_foreground(&self, pgid: i32) -> bool {
+        // SAFETY: plain syscall on an fd we own.
+        unsafe { libc::tcgetpgrp(self.fd.as_raw_fd()) == pgid }
+    }
+}
+
+/// How spawning CMD failed, mapped to timeout(1)'s statuses by the caller.
+pub enum SpawnError {
+    /// No such file (127).
+    NotFound(io::Error),
+    /// Found but not executable, or exec failed otherwise (126).
+    CannotExecute(io::Error),
+}
+
+/// Starts CMD in a new process group, from the calling (main) thread.
+///
+/// In the child, before exec, and only with async-signal-safe calls:
+/// 1. PR_SET_PDEATHSIG=SIGKILL, then check the parent is still the one that
+///    forked us (the signal is not retroactive). The "parent" is the forking
+///    *thread*, which is why this must be called from the main thread.
+/// 2. With `tty`, make CMD's group the terminal's foreground group while
+///    SIGTTOU is still blocked (tini's isolate_child; doing it in the child
+///    avoids racing the parent).
+/// 3. Restore the caller's signal mask (std deliberately keeps ours).
+pub fn spawn(
+    argv: &[OsString],
+    env: &[(&str, &str)],
+    signals: &Signals,
+    tty: Option<&Tty>,
+) -> Result<i32, SpawnError> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).process_group(0);
+    cmd.env_remove("DISTLOCK_REDIS_PASSWORD");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let parent = std::process::id() as i32;
+    let tty_fd = tty.map(|t| t.fd.as_raw_fd());
+    let mask = signals.caller_mask;
+    // SAFETY: the closure only makes async-signal-safe syscalls on values
+    // prepared before fork, and builds errors with from_raw_os_error (no
+    // allocation).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if let Some(fd) = tty_fd {
+                libc::tcsetpgrp(fd, libc::getpid());
+            }
+            if libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(child) => Ok(child.id() as i32),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(SpawnError::NotFound(e)),
+        Err(e) => Err(SpawnError::CannotExecute(e)),
+    }
+}
+
+/// Makes distlock a child subreaper: CMD's orphaned descendants are then
+/// reparented to distlock, so their exits are seen and reaped here even
+/// where PID 1 does not reap (some containers).
+pub fn become_subreaper() {
+    // SAFETY: plain prctl; failure only loses the reaping of orphans.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// What `reap` learnt about CMD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildState {
+    /// Ended, with this wait status.
+    Exited(ExitStatus),
+    /// Stopped by a signal (job control).
+    Stopped,
+    /// Continued after a stop.
+    Continued,
+}
+
+/// Reaps every child that changed state (SIGCHLD coalesces, so loop until
+/// none is left) and returns CMD's latest state change, if any. Orphans
+/// reparented to us are reaped and otherwise ignored.
+pub fn reap(cmd: i32) -> Option<ChildState> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut latest = None;
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid on our own children.
+        let pid = unsafe {
+            libc::waitpid(
+                -1,
+                &mut status,
+                libc::WNOHANG | libc::WUNTRACED | libc::WCONTINUED,
+            )
+        };
+        if pid <= 0 {
+            return latest;
+        }
+        if pid != cmd {
+            continue;
+        }
+        latest = Some(if libc::WIFSTOPPED(status) {
+            ChildState::Stopped
+        } else if libc::WIFCONTINUED(status) {
+            ChildState::Continued
+        } else {
+            ChildState::Exited(ExitStatus::from_raw(status))
+        });
+    }
+}
+
+/// Sends `sig` to the process group `pgid`; a group that is already gone
+/// is not an error.
+pub fn signal_group(pgid: i32, sig: i32) {
+    // SAFETY: plain syscall.
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
+
+/// Whether no process is left in the group (ESRCH from a null signal).
+pub fn group_is_empty(pgid: i32) -> bool {
+    // SAFETY: plain syscall.
+    let r = unsafe { libc::killpg(pgid, 0) };
+    r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Stops distlock (and, when it is the foreground job that handed the
+/// terminal to CMD, the rest of its own process group, as the terminal's
+/// Ctrl-Z would have), so the shell sees the job stopped and prints its
+/// prompt. Returns once distlock is continued.
+pub fn stop_self(whole_group: bool) {
+    // SAFETY: plain syscalls. SIGSTOP cannot be blocked, so this stops us
+    // even with every other signal blocked.
+    unsafe {
+        if whole_group {
+            libc::killpg(libc::getpgrp(), libc::SIGSTOP);
+        } else {
+            libc::kill(libc::getpid(), libc::SIGSTOP);
+        }
+    }
+}
+
+/// A small forked process that SIGKILLs CMD's process group if distlock
+/// dies (even by SIGKILL): PR_SET_PDEATHSIG reaches only CMD itself, not
+/// what CMD started. It waits on a pipe whose write end only distlock
+/// holds; EOF means distlock is gone, a byte means "all done, stand down".
+pub struct Guardian {
+    pid: i32,
+    disarm: OwnedFd,
+}
+
+impl Guardian {
+    /// Forks the guardian for `pgid`. Must be called while distlock is
+    /// single-threaded (before the renewer starts), so the child may run
+    /// ordinary code until it blocks in read(2).
+    pub fn start(pgid: i32) -> Result<Guardian> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills two fds we then own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error()).context("cannot create the guardian pipe");
+        }
+        let (read_end, write_end) = (fds[0], fds[1]);
+        // SAFETY: the process is single-threaded here (see above).
+        match unsafe { libc::fork() } {
+            -1 => Err(io::Error::last_os_error()).context("cannot fork the guardian"),
+            0 => unsafe { guardian_main(read_end, pgid) },
+            pid => {
+                // SAFETY: read_end is ours to close; write_end to own.
+                unsafe { libc::close(read_end) };
+                Ok(Guardian {
+                    pid,
+                    disarm: unsafe { OwnedFd::from_raw_fd(write_end) },
+                })
+            }
+        }
+    }
+
+    /// Tells the guardian to exit without killing anything, and reaps it.
+    pub fn disarm(self) {
+        // SAFETY: a one-byte write on our fd, then waitpid on our child.
+        unsafe {
+            libc::write(self.disarm.as_raw_fd(), b"x".as_ptr().cast(), 1);
+            let mut status = 0;
+            while libc::waitpid(self.pid, &mut status, 0) == -1
+                && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
+        }
+    }
+}
+
+/// The guardian's whole life. It keeps distlock's blocked signal mask, so
+/// terminal and job signals cannot end it early; only SIGKILL can.
+unsafe fn guardian_main(read_end: RawFd, pgid: i32) -> ! {
+    // Its own process group: a Ctrl-Z or `kill %1` aimed at distlock's job
+    // must not stop or kill the guardian.
+    libc::setpgid(0, 0);
+    libc::prctl(libc::PR_SET_NAME, c"distlock-guard".as_ptr(), 0, 0, 0);
+    // Hold nothing of distlock's open: not its stdout (a `$(distlock …)`
+    // would wait for us), not the Redis socket, not the tty.
+    let keep = libc::fcntl(read_end, libc::F_DUPFD_CLOEXEC, 100);
+    let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+    for fd in 0..3 {
+        libc::dup2(null, fd);
+    }
+    libc::dup2(keep, 3);
+    libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+    let mut byte = 0u8;
+    loop {
+        match libc::read(3, (&mut byte as *mut u8).cast(), 1) {
+            1 => libc::_exit(0),
+            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => continue,
+            _ => {
+                libc::killpg(pgid, libc::SIGKILL);
+                libc::_exit(0)
+            }
+        }
+    }
+}
