@@ -1,0 +1,222 @@
+//! Shared helpers for the integration tests: a real `redis-server` per test
+//! on a free loopback port, a builder for the distlock binary, and polling
+//! with a deadline (never a bare sleep where an event can be awaited).
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` of our own, killed and reaped on drop.
+pub struct RedisServer {
+    child: Child,
+    /// The TCP port on 127.0.0.1.
+    pub port: u16,
+    /// Working directory (and unix socket) of this server.
+    pub dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server without persistence on a free loopback port.
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        for _ in 0..5 {
+            // Picking a port and then binding it races with other tests;
+            // a server that fails to bind is simply retried on another port.
+            let port = free_port();
+            let dir = tempfile::tempdir().unwrap();
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--unixsocket")
+                .arg(dir.path().join("redis.sock"))
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let mut child = cmd.spawn().expect("redis-server must be installed");
+            let mut server = RedisServer { child, port, dir };
+            let up = wait_until(Duration::from_secs(10), || {
+                if let Ok(Some(_)) = server.child.try_wait() {
+                    return true;
+                }
+                server.try_ping()
+            });
+            if up && server.child.try_wait().unwrap().is_none() {
+                return server;
+            }
+            child = std::mem::replace(&mut server.child, Command::new("true").spawn().unwrap());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("could not start redis-server");
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The unix socket path.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    fn try_ping(&self) -> bool {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
+    }
+
+    /// A direct connection, for setting up and checking state.
+    pub fn conn(&self) -> redis::Connection {
+        let c = redis::Client::open(self.url()).unwrap();
+        let con = c.get_connection_with_timeout(Duration::from_secs(5)).unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        con
+    }
+
+    /// Runs one command and returns its reply.
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query(&mut self.conn()).unwrap()
+    }
+
+    /// The current value of a string key.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.cmd(&["GET", key])
+    }
+
+    /// Freezes the server (SIGSTOP): it accepts connections but answers
+    /// nothing, the way a hung or partitioned server looks.
+    pub fn pause(&self) {
+        signal(self.child.id() as i32, libc::SIGSTOP);
+    }
+
+    /// Undoes `pause`.
+    pub fn resume(&self) {
+        signal(self.child.id() as i32, libc::SIGCONT);
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        signal(self.child.id() as i32, libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The distlock binary built for these tests.
+pub fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_distlock"))
+}
+
+/// A `distlock` command pointed at `server`, with no DISTLOCK_* variables
+/// inherited from the environment running the tests.
+pub fn distlock(server: &RedisServer) -> Command {
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_REDIS_URL", server.url());
+    cmd
+}
+
+/// A `distlock` command with a clean DISTLOCK_* environment and no server.
+pub fn bare_distlock() -> Command {
+    let mut cmd = Command::new(bin());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("DISTLOCK_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+/// Polls `cond` every few milliseconds until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits for a file to exist and hold a non-empty first line; returns it.
+pub fn wait_for_line(path: &Path, limit: Duration) -> Option<String> {
+    let mut line = None;
+    wait_until(limit, || {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if let Some(l) = s.lines().next().filter(|l| !l.is_empty() && s.contains('\n')) {
+                line = Some(l.to_owned());
+                return true;
+            }
+        }
+        false
+    });
+    line
+}
+
+/// Sends `sig` to `pid`, ignoring "no such process".
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: plain kill(2).
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Whether a process with this pid exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the command name in parentheses.
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits for a child with a hard limit, so a hang fails the test instead
+/// of blocking CI; kills it on timeout.
+pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process {} did not exit within {limit:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
