@@ -26,6 +26,43 @@ Examples:
   # Exit 0 instead of 75 when another host holds the lock
   distlock run -E 0 report -- ./make-report";
 
+const ACQUIRE_EXAMPLES: &str = "\
+Examples:
+  # Take the lock in a script, release it on every exit path
+  eval \"$(distlock acquire --ttl 5m deploy)\" || exit
+  trap 'distlock release deploy' EXIT
+  ./deploy.sh --fencing-token \"$DISTLOCK_FENCING_TOKEN\"
+
+  # Machine-readable
+  distlock acquire --json billing";
+
+const RENEW_EXAMPLES: &str = "\
+Examples:
+  # Keep a lease taken with `eval \"$(distlock acquire x)\"` alive
+  distlock renew x --ttl 30s || { echo 'lost the lock' >&2; exit 1; }";
+
+const RELEASE_EXAMPLES: &str = "\
+Examples:
+  distlock release deploy                  # as $DISTLOCK_OWNER
+  distlock release deploy --owner \"$OWNER\"
+  distlock release --force deploy          # evict a stuck holder";
+
+const INSPECT_EXAMPLES: &str = "\
+Examples:
+  distlock inspect billing
+  distlock inspect --json billing | jq .owner";
+
+const LIST_EXAMPLES: &str = "\
+Examples:
+  distlock list
+  distlock --prefix ci list --json";
+
+const COMPLETIONS_EXAMPLES: &str = "\
+Examples:
+  distlock completions bash > /usr/share/bash-completion/completions/distlock
+  distlock completions zsh > /usr/local/share/zsh/site-functions/_distlock
+  distlock completions fish > ~/.config/fish/completions/distlock.fish";
+
 const AFTER_HELP: &str = "\
 Exit status: CMD's own status (128+N if signal N ended it); 2 usage error;
 75 lock busy; 124 lease lost and CMD stopped; 125 distlock failed (Redis
@@ -104,7 +141,52 @@ pub enum Command {
     )]
     Run(RunArgs),
 
+    /// Take the lock NAME and print shell lines to eval (for scripts)
+    #[command(
+        long_about = "Take the lock NAME and print shell lines to eval.\n\n\
+            Prints `export DISTLOCK_NAME=…`, `export DISTLOCK_OWNER=…` and \
+            `export DISTLOCK_FENCING_TOKEN=…`, shell-quoted, or one JSON object \
+            with --json. Nothing renews the lease: call `distlock renew` more \
+            often than --ttl, and `distlock release` when done. Acquiring again \
+            with the same --owner while it is held refreshes the lease and \
+            returns the same token.",
+        after_long_help = ACQUIRE_EXAMPLES
+    )]
+    Acquire(AcquireArgs),
+
+    /// Extend the lease on NAME if OWNER still holds it
+    #[command(
+        long_about = "Extend the lease on NAME to --ttl from now if OWNER still holds \
+            it (compare-and-extend). Exit 0 renewed, 1 not held by that owner.",
+        after_long_help = RENEW_EXAMPLES
+    )]
+    Renew(RenewArgs),
+
+    /// Release NAME if OWNER holds it (or whoever holds it, with --force)
+    #[command(
+        long_about = "Release NAME if OWNER holds it (compare-and-delete). Exit 0 \
+            released, 1 not held by that owner (nothing is deleted). With --force, \
+            delete the lease whoever holds it and say who that was; the fencing \
+            counter is left alone, so the next holder still gets a larger token.",
+        after_long_help = RELEASE_EXAMPLES
+    )]
+    Release(ReleaseArgs),
+
+    /// Show who holds NAME, for how long, and the last fencing token
+    #[command(after_long_help = INSPECT_EXAMPLES)]
+    Inspect(InspectArgs),
+
+    /// List every held lock under the prefix, sorted by name
+    #[command(
+        long_about = "List every held lock under the prefix, sorted by name, with \
+            owner, remaining lease, last fencing token and holder metadata. Uses \
+            SCAN, never KEYS, so it does not block a busy server.",
+        after_long_help = LIST_EXAMPLES
+    )]
+    List(ListArgs),
+
     /// Print shell completions for SHELL on stdout
+    #[command(after_long_help = COMPLETIONS_EXAMPLES)]
     Completions {
         /// bash, zsh, fish, elvish or powershell
         #[arg(value_enum)]
@@ -145,7 +227,7 @@ pub struct RunArgs {
     #[arg(
         short = 'E',
         long,
-        default_value_t = 75,
+        default_value_t = crate::exit::CONFLICT,
         value_name = "N",
         value_parser = config::parse_exit_code
     )]
@@ -166,6 +248,104 @@ pub struct RunArgs {
     /// The command and its arguments, after --
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+/// Options of `distlock acquire`.
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +
+    #[arg(value_parser = config::parse_name)]
+    pub name: String,
+
+    /// Lease length; renew it before it runs out
+    #[arg(
+        long,
+        env = "DISTLOCK_TTL",
+        default_value = "30s",
+        value_name = "D",
+        value_parser = config::parse_duration
+    )]
+    pub ttl: Duration,
+
+    /// How long to wait for a busy lock: a duration, 0 (do not wait) or forever
+    #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait)]
+    pub wait: Wait,
+
+    /// Exit code when the lock was not acquired
+    #[arg(
+        short = 'E',
+        long,
+        default_value_t = crate::exit::CONFLICT,
+        value_name = "N",
+        value_parser = config::parse_exit_code
+    )]
+    pub conflict_exit_code: u8,
+
+    /// Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]
+    #[arg(long, value_name = "ID", value_parser = config::parse_owner)]
+    pub owner: Option<String>,
+
+    /// Print one JSON object instead of export lines
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `distlock renew`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// Lock name
+    #[arg(value_parser = config::parse_name)]
+    pub name: String,
+
+    /// Owner id that must hold the lease
+    #[arg(long, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
+    pub owner: Option<String>,
+
+    /// New lease length, counted from now
+    #[arg(
+        long,
+        env = "DISTLOCK_TTL",
+        default_value = "30s",
+        value_name = "D",
+        value_parser = config::parse_duration
+    )]
+    pub ttl: Duration,
+}
+
+/// Options of `distlock release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Lock name
+    #[arg(value_parser = config::parse_name)]
+    pub name: String,
+
+    /// Owner id that must hold the lease (ignored with --force)
+    #[arg(long, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
+    pub owner: Option<String>,
+
+    /// Release whoever holds it, and print who that was
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Options of `distlock inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Lock name
+    #[arg(value_parser = config::parse_name)]
+    pub name: String,
+
+    /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `distlock list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print a JSON array of `inspect --json` objects
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[cfg(test)]

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use crate::cli::RunArgs;
-use crate::config::{self, fmt_duration, Signal, Timings};
+use crate::cli::{AcquireArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs, RunArgs};
+use crate::config::{self, fmt_duration, Signal, Timings, UsageError};
 use crate::exit;
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
-use crate::store::{LockKeys, Release, Store, Target};
+use crate::store::{LockInfo, LockKeys, Release, Store, Target};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// Options shared by every subcommand, resolved.
@@ -82,10 +82,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     // A terminating signal that arrived during the last attempt still ends
     // the wait: CMD never starts. Others are passed on to CMD once it runs.
     let pending = signals.drain();
-    if let Some(&sig) = pending
-        .iter()
-        .find(|s| supervise::WAIT_ENDERS.contains(s))
-    {
+    if let Some(&sig) = pending.iter().find(|s| supervise::WAIT_ENDERS.contains(s)) {
         release_quietly(g, &mut store, &keys, &owner);
         return Ok(exit::signal_code(sig));
     }
@@ -423,4 +420,399 @@ fn describe_command(argv: &[OsString]) -> String {
         s.push('…');
     }
     s
+}
+
+/// `distlock acquire`: take the lease and print how to use it.
+pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
+    if args.ttl.as_millis() < 1 {
+        bail!(UsageError("--ttl must be at least 1ms".into()));
+    }
+    // Waiting is interruptible by SIGINT/SIGTERM/SIGHUP (exit 128+N).
+    let signals = Signals::install()?;
+    let keys = LockKeys::new(&g.prefix, &args.name);
+    let owner = match args.owner {
+        Some(o) => o,
+        None => config::new_owner_id()?,
+    };
+    let ttl_ms = args.ttl.as_millis() as u64;
+    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let host = config::hostname();
+    let pid = std::process::id().to_string();
+    let meta = [("host", host.as_str()), ("pid", pid.as_str())];
+    let token = match lease::acquire(
+        &mut store, &keys, &owner, ttl_ms, &meta, args.wait, &signals,
+    )? {
+        Acquired::Yes { token, .. } => token,
+        Acquired::Busy { holder } => {
+            g.say(format_args!("{} is held by {holder}", keys.name));
+            return Ok(args.conflict_exit_code);
+        }
+        Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
+    };
+    let out = if args.json {
+        serde_json::json!({
+            "name": keys.name,
+            "key": keys.lock,
+            "owner": owner,
+            "fencing_token": token,
+            "ttl_ms": ttl_ms,
+        })
+        .to_string()
+    } else {
+        format!(
+            "export DISTLOCK_NAME={}\nexport DISTLOCK_OWNER={}\nexport DISTLOCK_FENCING_TOKEN={}",
+            shell_quote(&keys.name),
+            shell_quote(&owner),
+            shell_quote(&token.to_string())
+        )
+    };
+    println!("{out}");
+    Ok(0)
+}
+
+/// `distlock renew`: compare-and-extend.
+pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
+    let owner = require_owner(args.owner)?;
+    if args.ttl.as_millis() < 1 {
+        bail!(UsageError("--ttl must be at least 1ms".into()));
+    }
+    let keys = LockKeys::new(&g.prefix, &args.name);
+    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    if store.renew(&keys, &owner, args.ttl.as_millis() as u64)? {
+        return Ok(0);
+    }
+    g.say(format_args!("{} is not held by {owner}", keys.name));
+    Ok(exit::NOT_OWNER)
+}
+
+/// `distlock release`: compare-and-delete, or `--force`.
+pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
+    let keys = LockKeys::new(&g.prefix, &args.name);
+    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    if args.force {
+        return Ok(match store.force_release(&keys)? {
+            Some(holder) => {
+                println!("released {}, held by {holder}", keys.name);
+                0
+            }
+            None => {
+                g.say(format_args!("{} was not held", keys.name));
+                exit::NOT_OWNER
+            }
+        });
+    }
+    let owner = require_owner(args.owner)?;
+    match store.release(&keys, &owner)? {
+        Release::Released => Ok(0),
+        Release::NotOwner(holder) => {
+            g.say(format_args!(
+                "{} is not held by {owner}; {}",
+                keys.name,
+                match holder {
+                    Some(h) => format!("held by {h}, left alone"),
+                    None => "it is free".to_owned(),
+                }
+            ));
+            Ok(exit::NOT_OWNER)
+        }
+    }
+}
+
+/// `distlock inspect`: one lock, for people or (with --json) programs.
+pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
+    let keys = LockKeys::new(&g.prefix, &args.name);
+    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let info = store.inspect(&keys)?;
+    if args.json {
+        println!("{}", info_json(&keys, &info));
+        return Ok(0);
+    }
+    let token = match info.token {
+        Some(t) => format!("token {t}"),
+        None => "never acquired".to_owned(),
+    };
+    match &info.holder {
+        Some(owner) => {
+            let expires = info.ttl.map_or("no expiry".to_owned(), |t| {
+                format!("expires in {}", fmt_ttl(t))
+            });
+            println!("{}: held by {owner}, {expires}, {token}", keys.name);
+            let m = Meta::of(&info);
+            if let Some(at) = m.acquired_at() {
+                let mut line = format!("  acquired {at}");
+                if let Some(host) = m.host {
+                    line.push_str(&format!(" on {host}"));
+                }
+                if let Some(pid) = m.pid {
+                    line.push_str(&format!(", pid {pid}"));
+                }
+                if let Some(cmd) = m.command {
+                    line.push_str(&format!(": {cmd}"));
+                }
+                println!("{line}");
+            }
+        }
+        None => {
+            let last = match info.token {
+                Some(t) => format!("last token {t}"),
+                None => token,
+            };
+            println!("{}: free, {last}", keys.name);
+        }
+    }
+    Ok(0)
+}
+
+/// `distlock list`: every held lock under the prefix.
+pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
+    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let keys: Vec<LockKeys> = store
+        .list_names(&g.prefix)?
+        .iter()
+        .map(|n| LockKeys::new(&g.prefix, n))
+        .collect();
+    let infos = store.inspect_many(&keys)?;
+    let held: Vec<_> = keys
+        .iter()
+        .zip(&infos)
+        .filter(|(_, i)| i.holder.is_some())
+        .collect();
+    if args.json {
+        let arr: Vec<_> = held.iter().map(|(k, i)| info_json(k, i)).collect();
+        println!("{}", serde_json::Value::Array(arr));
+        return Ok(0);
+    }
+    if held.is_empty() {
+        g.say(format_args!("no locks held under prefix {}", g.prefix));
+        return Ok(0);
+    }
+    let rows: Vec<[String; 5]> = held
+        .iter()
+        .map(|(k, i)| {
+            let m = Meta::of(i);
+            [
+                k.name.clone(),
+                i.ttl.map_or("-".into(), fmt_ttl),
+                i.token.map_or("-".into(), |t| t.to_string()),
+                i.holder.clone().unwrap_or_default(),
+                m.command.unwrap_or("").to_owned(),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    for r in std::iter::once(&header).chain(&rows) {
+        let line = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        println!("{}", line.trim_end());
+    }
+    Ok(0)
+}
+
+/// Timeout for the manual subcommands' connect and each call.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn require_owner(owner: Option<String>) -> Result<String> {
+    owner.ok_or_else(|| {
+        UsageError("no owner id: pass --owner ID or set DISTLOCK_OWNER".into()).into()
+    })
+}
+
+/// Holder metadata, as the acquire script stored it.
+struct Meta<'a> {
+    acquired_ms: Option<u64>,
+    host: Option<&'a str>,
+    pid: Option<u32>,
+    command: Option<&'a str>,
+}
+
+impl<'a> Meta<'a> {
+    fn of(info: &'a LockInfo) -> Meta<'a> {
+        let get = |f: &str| {
+            info.meta
+                .iter()
+                .find(|(k, _)| k == f)
+                .map(|(_, v)| v.as_str())
+        };
+        Meta {
+            acquired_ms: get("acquired_ms").and_then(|v| v.parse().ok()),
+            host: get("host"),
+            pid: get("pid").and_then(|v| v.parse().ok()),
+            command: get("command"),
+        }
+    }
+
+    /// RFC 3339, UTC, whole seconds.
+    fn acquired_at(&self) -> Option<String> {
+        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.acquired_ms?);
+        Some(humantime::format_rfc3339_seconds(t).to_string())
+    }
+}
+
+/// The `inspect --json` object (also each element of `list --json`).
+fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
+    let m = Meta::of(info);
+    serde_json::json!({
+        "name": keys.name,
+        "key": keys.lock,
+        "held": info.holder.is_some(),
+        "owner": info.holder,
+        "ttl_ms": info.holder.as_ref().and(info.ttl.map(|t| t.as_millis() as u64)),
+        "fencing_token": info.token,
+        "acquired_at": m.acquired_at(),
+        "host": m.host,
+        "pid": m.pid,
+        "command": m.command,
+    })
+}
+
+/// A remaining lease for people: `27.3s`, `4m 12s`.
+fn fmt_ttl(t: Duration) -> String {
+    if t < Duration::from_secs(60) {
+        format!("{:.1}s", t.as_secs_f64())
+    } else {
+        humantime::format_duration(Duration::from_secs(t.as_secs())).to_string()
+    }
+}
+
+/// Quotes a value for `eval` in sh, bash and zsh: single quotes, with each
+/// `'` written as `'\''`.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// `distlock man --dir D`: writes `distlock.1` and one page per visible
+/// subcommand. clap_mangen renders the usual sections; we add EXAMPLES (from
+/// each command's long help), EXIT STATUS and ENVIRONMENT, as flock(1) has.
+pub fn man(dir: &std::path::Path) -> Result<()> {
+    use clap::CommandFactory;
+    fn page(cmd: &clap::Command, dir: &std::path::Path) -> Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            page(sub, dir)?;
+        }
+        let man = clap_mangen::Man::new(cmd.clone())
+            .date("")
+            .source("distlock");
+        let mut out = Vec::new();
+        man.render_title(&mut out)?;
+        man.render_name_section(&mut out)?;
+        man.render_synopsis_section(&mut out)?;
+        man.render_description_section(&mut out)?;
+        if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+            man.render_options_section(&mut out)?;
+        }
+        if cmd.has_subcommands() {
+            man.render_subcommands_section(&mut out)?;
+        }
+        if let Some(examples) = cmd.get_after_long_help() {
+            let text = examples.to_string();
+            let body = text.strip_prefix("Examples:\n").unwrap_or(&text);
+            out.extend_from_slice(b".SH EXAMPLES\n.nf\n");
+            out.extend_from_slice(roff_escape(body).as_bytes());
+            out.extend_from_slice(b"\n.fi\n");
+        }
+        out.extend_from_slice(MAN_EXIT_AND_ENV.as_bytes());
+        man.render_version_section(&mut out)?;
+        std::fs::write(dir.join(man.get_filename()), out)?;
+        Ok(())
+    }
+    std::fs::create_dir_all(dir)?;
+    let mut cmd = crate::cli::Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    page(&cmd, dir)
+}
+
+/// Escapes text for a roff `.nf` block: backslashes, and leading dots or
+/// quotes that roff would read as requests.
+fn roff_escape(s: &str) -> String {
+    s.lines()
+        .map(|l| {
+            let l = l.replace('\\', r"\e").replace('-', r"\-");
+            if l.starts_with('.') || l.starts_with('\'') {
+                format!(r"\&{l}")
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The EXIT STATUS and ENVIRONMENT sections, word for word the table in
+/// `exit.rs` and the README.
+const MAN_EXIT_AND_ENV: &str = r#".SH "EXIT STATUS"
+.TP
+CMD's own status
+run: CMD exited by itself; 128+N if signal N ended it.
+.TP
+0
+The subcommand succeeded.
+.TP
+1
+renew/release: the lock is not held by that owner.
+.TP
+2
+Usage error: bad option, name, duration or URL.
+.TP
+75
+Lock not acquired (busy, or the wait ran out); \-E changes it.
+.TP
+124
+run: the lease was lost and CMD was stopped.
+.TP
+125
+distlock failed: Redis unreachable, authentication refused, protocol error.
+.TP
+126
+CMD was found but could not be executed.
+.TP
+127
+CMD was not found.
+.SH ENVIRONMENT
+.TP
+DISTLOCK_REDIS_URL
+Default for \-\-redis\-url (redis://127.0.0.1:6379).
+.TP
+DISTLOCK_PREFIX
+Default for \-\-prefix (distlock).
+.TP
+DISTLOCK_TTL
+Default for \-\-ttl of run, acquire and renew (30s).
+.TP
+DISTLOCK_OWNER
+Default for \-\-owner of renew and release; set by eval of acquire's output.
+.TP
+DISTLOCK_NAME, DISTLOCK_KEY, DISTLOCK_OWNER, DISTLOCK_FENCING_TOKEN
+Set by run in CMD's environment: the lock name, its Redis key, the owner id
+and the fencing token of this acquisition. Pass the token to the storage CMD
+writes to, so a late writer is turned away.
+.TP
+DISTLOCK_REDIS_PASSWORD
+Removed from CMD's environment.
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting_survives_quotes() {
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn ttl_is_readable() {
+        assert_eq!(fmt_ttl(Duration::from_millis(27_345)), "27.3s");
+        assert_eq!(fmt_ttl(Duration::from_secs(252)), "4m 12s");
+    }
 }

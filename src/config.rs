@@ -58,9 +58,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "invalid duration {s:?}: a unit is required, e.g. 500ms, 30s, 2m, 1h30m"
         ));
     }
-    humantime::parse_duration(t).map_err(|e| {
-        format!("invalid duration {s:?}: {e} (examples: 500ms, 30s, 2m, 1h30m)")
-    })
+    humantime::parse_duration(t)
+        .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 500ms, 30s, 2m, 1h30m)"))
 }
 
 /// How long `run`/`acquire` wait for a busy lock.
@@ -133,12 +132,6 @@ const SIGNALS: &[(&str, i32)] = &[
     ("PWR", libc::SIGPWR),
     ("SYS", libc::SIGSYS),
 ];
-
-/// The name of signal `n` without `SIG`, or `None` for realtime and unknown
-/// numbers.
-pub fn signal_name(n: i32) -> Option<&'static str> {
-    SIGNALS.iter().find(|(_, v)| *v == n).map(|(name, _)| *name)
-}
 
 /// Parses `--kill-signal`: `TERM`, `SIGTERM`, `term` or `15`. Signals that
 /// cannot end a process (STOP, CONT, CHLD, …) are refused: they would make
@@ -346,8 +339,8 @@ mod tests {
 
     #[test]
     fn clashing_timings_are_refused_with_their_values() {
-        let e = Timings::new(Duration::from_secs(10), Some(Duration::from_secs(6)), None)
-            .unwrap_err();
+        let e =
+            Timings::new(Duration::from_secs(10), Some(Duration::from_secs(6)), None).unwrap_err();
         assert!(e.0.contains("--renew-every 6s"), "{e}");
         let e = Timings::new(
             Duration::from_secs(10),
@@ -355,7 +348,10 @@ mod tests {
             Some(Duration::from_secs(5)),
         )
         .unwrap_err();
-        assert!(e.0.contains("--kill-grace 5s") && e.0.contains("--ttl 10s"), "{e}");
+        assert!(
+            e.0.contains("--kill-grace 5s") && e.0.contains("--ttl 10s"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -365,7 +361,9 @@ mod tests {
         assert_ne!(a, b);
         let hex = a.rsplit(':').next().unwrap();
         assert_eq!(hex.len(), 32);
-        assert!(hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(hex
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert!(a.contains(&format!(":{}:", std::process::id())));
     }
 }

@@ -179,7 +179,8 @@ impl Renewer {
     pub fn events(&self) -> Vec<Event> {
         let mut buf = [0u8; 64];
         // SAFETY: non-blocking read into a local buffer.
-        while unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        while unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {
+        }
         self.events.try_iter().collect()
     }
 

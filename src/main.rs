@@ -63,6 +63,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     };
     match cli.command {
         Command::Run(args) => commands::run(&global(cli.global)?, args),
+        Command::Acquire(args) => commands::acquire(&global(cli.global)?, args),
+        Command::Renew(args) => commands::renew(&global(cli.global)?, args),
+        Command::Release(args) => commands::release(&global(cli.global)?, args),
+        Command::Inspect(args) => commands::inspect(&global(cli.global)?, args),
+        Command::List(args) => commands::list(&global(cli.global)?, args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "distlock", &mut out);
@@ -70,8 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         Command::Man { dir } => {
-            std::fs::create_dir_all(&dir)?;
-            clap_mangen::generate_to(Cli::command(), &dir)?;
+            commands::man(&dir)?;
             Ok(0)
         }
     }

@@ -79,7 +79,9 @@ impl RedisServer {
     /// A direct connection, for setting up and checking state.
     pub fn conn(&self) -> redis::Connection {
         let c = redis::Client::open(self.url()).unwrap();
-        let con = c.get_connection_with_timeout(Duration::from_secs(5)).unwrap();
+        let con = c
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
         con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         con
     }
@@ -174,7 +176,11 @@ pub fn wait_for_line(path: &Path, limit: Duration) -> Option<String> {
     let mut line = None;
     wait_until(limit, || {
         if let Ok(s) = std::fs::read_to_string(path) {
-            if let Some(l) = s.lines().next().filter(|l| !l.is_empty() && s.contains('\n')) {
+            if let Some(l) = s
+                .lines()
+                .next()
+                .filter(|l| !l.is_empty() && s.contains('\n'))
+            {
                 line = Some(l.to_owned());
                 return true;
             }

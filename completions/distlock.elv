@@ -1,0 +1,199 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[distlock] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'distlock'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'distlock'= {
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand run 'Run CMD while holding the lock NAME; renew the lease while it runs'
+            cand acquire 'Take the lock NAME and print shell lines to eval (for scripts)'
+            cand renew 'Extend the lease on NAME if OWNER still holds it'
+            cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
+            cand inspect 'Show who holds NAME, for how long, and the last fencing token'
+            cand list 'List every held lock under the prefix, sorted by name'
+            cand completions 'Print shell completions for SHELL on stdout'
+            cand man 'Write man pages into DIR (used to regenerate man/)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'distlock;run'= {
+            cand --ttl 'Lease length; distlock renews it while CMD runs'
+            cand -w 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
+            cand --wait 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
+            cand -E 'Exit code when the lock was not acquired'
+            cand --conflict-exit-code 'Exit code when the lock was not acquired'
+            cand --renew-every 'Renewal period [default: ttl/3]'
+            cand --kill-signal 'First signal sent to CMD''s process group when the lease is lost'
+            cand --kill-grace 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;acquire'= {
+            cand --ttl 'Lease length; renew it before it runs out'
+            cand -w 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
+            cand --wait 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
+            cand -E 'Exit code when the lock was not acquired'
+            cand --conflict-exit-code 'Exit code when the lock was not acquired'
+            cand --owner 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand --json 'Print one JSON object instead of export lines'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;renew'= {
+            cand --owner 'Owner id that must hold the lease'
+            cand --ttl 'New lease length, counted from now'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;release'= {
+            cand --owner 'Owner id that must hold the lease (ignored with --force)'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand --force 'Release whoever holds it, and print who that was'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;inspect'= {
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand --json 'Print one JSON object'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;list'= {
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand --json 'Print a JSON array of `inspect --json` objects'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;completions'= {
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;man'= {
+            cand --dir 'Directory to write distlock.1 and one page per subcommand into'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;help'= {
+            cand run 'Run CMD while holding the lock NAME; renew the lease while it runs'
+            cand acquire 'Take the lock NAME and print shell lines to eval (for scripts)'
+            cand renew 'Extend the lease on NAME if OWNER still holds it'
+            cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
+            cand inspect 'Show who holds NAME, for how long, and the last fencing token'
+            cand list 'List every held lock under the prefix, sorted by name'
+            cand completions 'Print shell completions for SHELL on stdout'
+            cand man 'Write man pages into DIR (used to regenerate man/)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'distlock;help;run'= {
+        }
+        &'distlock;help;acquire'= {
+        }
+        &'distlock;help;renew'= {
+        }
+        &'distlock;help;release'= {
+        }
+        &'distlock;help;inspect'= {
+        }
+        &'distlock;help;list'= {
+        }
+        &'distlock;help;completions'= {
+        }
+        &'distlock;help;man'= {
+        }
+        &'distlock;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,116 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_distlock_global_optspecs
+    string join \n r/redis-url= prefix= v/verbose q/quiet h/help V/version
+end
+
+function __fish_distlock_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_distlock_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_distlock_using_subcommand
+    set -l cmd (__fish_distlock_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c distlock -n "__fish_distlock_needs_command" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_needs_command" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_needs_command" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_needs_command" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_needs_command" -s h -l help -d 'Print help'
+complete -c distlock -n "__fish_distlock_needs_command" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "run" -d 'Run CMD while holding the lock NAME; renew the lease while it runs'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "acquire" -d 'Take the lock NAME and print shell lines to eval (for scripts)'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "renew" -d 'Extend the lease on NAME if OWNER still holds it'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "list" -d 'List every held lock under the prefix, sorted by name'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l ttl -d 'Lease length; distlock renews it while CMD runs' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renewal period [default: ttl/3]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'First signal sent to CMD\'s process group when the lease is lost' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l ttl -d 'Lease length; renew it before it runs out' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l json -d 'Print one JSON object instead of export lines'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l owner -d 'Owner id that must hold the lease' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l ttl -d 'New lease length, counted from now' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l owner -d 'Owner id that must hold the lease (ignored with --force)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l force -d 'Release whoever holds it, and print who that was'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l json -d 'Print one JSON object'
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand list" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l json -d 'Print a JSON array of `inspect --json` objects'
+complete -c distlock -n "__fish_distlock_using_subcommand list" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand list" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l dir -d 'Directory to write distlock.1 and one page per subcommand into' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand man" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand man" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand man" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand man" -s h -l help -d 'Print help'
+complete -c distlock -n "__fish_distlock_using_subcommand man" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "run" -d 'Run CMD while holding the lock NAME; renew the lease while it runs'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "acquire" -d 'Take the lock NAME and print shell lines to eval (for scripts)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "renew" -d 'Extend the lease on NAME if OWNER still holds it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "list" -d 'List every held lock under the prefix, sorted by name'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

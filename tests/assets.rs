@@ -1,0 +1,71 @@
+//! The committed completions and man pages must match what the binary
+//! generates now; regenerate them with `scripts/gen-assets.sh`.
+
+mod common;
+
+use std::path::Path;
+
+fn generated(args: &[&str]) -> Vec<u8> {
+    let out = common::bare_distlock().args(args).output().unwrap();
+    assert!(out.status.success(), "distlock {args:?}: {out:?}");
+    out.stdout
+}
+
+fn assert_fresh(committed: &Path, fresh: &[u8]) {
+    let old = std::fs::read(committed).unwrap_or_else(|e| {
+        panic!(
+            "{} is missing ({e}); run scripts/gen-assets.sh",
+            committed.display()
+        )
+    });
+    assert!(
+        old == fresh,
+        "{} is stale: run scripts/gen-assets.sh and commit the result",
+        committed.display()
+    );
+}
+
+#[test]
+fn committed_completions_are_up_to_date() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
+    for (shell, file) in [
+        ("bash", "distlock.bash"),
+        ("zsh", "_distlock"),
+        ("fish", "distlock.fish"),
+        ("elvish", "distlock.elv"),
+        ("powershell", "_distlock.ps1"),
+    ] {
+        let fresh = generated(&["completions", shell]);
+        assert!(String::from_utf8_lossy(&fresh).contains("acquire"));
+        assert_fresh(&dir.join(file), &fresh);
+    }
+}
+
+#[test]
+fn committed_man_pages_are_up_to_date() {
+    let tmp = tempfile::tempdir().unwrap();
+    generated(&["man", "--dir", tmp.path().to_str().unwrap()]);
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    let mut fresh_names: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    fresh_names.sort();
+    let mut committed_names: Vec<_> = std::fs::read_dir(&committed)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    committed_names.sort();
+    assert_eq!(
+        fresh_names, committed_names,
+        "man/ has other pages than distlock generates"
+    );
+    for name in &fresh_names {
+        let fresh = std::fs::read(tmp.path().join(name)).unwrap();
+        assert_fresh(&committed.join(name), &fresh);
+    }
+    let run = String::from_utf8(std::fs::read(committed.join("distlock-run.1")).unwrap()).unwrap();
+    for section in ["EXIT STATUS", "ENVIRONMENT", "EXAMPLES", "kill\\-grace"] {
+        assert!(run.contains(section), "distlock-run.1 lacks {section}");
+    }
+}
