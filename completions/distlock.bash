@@ -103,7 +103,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-w -E -r -v -q -h -V --ttl --wait --conflict-exit-code --owner --json --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --owner --json --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -119,6 +119,10 @@ _distlock() {
                     ;;
                 -w)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait-order)
+                    COMPREPLY=($(compgen -W "fair any" -- "${cur}"))
                     return 0
                     ;;
                 --conflict-exit-code)
@@ -465,7 +469,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-w -E -r -v -q -h -V --ttl --wait --conflict-exit-code --renew-every --kill-signal --kill-grace --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,6 +485,10 @@ _distlock() {
                     ;;
                 -w)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait-order)
+                    COMPREPLY=($(compgen -W "fair any" -- "${cur}"))
                     return 0
                     ;;
                 --conflict-exit-code)

@@ -41,6 +41,8 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "man" -d 'Write ma
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l ttl -d 'Lease length; distlock renews it while CMD runs' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
+any\t'Whoever asks first once the lock is free (no queue)'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renewal period [default: ttl/3]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'First signal sent to CMD\'s process group when the lease is lost' -r
@@ -53,6 +55,8 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -s h -l help -d '
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l ttl -d 'Lease length; renew it before it runs out' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
+any\t'Whoever asks first once the lock is free (no queue)'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{self, Signal, Wait};
+use crate::lease::WaitOrder;
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -223,6 +224,10 @@ pub struct RunArgs {
     #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait)]
     pub wait: Wait,
 
+    /// Who gets a busy lock first: fair (arrival order) or any (no queue)
+    #[arg(long, value_enum, default_value = "fair", value_name = "ORDER")]
+    pub wait_order: WaitOrder,
+
     /// Exit code when the lock was not acquired
     #[arg(
         short = 'E',
@@ -270,6 +275,10 @@ pub struct AcquireArgs {
     /// How long to wait for a busy lock: a duration, 0 (do not wait) or forever
     #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait)]
     pub wait: Wait,
+
+    /// Who gets a busy lock first: fair (arrival order) or any (no queue)
+    #[arg(long, value_enum, default_value = "fair", value_name = "ORDER")]
+    pub wait_order: WaitOrder,
 
     /// Exit code when the lock was not acquired
     #[arg(

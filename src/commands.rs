@@ -63,11 +63,12 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         timings.ttl_ms(),
         &meta,
         args.wait,
+        args.wait_order,
         &signals,
     )? {
         Acquired::Yes { token, sent_at } => (token, sent_at),
-        Acquired::Busy { holder } => {
-            g.say(format_args!("{} is held by {holder}", keys.name));
+        Acquired::Busy { holder, ahead } => {
+            g.say(format_args!("{}", busy_line(&keys.name, holder, ahead)));
             return Ok(args.conflict_exit_code);
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
@@ -440,11 +441,18 @@ pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
     let pid = std::process::id().to_string();
     let meta = [("host", host.as_str()), ("pid", pid.as_str())];
     let token = match lease::acquire(
-        &mut store, &keys, &owner, ttl_ms, &meta, args.wait, &signals,
+        &mut store,
+        &keys,
+        &owner,
+        ttl_ms,
+        &meta,
+        args.wait,
+        args.wait_order,
+        &signals,
     )? {
         Acquired::Yes { token, .. } => token,
-        Acquired::Busy { holder } => {
-            g.say(format_args!("{} is held by {holder}", keys.name));
+        Acquired::Busy { holder, ahead } => {
+            g.say(format_args!("{}", busy_line(&keys.name, holder, ahead)));
             return Ok(args.conflict_exit_code);
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
@@ -616,6 +624,15 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         println!("{}", line.trim_end());
     }
     Ok(0)
+}
+
+/// The conflict line: who holds the lock, naming the full owner id.
+fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>) -> String {
+    match (holder, ahead) {
+        (Some(h), _) => format!("{name} is held by {h}"),
+        (None, Some(a)) => format!("{name} is being handed to the next waiter in line, {a}"),
+        (None, None) => format!("{name} is busy"),
+    }
 }
 
 /// Timeout for the manual subcommands' connect and each call.

@@ -7,14 +7,15 @@
 //! not stretch a lease.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Result;
 
 use crate::config::{fmt_duration, Timings, Wait};
-use crate::store::{Acquire, LockKeys, Store};
+use crate::store::{Acquire, LockKeys, Mode, Store};
 use crate::supervise::{self, Signals};
 
 /// Now, on the boot-time monotonic clock.
@@ -33,18 +34,42 @@ pub fn now() -> Duration {
 pub enum Acquired {
     /// We hold it; `sent_at` is when the successful request was sent (t0).
     Yes { token: u64, sent_at: Duration },
-    /// Busy, and no wait left; who holds it.
-    Busy { holder: String },
+    /// Not acquired, and no wait left: held by `holder`, or free but
+    /// promised to `ahead`, the next waiter in line.
+    Busy {
+        holder: Option<String>,
+        ahead: Option<String>,
+    },
     /// A terminating signal arrived while waiting.
     Interrupted(i32),
 }
 
-/// Takes the lock, retrying with capped exponential backoff and full jitter
-/// while `wait` allows. Sleeps in `Signals::wait`, so SIGINT, SIGTERM or
-/// SIGHUP end the wait at once; a Ctrl-Z stops distlock like any job.
+/// Order in which waiters get a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitOrder {
+    /// First come, first served: a queue under the lock's hash tag.
+    Fair,
+    /// Whoever asks first once the lock is free (no queue).
+    Any,
+}
+
+/// Takes the lock, waiting as long as `wait` allows.
 ///
-/// All waiting lives here, so a push-based wake-up can replace the sleeps
-/// without touching the callers.
+/// The first attempt is the fast path: one round trip on the one
+/// connection. Only when the lock is busy and we may wait does distlock open
+/// a second connection, SUBSCRIBE to its wake-up channel (confirmed before
+/// going on, so no release can slip past), join the queue (fair order) and
+/// sleep until one of:
+/// - a release publishes to our channel (only the next waiter is told);
+/// - the holder's lease runs out (it read the remaining TTL: a holder that
+///   crashed sends nothing), or, when queued behind another waiter, our own
+///   TTL passes: the backstop, at most one command per waiter per TTL;
+/// - the wait ends, or SIGINT/SIGTERM/SIGHUP arrives (exit 128+N).
+///
+/// A Ctrl-Z stops distlock like any job. A waiter that gives up leaves the
+/// queue; one that dies is dropped at the next release (nobody receives
+/// its wake-up) or when its keep-alive deadline passes on the server clock.
+#[allow(clippy::too_many_arguments)]
 pub fn acquire(
     store: &mut Store,
     keys: &LockKeys,
@@ -52,51 +77,83 @@ pub fn acquire(
     ttl_ms: u64,
     meta: &[(&str, &str)],
     wait: Wait,
+    order: WaitOrder,
     signals: &Signals,
 ) -> Result<Acquired> {
     let give_up_at = match wait {
         Wait::For(d) => Some(now() + d),
         Wait::Forever => None,
     };
-    let mut backoff = Duration::from_millis(20);
-    loop {
+    let first = match order {
+        WaitOrder::Fair => Mode::Once,
+        WaitOrder::Any => Mode::Any,
+    };
+    let sent_at = now();
+    let (holder, ahead) = match store.acquire(keys, owner, ttl_ms, first, meta)? {
+        Acquire::Acquired { token } => return Ok(Acquired::Yes { token, sent_at }),
+        Acquire::Busy { holder, ahead, .. } => (holder, ahead),
+    };
+    if give_up_at.is_some_and(|t| t <= now()) {
+        return Ok(Acquired::Busy { holder, ahead });
+    }
+
+    let (mode, channel) = match order {
+        WaitOrder::Fair => (Mode::Fair, format!("{}{owner}", keys.wake_prefix)),
+        WaitOrder::Any => (Mode::Any, keys.released.clone()),
+    };
+    let subscriber = Subscriber::start(store.subscribe(&channel)?)?;
+    let own_ttl = Duration::from_millis(ttl_ms);
+    let mut fallback = Duration::from_millis(20);
+    let outcome = 'attempts: loop {
         let sent_at = now();
-        let (holder, holder_ttl) = match store.acquire(keys, owner, ttl_ms, meta)? {
-            Acquire::Acquired { token } => return Ok(Acquired::Yes { token, sent_at }),
-            Acquire::Busy { holder, ttl } => (holder, ttl),
+        let (holder, ttl, ahead) = match store.acquire(keys, owner, ttl_ms, mode, meta) {
+            Ok(Acquire::Acquired { token }) => break Ok(Acquired::Yes { token, sent_at }),
+            Ok(Acquire::Busy { holder, ttl, ahead }) => (holder, ttl, ahead),
+            Err(e) => break Err(e),
         };
         let now_t = now();
-        let left = match give_up_at {
-            Some(t) if t <= now_t => return Ok(Acquired::Busy { holder }),
-            Some(t) => Some(t - now_t),
-            None => None,
-        };
-        // Never sleep past the holder's expiry or the end of the wait.
-        let mut sleep = jitter(backoff);
-        if let Some(ttl) = holder_ttl {
-            sleep = sleep.min(ttl + Duration::from_millis(1));
-        }
-        if let Some(left) = left {
-            sleep = sleep.min(left);
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(2));
-        let wake_at = now_t + sleep;
-        loop {
-            let remaining = wake_at.saturating_sub(now());
-            if remaining.is_zero() {
-                break;
+        let mut wake_at = now_t
+            + match ttl {
+                Some(t) => t + Duration::from_millis(1),
+                None => own_ttl,
+            };
+        if let Some(t) = give_up_at {
+            if t <= now_t {
+                break Ok(Acquired::Busy { holder, ahead });
             }
-            let (sigs, _) = signals.wait(Some(remaining), None);
+            wake_at = wake_at.min(t);
+        }
+        if subscriber.is_dead() {
+            // Lost the push channel: fall back to backoff with jitter.
+            wake_at = wake_at.min(now_t + jitter(fallback));
+            fallback = (fallback * 2).min(Duration::from_secs(1));
+        }
+        loop {
+            let left = wake_at.saturating_sub(now());
+            if left.is_zero() {
+                continue 'attempts;
+            }
+            let (sigs, woken) = signals.wait(Some(left), Some(subscriber.fd()));
             for sig in sigs {
                 if supervise::WAIT_ENDERS.contains(&sig) {
-                    return Ok(Acquired::Interrupted(sig));
+                    break 'attempts Ok(Acquired::Interrupted(sig));
                 }
                 if supervise::STOPS.contains(&sig) {
                     supervise::stop_self(false);
                 }
             }
+            if woken {
+                subscriber.drain();
+                continue 'attempts;
+            }
         }
+    };
+    subscriber.stop();
+    if mode == Mode::Fair && !matches!(outcome, Ok(Acquired::Yes { .. })) {
+        // Best effort: a waiter that vanishes is dropped at the next release.
+        let _ = store.leave(keys, owner);
     }
+    outcome
 }
 
 /// A uniformly random duration in [d/2, d], so waiters spread out.
@@ -104,6 +161,80 @@ fn jitter(d: Duration) -> Duration {
     let mut b = [0u8; 4];
     let r = getrandom::fill(&mut b).map_or(0, |_| u32::from_ne_bytes(b));
     d / 2 + d.mul_f64(f64::from(r) / f64::from(u32::MAX) / 2.0)
+}
+
+/// A thread that blocks on the subscribed connection and turns each message
+/// into a byte on a pipe, so the main thread can sleep in one poll on
+/// signals and wake-ups. redis-rs's sync connection does not expose its
+/// socket, hence the thread.
+struct Subscriber {
+    stop: Arc<AtomicBool>,
+    dead: Arc<AtomicBool>,
+    wake: OwnedFd,
+}
+
+impl Subscriber {
+    /// How often the thread looks up from the socket to see whether it
+    /// should stop; costs no Redis command.
+    const TICK: Duration = Duration::from_millis(200);
+
+    fn start(mut conn: redis::Connection) -> Result<Subscriber> {
+        let (wake, notify) = pipe()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let dead = Arc::new(AtomicBool::new(false));
+        let (stop2, dead2) = (stop.clone(), dead.clone());
+        std::thread::Builder::new()
+            .name("subscriber".into())
+            .spawn(move || {
+                let mut pubsub = conn.as_pubsub();
+                let _ = pubsub.set_read_timeout(Some(Self::TICK));
+                while !stop2.load(Ordering::Relaxed) {
+                    match pubsub.get_message() {
+                        Ok(_) => poke(&notify),
+                        Err(e) if e.is_timeout() => {}
+                        Err(_) => {
+                            dead2.store(true, Ordering::Relaxed);
+                            poke(&notify);
+                            break;
+                        }
+                    }
+                }
+                // Close the socket without an UNSUBSCRIBE round trip.
+                std::mem::forget(pubsub);
+            })?;
+        Ok(Subscriber { stop, dead, wake })
+    }
+
+    fn fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
+    }
+
+    fn drain(&self) {
+        drain_pipe(&self.wake);
+    }
+
+    /// Lets the thread finish on its own (within one tick); nothing waits
+    /// for it, so CMD starts at once.
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Writes one byte to a wake-up pipe; a full pipe already means "wake up".
+fn poke(fd: &OwnedFd) {
+    // SAFETY: one-byte write on a pipe we own.
+    unsafe { libc::write(fd.as_raw_fd(), b"!".as_ptr().cast(), 1) };
+}
+
+/// Empties a non-blocking wake-up pipe.
+fn drain_pipe(fd: &OwnedFd) {
+    let mut buf = [0u8; 64];
+    // SAFETY: non-blocking read into a local buffer.
+    while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
 }
 
 /// What the renewer reports to the supervisor.
@@ -213,9 +344,7 @@ fn renew_loop(
     let mut failures = 0u32;
     let send = |e: Event| {
         let _ = events.send(e);
-        // SAFETY: one-byte write on a pipe we own; a full pipe already
-        // means "events waiting".
-        unsafe { libc::write(wake.as_raw_fd(), b"!".as_ptr().cast(), 1) };
+        poke(wake);
     };
     loop {
         match orders.recv_timeout(next.saturating_sub(now())) {

@@ -20,34 +20,109 @@ use redis::{Connection, ConnectionInfo, IntoConnectionInfo, Script, Value};
 
 use crate::config::UsageError;
 
-/// `acquire`: take the lease if it is free, or refresh it if this owner
-/// already holds it (a retry after a lost reply must not burn a token).
+/// Lua shared by the scripts that can hand the lock on: drop waiters whose
+/// keep-alive deadline (server clock) has passed, then wake the oldest live
+/// waiter through its own channel. PUBLISH returns how many subscribers got
+/// the message, and a waiter is subscribed for as long as it waits, so 0
+/// means that waiter is gone: drop it and try the next. Only one waiter is
+/// woken per release: no thundering herd.
 ///
-/// KEYS: lock, fence counter, holder metadata. ARGV: owner, ttl ms, then
-/// metadata field/value pairs. Returns `{1, token}` or `{0, holder, pttl}`.
+/// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
+/// keep-alive deadline (server ms). `chan`: the wake channel prefix.
+const WAKE_NEXT: &str = r"
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(queue, deadlines, now_ms)
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)) do
+    redis.call('ZREM', queue, w)
+    redis.call('ZREM', deadlines, w)
+  end
+end
+-- Wakes the oldest live waiter other than `me`; returns it, or false.
+local function wake_next(queue, deadlines, chan, me)
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head or head == me then return false end
+    if redis.call('PUBLISH', chan .. head, 'wake') > 0 then return head end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', deadlines, head)
+  end
+end
+";
+
+/// `acquire`: take the lease if it is free and no live waiter is ahead, or
+/// refresh it if this owner already holds it (a retry after a lost reply
+/// must not burn a token).
+///
+/// KEYS: lock, fence, meta, queue, deadlines. ARGV: owner, ttl ms, mode
+/// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
+/// queue), wake channel prefix, then metadata field/value pairs.
+/// Returns `{1, token}`, or `{0, holder|false, pttl, waiter ahead|false}`.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "{WAKE_NEXT}{}",
         r"
-local holder = redis.call('GET', KEYS[1])
-if holder == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('DEL', KEYS[3])
-  if #ARGV > 2 then
-    local t = redis.call('TIME')
-    local ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-    redis.call('HSET', KEYS[3], 'acquired_ms', ms, unpack(ARGV, 3))
-    redis.call('PEXPIRE', KEYS[3], ARGV[2])
+local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local owner, ttl, mode, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local holder = redis.call('GET', lock)
+if holder == owner then
+  redis.call('PEXPIRE', lock, ttl)
+  redis.call('PEXPIRE', meta, ttl)
+  return {1, tonumber(redis.call('GET', fence) or '0')}
+end
+local now = now_us()
+local ahead = false
+if holder == false and mode ~= 'any' then
+  prune(queue, deadlines, math.floor(now / 1000))
+  ahead = wake_next(queue, deadlines, chan, owner)
+end
+if holder == false and not ahead then
+  redis.call('SET', lock, owner, 'PX', ttl)
+  local token = redis.call('INCR', fence)
+  redis.call('ZREM', queue, owner)
+  redis.call('ZREM', deadlines, owner)
+  redis.call('DEL', meta)
+  if #ARGV > 4 then
+    redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)), unpack(ARGV, 5))
+    redis.call('PEXPIRE', meta, ttl)
   end
   return {1, token}
-elseif holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
-return {0, holder, redis.call('PTTL', KEYS[1])}
-",
-    )
+local pttl = -2
+if holder then pttl = redis.call('PTTL', lock) end
+if mode == 'fair' then
+  -- Keep our place while we wait: we try again at least once per
+  -- max(pttl, ttl), so twice that plus slack only lapses if we are gone.
+  local keep = 2 * math.max(pttl, tonumber(ttl)) + 2000
+  redis.call('ZADD', queue, 'NX', now, owner)
+  redis.call('ZADD', deadlines, math.floor(now / 1000) + keep, owner)
+  for _, k in ipairs({queue, deadlines}) do
+    if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, keep) end
+  end
+end
+return {0, holder, pttl, ahead}
+"
+    ))
+});
+
+/// `leave`: a waiter gives up (its wait ran out, or it was interrupted).
+/// KEYS: lock, queue, deadlines. ARGV: owner, wake channel prefix. If the
+/// lock is free, the next waiter is woken, since it may have been waiting
+/// behind us.
+static LEAVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{WAKE_NEXT}{}",
+        r"
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  wake_next(KEYS[2], KEYS[3], ARGV[2], ARGV[1])
+end
+return 1
+"
+    ))
 });
 
 /// `renew`: compare-and-extend. KEYS: lock, metadata. ARGV: owner, ttl ms.
@@ -65,31 +140,40 @@ return 0
     )
 });
 
-/// `release`: compare-and-delete. KEYS: lock, metadata. ARGV: owner.
-/// Returns `{1}` when deleted, else `{0, holder}` (holder false when free).
+/// `release`: compare-and-delete, then wake the next waiter in line and
+/// tell `--wait-order any` waiters, in the same round trip.
+/// KEYS: lock, meta, queue, deadlines. ARGV: owner, wake channel prefix,
+/// release channel. Returns `{1}` when deleted, else `{0, holder|false}`.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "{WAKE_NEXT}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return {1}
-end
-return {0, holder}
-",
-    )
+if holder ~= ARGV[1] then return {0, holder} end
+redis.call('DEL', KEYS[1], KEYS[2])
+wake_next(KEYS[3], KEYS[4], ARGV[2], false)
+redis.call('PUBLISH', ARGV[3], 'released')
+return {1}
+"
+    ))
 });
 
 /// `release --force`: delete whoever holds the lock, leave the fencing
-/// counter alone. KEYS: lock, metadata. Returns the evicted holder or nil.
+/// counter alone, wake the next waiter. KEYS as `release`; ARGV: wake
+/// channel prefix, release channel. Returns the evicted holder or nil.
 static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "{WAKE_NEXT}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
-if holder then redis.call('DEL', KEYS[1], KEYS[2]) end
+if holder then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  wake_next(KEYS[3], KEYS[4], ARGV[1], false)
+  redis.call('PUBLISH', ARGV[2], 'released')
+end
 return holder
-",
-    )
+"
+    ))
 });
 
 /// `inspect`: one consistent snapshot. KEYS: lock, fence, metadata.
@@ -119,6 +203,14 @@ pub struct LockKeys {
     pub fence: String,
     /// `P:{N}:meta`: holder metadata (hash), expiring with the lease.
     pub meta: String,
+    /// `P:{N}:queue`: waiters in arrival order (zset, score = server µs).
+    pub queue: String,
+    /// `P:{N}:deadlines`: each waiter's keep-alive deadline (zset, server ms).
+    pub deadlines: String,
+    /// `P:{N}:wake:`: prefix of each fair waiter's own wake-up channel.
+    pub wake_prefix: String,
+    /// `P:{N}:released`: channel told of every release (`--wait-order any`).
+    pub released: String,
 }
 
 impl LockKeys {
@@ -129,7 +221,32 @@ impl LockKeys {
             name: name.to_owned(),
             fence: format!("{lock}:fence"),
             meta: format!("{lock}:meta"),
+            queue: format!("{lock}:queue"),
+            deadlines: format!("{lock}:deadlines"),
+            wake_prefix: format!("{lock}:wake:"),
+            released: format!("{lock}:released"),
             lock,
+        }
+    }
+}
+
+/// How an acquisition treats other waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One attempt, not queued; still yields to a live waiter that is next.
+    Once,
+    /// Queue up and be served in arrival order.
+    Fair,
+    /// Take the lock whenever it is free, ignoring the queue.
+    Any,
+}
+
+impl Mode {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Mode::Once => "once",
+            Mode::Fair => "fair",
+            Mode::Any => "any",
         }
     }
 }
@@ -139,10 +256,12 @@ impl LockKeys {
 pub enum Acquire {
     /// We hold the lease; the fencing token of this acquisition.
     Acquired { token: u64 },
-    /// Someone else holds it, for about `ttl` more (None if it has no expiry).
+    /// Not ours: held by `holder` for about `ttl` more (None if free or
+    /// without expiry), or free but `ahead` is a live waiter served first.
     Busy {
-        holder: String,
+        holder: Option<String>,
         ttl: Option<Duration>,
+        ahead: Option<String>,
     },
 }
 
@@ -315,11 +434,19 @@ impl Store {
         keys: &LockKeys,
         owner: &str,
         ttl_ms: u64,
+        mode: Mode,
         meta: &[(&str, &str)],
     ) -> Result<Acquire> {
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE.key(&keys.lock);
-            inv.key(&keys.fence).key(&keys.meta).arg(owner).arg(ttl_ms);
+            inv.key(&keys.fence)
+                .key(&keys.meta)
+                .key(&keys.queue)
+                .key(&keys.deadlines)
+                .arg(owner)
+                .arg(ttl_ms)
+                .arg(mode.as_arg())
+                .arg(&keys.wake_prefix);
             for (k, v) in meta {
                 inv.arg(*k).arg(*v);
             }
@@ -330,12 +457,46 @@ impl Store {
             [Value::Int(1), token] => Ok(Acquire::Acquired {
                 token: int(token)?.max(0) as u64,
             }),
-            [Value::Int(0), holder, pttl] => Ok(Acquire::Busy {
-                holder: string(holder)?.unwrap_or_default(),
+            [Value::Int(0), holder, pttl, rest @ ..] => Ok(Acquire::Busy {
+                holder: string(holder)?,
                 ttl: pttl_to_ttl(int(pttl)?),
+                ahead: match rest.first() {
+                    Some(a) => string(a)?,
+                    None => None,
+                },
             }),
             other => bail!("unexpected reply to acquire: {other:?}"),
         }
+    }
+
+    /// Leaves the wait queue (best effort: a waiter that vanishes is
+    /// dropped by the next release anyway).
+    pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
+        self.call("leaving the queue", |c| {
+            LEAVE
+                .key(&keys.lock)
+                .key(&keys.queue)
+                .key(&keys.deadlines)
+                .arg(owner)
+                .arg(&keys.wake_prefix)
+                .invoke(c)
+        })?;
+        Ok(())
+    }
+
+    /// A second connection subscribed to `channel`, confirmed by the server
+    /// before this returns, so no message published after it is missed.
+    pub fn subscribe(&self, channel: &str) -> Result<Connection> {
+        let display = &self.target.display;
+        let mut conn = redis::Client::open(self.target.info.clone())
+            .and_then(|c| c.get_connection_with_timeout(self.timeout))
+            .map_err(|e| describe(e, display))?;
+        conn.set_read_timeout(Some(self.timeout))?;
+        conn.set_write_timeout(Some(self.timeout))?;
+        conn.as_pubsub()
+            .subscribe(channel)
+            .map_err(|e| describe(e, display).context("subscribe failed"))?;
+        Ok(conn)
     }
 
     /// Extends the lease if `owner` still holds it. Ok(false) means the lease
@@ -355,7 +516,15 @@ impl Store {
     /// Deletes the lease if `owner` holds it (compare-and-delete).
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
         let v = self.call("release", |c| {
-            RELEASE.key(&keys.lock).key(&keys.meta).arg(owner).invoke(c)
+            RELEASE
+                .key(&keys.lock)
+                .key(&keys.meta)
+                .key(&keys.queue)
+                .key(&keys.deadlines)
+                .arg(owner)
+                .arg(&keys.wake_prefix)
+                .arg(&keys.released)
+                .invoke(c)
         })?;
         let items = array(v)?;
         match items.as_slice() {
@@ -369,7 +538,14 @@ impl Store {
     /// Deletes the lease whoever holds it; returns the evicted holder.
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
         let v = self.call("forced release", |c| {
-            FORCE_RELEASE.key(&keys.lock).key(&keys.meta).invoke(c)
+            FORCE_RELEASE
+                .key(&keys.lock)
+                .key(&keys.meta)
+                .key(&keys.queue)
+                .key(&keys.deadlines)
+                .arg(&keys.wake_prefix)
+                .arg(&keys.released)
+                .invoke(c)
         })?;
         string(&v)
     }

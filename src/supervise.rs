@@ -74,6 +74,9 @@ impl Signals {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, libc::SIGCHLD);
+            // Always ours to see, even if the caller ignored it: after
+            // stopping itself, distlock must notice it was continued.
+            libc::sigaddset(&mut set, libc::SIGCONT);
             for sig in (1..32).chain(libc::SIGRTMIN()..=libc::SIGRTMAX()) {
                 if NOT_FORWARDED.contains(&sig) || disposition(sig) == libc::SIG_IGN {
                     continue;
