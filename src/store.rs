@@ -179,6 +179,14 @@ pub struct Target {
 impl Target {
     /// Parses a Redis URL. Errors are usage errors and never echo a password.
     pub fn parse(url: &str) -> Result<Target> {
+        // Without a scheme there is no telling which part, if any, is a
+        // password (it may be nothing but one, e.g. a mixed-up variable):
+        // echo none of it.
+        if !url.contains("://") {
+            bail!(UsageError(
+                "invalid redis URL: it must start with redis://, redis+unix:// or unix://".into()
+            ));
+        }
         let display = redact(url);
         let scheme = url.split("://").next().unwrap_or("");
         match scheme {
@@ -195,9 +203,6 @@ impl Target {
                 ))
                 .into())
             }
-        }
-        if !url.contains("://") {
-            bail!(UsageError(format!("invalid redis URL {display}")));
         }
         let info = url.into_connection_info().map_err(|_| {
             UsageError(format!(
