@@ -69,10 +69,20 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Inspect(args) => commands::inspect(&global(cli.global)?, args),
         Command::List(args) => commands::list(&global(cli.global)?, args),
         Command::Completions { shell } => {
+            // clap_complete panics when its writer fails, so render into
+            // memory and write here, where a failure can be handled.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "distlock", &mut script);
             let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut Cli::command(), "distlock", &mut out);
-            out.flush()?;
-            Ok(0)
+            match out.write_all(&script).and_then(|()| out.flush()) {
+                Ok(()) => Ok(0),
+                // The reader went away (`| head`): end quietly, with the
+                // status a SIGPIPE death would give, as C tools do.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    Ok(exit::signal_code(libc::SIGPIPE))
+                }
+                Err(e) => Err(anyhow::Error::new(e).context("cannot write the completions")),
+            }
         }
         Command::Man { dir } => {
             commands::man(&dir)?;

@@ -493,9 +493,13 @@ impl Store {
             .map_err(|e| describe(e, display))?;
         conn.set_read_timeout(Some(self.timeout))?;
         conn.set_write_timeout(Some(self.timeout))?;
-        conn.as_pubsub()
+        let mut pubsub = conn.as_pubsub();
+        pubsub
             .subscribe(channel)
             .map_err(|e| describe(e, display).context("subscribe failed"))?;
+        // Dropping the guard would UNSUBSCRIBE: the subscription must
+        // outlive this function.
+        std::mem::forget(pubsub);
         Ok(conn)
     }
 

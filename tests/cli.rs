@@ -1,0 +1,156 @@
+//! The command line without Redis: help, version, completions.
+
+mod common;
+use common::*;
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+/// Runs distlock with `args` (no Redis involved), bounded in time.
+fn run(args: &[&str]) -> Output {
+    let mut child = bare_distlock()
+        .env_remove("RUST_BACKTRACE")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Help and completions are a few KB: they fit in the pipe buffers, so
+    // waiting before reading cannot deadlock.
+    wait_with_timeout(&mut child, Duration::from_secs(10));
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).expect("output is UTF-8")
+}
+
+/// The options of the contract's `run` table.
+const RUN_OPTIONS: &[&str] = &[
+    "--ttl",
+    "--wait",
+    "-w",
+    "--conflict-exit-code",
+    "-E",
+    "--renew-every",
+    "--kill-signal",
+    "--kill-grace",
+];
+
+/// The contract's global options.
+const GLOBAL_OPTIONS: &[&str] = &[
+    "--redis-url",
+    "-r",
+    "--prefix",
+    "--verbose",
+    "--quiet",
+    "DISTLOCK_REDIS_URL",
+    "DISTLOCK_PREFIX",
+];
+
+#[test]
+fn top_level_help_exits_0_and_lists_run_and_the_global_options() {
+    for flag in ["--help", "-h"] {
+        let out = run(&[flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {out:?}");
+        let help = text(&out.stdout);
+        assert!(help.contains("Usage: distlock"), "{flag}: {help}");
+        assert!(help.contains("run"), "{flag}: {help}");
+        assert!(help.contains("completions"), "{flag}: {help}");
+        for opt in GLOBAL_OPTIONS {
+            assert!(help.contains(opt), "{flag} must mention {opt}: {help}");
+        }
+        assert_eq!(text(&out.stderr), "", "{flag}");
+    }
+}
+
+#[test]
+fn run_help_exits_0_and_mentions_every_run_option_and_distlock_ttl() {
+    for args in [
+        &["run", "--help"][..],
+        &["run", "-h"][..],
+        &["help", "run"][..],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        let help = text(&out.stdout);
+        assert!(help.contains("Usage: distlock run"), "{args:?}: {help}");
+        for opt in RUN_OPTIONS.iter().chain(GLOBAL_OPTIONS) {
+            assert!(help.contains(opt), "{args:?} must mention {opt}: {help}");
+        }
+        assert!(help.contains("DISTLOCK_TTL"), "{args:?}: {help}");
+        assert!(help.contains("forever"), "{args:?}: --wait forever: {help}");
+        assert_eq!(text(&out.stderr), "", "{args:?}");
+    }
+}
+
+#[test]
+fn version_exits_0_and_prints_the_package_version() {
+    for args in [&["--version"][..], &["-V"][..], &["run", "--version"][..]] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        let version = text(&out.stdout);
+        assert!(version.starts_with("distlock"), "{args:?}: {version}");
+        assert!(
+            version
+                .trim_end()
+                .ends_with(&format!(" {}", env!("CARGO_PKG_VERSION"))),
+            "{args:?}: {version}"
+        );
+    }
+}
+
+#[test]
+fn completions_for_every_shell_are_non_empty_and_mention_distlock() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = run(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {out:?}");
+        let script = text(&out.stdout);
+        assert!(!script.trim().is_empty(), "{shell}: empty completions");
+        assert!(script.contains("distlock"), "{shell}: {script}");
+        assert!(script.contains("ttl"), "{shell}: run's options: {script}");
+        assert_eq!(text(&out.stderr), "", "{shell}");
+    }
+}
+
+#[test]
+fn completions_for_an_unknown_shell_are_a_usage_error() {
+    let out = run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(err.starts_with("distlock: "), "{err:?}");
+    assert!(!err.contains("panicked"), "{err:?}");
+}
+
+/// `distlock completions bash | head -1` closes the pipe early: distlock
+/// must not panic (no Rust debug output, per the contract).
+#[test]
+fn completions_into_a_closed_pipe_do_not_panic() {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills two fds that we then own.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both fds were just created and are owned by nobody else.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Close the reading side before distlock writes: every write fails with
+    // EPIPE, deterministically.
+    drop(read_end);
+    let mut child = bare_distlock()
+        .env_remove("RUST_BACKTRACE")
+        .args(["completions", "bash"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_with_timeout(&mut child, Duration::from_secs(10));
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("RUST_BACKTRACE"), "{err}");
+    assert!(err.lines().count() <= 1, "{err}");
+    assert_ne!(out.status.code(), Some(101), "101 is Rust's panic status");
+}
