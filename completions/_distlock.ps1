@@ -34,6 +34,8 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run CMD while holding the lock NAME; renew the lease while it runs')
             [CompletionResult]::new('acquire', 'acquire', [CompletionResultType]::ParameterValue, 'Take the lock NAME and print shell lines to eval (for scripts)')
+            [CompletionResult]::new('hold', 'hold', [CompletionResultType]::ParameterValue, 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)')
+            [CompletionResult]::new('__hold-renewer', '__hold-renewer', [CompletionResultType]::ParameterValue, 'Internal: the background renewer of `distlock hold`')
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend the lease on NAME if OWNER still holds it')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release NAME if OWNER holds it (or whoever holds it, with --force)')
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Show who holds NAME, for how long, and the last fencing token')
@@ -53,6 +55,10 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--renew-every', '--renew-every', [CompletionResultType]::ParameterName, 'Renewal period [default: ttl/3]')
             [CompletionResult]::new('--kill-signal', '--kill-signal', [CompletionResultType]::ParameterName, 'First signal sent to CMD''s process group when the lease is lost')
             [CompletionResult]::new('--kill-grace', '--kill-grace', [CompletionResultType]::ParameterName, 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]')
+            [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock held until D after it was acquired, even if CMD ends sooner (the key keeps a TTL for the rest; no process lingers)')
+            [CompletionResult]::new('--max-hold', '--max-hold', [CompletionResultType]::ParameterName, 'Stop CMD (kill signal, then SIGKILL after the grace) once it has held the lock for D; exit 124')
+            [CompletionResult]::new('--at-risk-signal', '--at-risk-signal', [CompletionResultType]::ParameterName, 'Send SIG to CMD once, as soon as a renewal fails to be confirmed, so it can checkpoint before the kill deadline [default: none]')
+            [CompletionResult]::new('--last-run-keep', '--last-run-keep', [CompletionResultType]::ParameterName, 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
             [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Key prefix; locks live at PREFIX:{NAME}')
@@ -74,6 +80,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired')
             [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired')
             [CompletionResult]::new('--owner', '--owner', [CompletionResultType]::ParameterName, 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]')
+            [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock held until D after it was acquired, even if released sooner')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
             [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Key prefix; locks live at PREFIX:{NAME}')
@@ -84,6 +91,48 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing on stderr except the error line of a failure (exit 2 or 125)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;hold' {
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renew it before it runs out')
+            [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
+            [CompletionResult]::new('--wait-order', '--wait-order', [CompletionResultType]::ParameterName, 'Who gets a busy lock first: fair (arrival order) or any (no queue)')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired')
+            [CompletionResult]::new('--owner', '--owner', [CompletionResultType]::ParameterName, 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]')
+            [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock held until D after it was acquired, even if released sooner')
+            [CompletionResult]::new('--max', '--max', [CompletionResultType]::ParameterName, 'Release the lock after this long at the latest: a duration or forever')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
+            [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Key prefix; locks live at PREFIX:{NAME}')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object instead of export lines')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing on stderr except the error line of a failure (exit 2 or 125)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing on stderr except the error line of a failure (exit 2 or 125)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;__hold-renewer' {
+            [CompletionResult]::new('--owner', '--owner', [CompletionResultType]::ParameterName, 'From the environment only: an owner id on the command line would show in `ps`, and anyone who knows it can release the lock')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'ttl')
+            [CompletionResult]::new('--t0-ns', '--t0-ns', [CompletionResultType]::ParameterName, 'Boot-clock nanoseconds at which the acquisition was sent')
+            [CompletionResult]::new('--release-at-ns', '--release-at-ns', [CompletionResultType]::ParameterName, 'Boot-clock nanoseconds at which to release (none: never)')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
+            [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Key prefix; locks live at PREFIX:{NAME}')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing on stderr except the error line of a failure (exit 2 or 125)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing on stderr except the error line of a failure (exit 2 or 125)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
@@ -182,6 +231,8 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
         'distlock;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run CMD while holding the lock NAME; renew the lease while it runs')
             [CompletionResult]::new('acquire', 'acquire', [CompletionResultType]::ParameterValue, 'Take the lock NAME and print shell lines to eval (for scripts)')
+            [CompletionResult]::new('hold', 'hold', [CompletionResultType]::ParameterValue, 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)')
+            [CompletionResult]::new('__hold-renewer', '__hold-renewer', [CompletionResultType]::ParameterValue, 'Internal: the background renewer of `distlock hold`')
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend the lease on NAME if OWNER still holds it')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release NAME if OWNER holds it (or whoever holds it, with --force)')
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Show who holds NAME, for how long, and the last fencing token')
@@ -195,6 +246,12 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;help;acquire' {
+            break
+        }
+        'distlock;help;hold' {
+            break
+        }
+        'distlock;help;__hold-renewer' {
             break
         }
         'distlock;help;renew' {

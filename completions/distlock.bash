@@ -16,6 +16,9 @@ _distlock() {
             ",$1")
                 cmd="distlock"
                 ;;
+            distlock,__hold-renewer)
+                cmd="distlock__subcmd____hold__subcmd__renewer"
+                ;;
             distlock,acquire)
                 cmd="distlock__subcmd__acquire"
                 ;;
@@ -24,6 +27,9 @@ _distlock() {
                 ;;
             distlock,help)
                 cmd="distlock__subcmd__help"
+                ;;
+            distlock,hold)
+                cmd="distlock__subcmd__hold"
                 ;;
             distlock,inspect)
                 cmd="distlock__subcmd__inspect"
@@ -43,6 +49,9 @@ _distlock() {
             distlock,run)
                 cmd="distlock__subcmd__run"
                 ;;
+            distlock__subcmd__help,__hold-renewer)
+                cmd="distlock__subcmd__help__subcmd____hold__subcmd__renewer"
+                ;;
             distlock__subcmd__help,acquire)
                 cmd="distlock__subcmd__help__subcmd__acquire"
                 ;;
@@ -51,6 +60,9 @@ _distlock() {
                 ;;
             distlock__subcmd__help,help)
                 cmd="distlock__subcmd__help__subcmd__help"
+                ;;
+            distlock__subcmd__help,hold)
+                cmd="distlock__subcmd__help__subcmd__hold"
                 ;;
             distlock__subcmd__help,inspect)
                 cmd="distlock__subcmd__help__subcmd__inspect"
@@ -77,7 +89,7 @@ _distlock() {
 
     case "${cmd}" in
         distlock)
-            opts="-r -v -q -h -V --redis-url --prefix --verbose --quiet --help --version run acquire renew release inspect list completions man help"
+            opts="-r -v -q -h -V --redis-url --prefix --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -102,8 +114,50 @@ _distlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        distlock__subcmd____hold__subcmd__renewer)
+            opts="-r -v -q -h -V --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --verbose --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --t0-ns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --release-at-ns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         distlock__subcmd__acquire)
-            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --owner --json --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -134,6 +188,10 @@ _distlock() {
                     return 0
                     ;;
                 --owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-hold)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -183,8 +241,22 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__help)
-            opts="run acquire renew release inspect list completions man help"
+            opts="run acquire hold __hold-renewer renew release inspect list completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        distlock__subcmd__help__subcmd____hold__subcmd__renewer)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -225,6 +297,20 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        distlock__subcmd__help__subcmd__hold)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -315,6 +401,68 @@ _distlock() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        distlock__subcmd__hold)
+            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --max --redis-url --prefix --verbose --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait-order)
+                    COMPREPLY=($(compgen -W "fair any" -- "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -469,7 +617,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --min-hold --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -508,6 +656,22 @@ _distlock() {
                     return 0
                     ;;
                 --kill-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --at-risk-signal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --last-run-keep)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -31,6 +31,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
             cand run 'Run CMD while holding the lock NAME; renew the lease while it runs'
             cand acquire 'Take the lock NAME and print shell lines to eval (for scripts)'
+            cand hold 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)'
+            cand __hold-renewer 'Internal: the background renewer of `distlock hold`'
             cand renew 'Extend the lease on NAME if OWNER still holds it'
             cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
             cand inspect 'Show who holds NAME, for how long, and the last fencing token'
@@ -49,6 +51,10 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --renew-every 'Renewal period [default: ttl/3]'
             cand --kill-signal 'First signal sent to CMD''s process group when the lease is lost'
             cand --kill-grace 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]'
+            cand --min-hold 'Keep the lock held until D after it was acquired, even if CMD ends sooner (the key keeps a TTL for the rest; no process lingers)'
+            cand --max-hold 'Stop CMD (kill signal, then SIGKILL after the grace) once it has held the lock for D; exit 124'
+            cand --at-risk-signal 'Send SIG to CMD once, as soon as a renewal fails to be confirmed, so it can checkpoint before the kill deadline [default: none]'
+            cand --last-run-keep 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)'
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
@@ -69,6 +75,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand -E 'Exit code when the lock was not acquired'
             cand --conflict-exit-code 'Exit code when the lock was not acquired'
             cand --owner 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]'
+            cand --min-hold 'Keep the lock held until D after it was acquired, even if released sooner'
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
@@ -79,6 +86,46 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;hold'= {
+            cand --ttl 'Lease length; renew it before it runs out'
+            cand -w 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
+            cand --wait 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
+            cand --wait-order 'Who gets a busy lock first: fair (arrival order) or any (no queue)'
+            cand -E 'Exit code when the lock was not acquired'
+            cand --conflict-exit-code 'Exit code when the lock was not acquired'
+            cand --owner 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]'
+            cand --min-hold 'Keep the lock held until D after it was acquired, even if released sooner'
+            cand --max 'Release the lock after this long at the latest: a duration or forever'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand --json 'Print one JSON object instead of export lines'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;__hold-renewer'= {
+            cand --owner 'From the environment only: an owner id on the command line would show in `ps`, and anyone who knows it can release the lock'
+            cand --ttl 'ttl'
+            cand --t0-ns 'Boot-clock nanoseconds at which the acquisition was sent'
+            cand --release-at-ns 'Boot-clock nanoseconds at which to release (none: never)'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help'
+            cand --help 'Print help'
             cand -V 'Print version'
             cand --version 'Print version'
         }
@@ -170,6 +217,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
         &'distlock;help'= {
             cand run 'Run CMD while holding the lock NAME; renew the lease while it runs'
             cand acquire 'Take the lock NAME and print shell lines to eval (for scripts)'
+            cand hold 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)'
+            cand __hold-renewer 'Internal: the background renewer of `distlock hold`'
             cand renew 'Extend the lease on NAME if OWNER still holds it'
             cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
             cand inspect 'Show who holds NAME, for how long, and the last fencing token'
@@ -181,6 +230,10 @@ set edit:completion:arg-completer[distlock] = {|@words|
         &'distlock;help;run'= {
         }
         &'distlock;help;acquire'= {
+        }
+        &'distlock;help;hold'= {
+        }
+        &'distlock;help;__hold-renewer'= {
         }
         &'distlock;help;renew'= {
         }

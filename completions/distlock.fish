@@ -32,6 +32,8 @@ complete -c distlock -n "__fish_distlock_needs_command" -s h -l help -d 'Print h
 complete -c distlock -n "__fish_distlock_needs_command" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "run" -d 'Run CMD while holding the lock NAME; renew the lease while it runs'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "acquire" -d 'Take the lock NAME and print shell lines to eval (for scripts)'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "hold" -d 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "__hold-renewer" -d 'Internal: the background renewer of `distlock hold`'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "renew" -d 'Extend the lease on NAME if OWNER still holds it'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
@@ -47,6 +49,10 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renewal period [default: ttl/3]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'First signal sent to CMD\'s process group when the lease is lost' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l min-hold -d 'Keep the lock held until D after it was acquired, even if CMD ends sooner (the key keeps a TTL for the rest; no process lingers)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l max-hold -d 'Stop CMD (kill signal, then SIGKILL after the grace) once it has held the lock for D; exit 124' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l at-risk-signal -d 'Send SIG to CMD once, as soon as a renewal fails to be confirmed, so it can checkpoint before the kill deadline [default: none]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l last-run-keep -d 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -d 'Say more on stderr (repeat for more)'
@@ -59,6 +65,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l wait-order
 any\t'Whoever asks first once the lock is free (no queue)'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-hold -d 'Keep the lock held until D after it was acquired, even if released sooner' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l json -d 'Print one JSON object instead of export lines'
@@ -66,6 +73,31 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s v -l verbo
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l ttl -d 'Lease length; renew it before it runs out' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
+any\t'Whoever asks first once the lock is free (no queue)'"
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l min-hold -d 'Keep the lock held until D after it was acquired, even if released sooner' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l max -d 'Release the lock after this long at the latest: a duration or forever' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l json -d 'Print one JSON object instead of export lines'
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l owner -d 'From the environment only: an owner id on the command line would show in `ps`, and anyone who knows it can release the lock' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l ttl -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l t0-ns -d 'Boot-clock nanoseconds at which the acquisition was sent' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l release-at-ns -d 'Boot-clock nanoseconds at which to release (none: never)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s h -l help -d 'Print help'
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l owner -d 'Owner id that must hold the lease' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l ttl -d 'New lease length, counted from now' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
@@ -109,12 +141,14 @@ complete -c distlock -n "__fish_distlock_using_subcommand man" -s v -l verbose -
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s h -l help -d 'Print help'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "run" -d 'Run CMD while holding the lock NAME; renew the lease while it runs'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "acquire" -d 'Take the lock NAME and print shell lines to eval (for scripts)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "renew" -d 'Extend the lease on NAME if OWNER still holds it'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "list" -d 'List every held lock under the prefix, sorted by name'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire renew release inspect list completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "run" -d 'Run CMD while holding the lock NAME; renew the lease while it runs'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "acquire" -d 'Take the lock NAME and print shell lines to eval (for scripts)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "hold" -d 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "__hold-renewer" -d 'Internal: the background renewer of `distlock hold`'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "renew" -d 'Extend the lease on NAME if OWNER still holds it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "list" -d 'List every held lock under the prefix, sorted by name'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -37,6 +37,14 @@ Examples:
   # Machine-readable
   distlock acquire --json billing";
 
+const HOLD_EXAMPLES: &str = "\
+Examples:
+  # CI step 1: take the lock for the whole deploy, at most 30 minutes
+  distlock hold --max 30m -w 10m deploy/prod > lock.env
+  # later steps: . ./lock.env; ./migrate --fencing-token \"$DISTLOCK_FENCING_TOKEN\"
+  # last step (also on failure):
+  . ./lock.env && distlock release deploy/prod";
+
 const RENEW_EXAMPLES: &str = "\
 Examples:
   # Keep a lease taken with `eval \"$(distlock acquire x)\"` alive
@@ -155,6 +163,23 @@ pub enum Command {
     )]
     Acquire(AcquireArgs),
 
+    /// Take NAME and keep renewing it from a background process until
+    /// `distlock release` (for locks that span several CI steps)
+    #[command(
+        long_about = "Take the lock NAME like `acquire`, print the same export lines plus \
+            DISTLOCK_HOLD_PID, and leave a small background process that renews the \
+            lease until `distlock release NAME` (as $DISTLOCK_OWNER), until --max \
+            passes (then it releases), until it gets SIGTERM (then it releases), or \
+            until renewal fails (then the lease expires). A hold whose lease was \
+            lost makes the later `release` exit 1.",
+        after_long_help = HOLD_EXAMPLES
+    )]
+    Hold(HoldArgs),
+
+    /// Internal: the background renewer of `distlock hold`
+    #[command(hide = true, name = "__hold-renewer")]
+    HoldRenewer(HoldRenewerArgs),
+
     /// Extend the lease on NAME if OWNER still holds it
     #[command(
         long_about = "Extend the lease on NAME to --ttl from now if OWNER still holds \
@@ -250,6 +275,26 @@ pub struct RunArgs {
     #[arg(long, value_name = "D", value_parser = config::parse_duration)]
     pub kill_grace: Option<Duration>,
 
+    /// Keep the lock held until D after it was acquired, even if CMD ends
+    /// sooner (the key keeps a TTL for the rest; no process lingers)
+    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    pub min_hold: Option<Duration>,
+
+    /// Stop CMD (kill signal, then SIGKILL after the grace) once it has held
+    /// the lock for D; exit 124
+    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    pub max_hold: Option<Duration>,
+
+    /// Send SIG to CMD once, as soon as a renewal fails to be confirmed, so
+    /// it can checkpoint before the kill deadline [default: none]
+    #[arg(long, value_name = "SIG", value_parser = config::parse_any_signal)]
+    pub at_risk_signal: Option<Signal>,
+
+    /// How long Redis keeps the record of the last run (who, when, how
+    /// long, exit status, token)
+    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_duration)]
+    pub last_run_keep: Duration,
+
     /// The command and its arguments, after --
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -294,9 +339,44 @@ pub struct AcquireArgs {
     #[arg(long, value_name = "ID", value_parser = config::parse_owner)]
     pub owner: Option<String>,
 
+    /// Keep the lock held until D after it was acquired, even if released
+    /// sooner
+    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    pub min_hold: Option<Duration>,
+
     /// Print one JSON object instead of export lines
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `distlock hold`.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    #[command(flatten)]
+    pub acquire: AcquireArgs,
+
+    /// Release the lock after this long at the latest: a duration or forever
+    #[arg(long, default_value = "1h", value_name = "D", value_parser = config::parse_wait)]
+    pub max: Wait,
+}
+
+/// Arguments of the hidden background renewer (set by `hold`).
+#[derive(Debug, Args)]
+pub struct HoldRenewerArgs {
+    #[arg(value_parser = config::parse_name)]
+    pub name: String,
+    /// From the environment only: an owner id on the command line would
+    /// show in `ps`, and anyone who knows it can release the lock.
+    #[arg(long, env = "DISTLOCK_OWNER", hide_env_values = true, value_parser = config::parse_owner)]
+    pub owner: String,
+    #[arg(long, value_parser = config::parse_duration)]
+    pub ttl: Duration,
+    /// Boot-clock nanoseconds at which the acquisition was sent.
+    #[arg(long)]
+    pub t0_ns: u64,
+    /// Boot-clock nanoseconds at which to release (none: never).
+    #[arg(long)]
+    pub release_at_ns: Option<u64>,
 }
 
 /// Options of `distlock renew`.

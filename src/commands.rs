@@ -6,17 +6,22 @@ use std::ffi::OsString;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
-use crate::cli::{AcquireArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs, RunArgs};
-use crate::config::{self, fmt_duration, Signal, Timings, UsageError};
+use crate::cli::{
+    AcquireArgs, HoldArgs, HoldRenewerArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs, RunArgs,
+};
+use crate::config::{self, fmt_duration, Signal, Timings, UsageError, Wait};
 use crate::exit;
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
-use crate::store::{LockInfo, LockKeys, Release, Store, Target};
+use crate::store::{LastRun, LockInfo, LockKeys, Release, Store, Target};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// Options shared by every subcommand, resolved.
 pub struct Global {
+    /// The Redis URL as given (with any password): only ever passed on in
+    /// the environment of `hold`'s renewer, never printed.
+    pub url: String,
     /// Where Redis is.
     pub target: Target,
     /// Key prefix.
@@ -50,12 +55,17 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let host = config::hostname();
     let pid = std::process::id().to_string();
     let command_line = describe_command(&args.command);
-    let meta = [
+    let min_hold = args.min_hold.map(|d| d.as_millis().to_string());
+    let mut meta = vec![
         ("host", host.as_str()),
         ("pid", pid.as_str()),
         ("command", command_line.as_str()),
     ];
+    if let Some(ms) = &min_hold {
+        meta.push(("min_hold_ms", ms.as_str()));
+    }
 
+    let started = std::time::SystemTime::now();
     let (token, t0) = match lease::acquire(
         &mut store,
         &keys,
@@ -154,6 +164,8 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         pgid,
         timings,
         kill_signal: args.kill_signal,
+        max_hold_at: args.max_hold.map(|d| t0 + d),
+        at_risk: args.at_risk_signal,
         t0,
         tty: tty.as_ref(),
         lost: None,
@@ -166,16 +178,42 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
 
     guardian.disarm();
     let mut store = renewer.stop();
+    let code = match (lost, status) {
+        (Some(_), _) => exit::LEASE_LOST,
+        (None, Some(st)) => exit::from_status(st),
+        (None, None) => exit::FAILURE,
+    };
+    let record = LastRun {
+        host,
+        owner: owner.clone(),
+        started_ms: started
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        duration_ms: lease::now().saturating_sub(t0).as_millis() as u64,
+        exit: code,
+        token,
+    };
     match lost {
-        Some(Loss::NotOwner) => {}
-        Some(Loss::Unconfirmed) => {
+        Some(Loss::NotOwner) => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
-            let _ = store.release(&keys, &owner);
+            let _ = store.record_last_run(&keys, &record, args.last_run_keep);
+        }
+        Some(Loss::Unconfirmed | Loss::MaxHold) => {
+            store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
+            let last = Some((&record, args.last_run_keep));
+            let _ = store.release_recording(&keys, &owner, last);
         }
         None => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(5)));
-            match store.release(&keys, &owner) {
+            let last = Some((&record, args.last_run_keep));
+            match store.release_recording(&keys, &owner, last) {
                 Ok(Release::Released) => {}
+                Ok(Release::Kept(left)) if g.verbose > 0 => g.say(format_args!(
+                    "{} stays held for another {} (--min-hold)",
+                    keys.name,
+                    fmt_duration(left)
+                )),
+                Ok(Release::Kept(_)) => {}
                 Ok(Release::NotOwner(holder)) => g.say(format_args!(
                     "warning: the lease on {} was lost before CMD finished; {}",
                     keys.name,
@@ -192,11 +230,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
             }
         }
     }
-    Ok(match (lost, status) {
-        (Some(_), _) => exit::LEASE_LOST,
-        (None, Some(st)) => exit::from_status(st),
-        (None, None) => exit::FAILURE,
-    })
+    Ok(code)
 }
 
 /// Why CMD is being stopped by distlock.
@@ -206,6 +240,8 @@ enum Loss {
     NotOwner,
     /// No renewal was confirmed in time; the lease may expire.
     Unconfirmed,
+    /// CMD held the lock for `--max-hold`.
+    MaxHold,
 }
 
 /// The escalation in progress: the first signal went out, SIGKILL follows.
@@ -223,6 +259,10 @@ struct Supervisor<'a> {
     pgid: i32,
     timings: Timings,
     kill_signal: Signal,
+    /// When `--max-hold` runs out (boot-time clock).
+    max_hold_at: Option<Duration>,
+    /// `--at-risk-signal`, until it has been sent once.
+    at_risk: Option<Signal>,
     /// Send time of the last confirmed acquire/renew (boot-time clock).
     t0: Duration,
     tty: Option<&'a Tty>,
@@ -248,6 +288,12 @@ impl Supervisor<'_> {
             if self.lost.is_none() && self.status.is_none() && now >= self.t0 + soft {
                 self.lose(Loss::Unconfirmed, self.t0 + hard);
             }
+            if let Some(at) = self.max_hold_at {
+                if self.lost.is_none() && self.status.is_none() && now >= at {
+                    let sigkill_at = (now + self.timings.kill_grace).min(self.t0 + hard);
+                    self.lose(Loss::MaxHold, sigkill_at);
+                }
+            }
             if let Some(k) = &mut self.killing {
                 if !k.sigkill_sent && now >= k.sigkill_at {
                     supervise::signal_group(self.pgid, libc::SIGKILL);
@@ -270,6 +316,9 @@ impl Supervisor<'_> {
             let mut at = |t: Duration| wake = Some(wake.map_or(t, |w| w.min(t)));
             if self.lost.is_none() && self.status.is_none() {
                 at(self.t0 + soft);
+                if let Some(m) = self.max_hold_at {
+                    at(m);
+                }
             }
             if let Some(k) = self.killing.filter(|k| !k.sigkill_sent) {
                 at(k.sigkill_at);
@@ -295,6 +344,15 @@ impl Supervisor<'_> {
             for event in renewer.events() {
                 match event {
                     Event::Renewed { sent_at } => self.t0 = self.t0.max(sent_at),
+                    Event::Unconfirmed => {
+                        if let Some(sig) = self.at_risk.take() {
+                            if self.status.is_none() {
+                                // CMD itself, not its group: children that
+                                // do not expect it would die of it.
+                                supervise::signal_process(self.pgid, sig.number);
+                            }
+                        }
+                    }
                     Event::NotOwner => {
                         if self.lost.is_none() && self.status.is_none() {
                             let at = lease::now() + self.timings.kill_grace;
@@ -321,6 +379,10 @@ impl Supervisor<'_> {
             )),
             Loss::Unconfirmed => self.g.say(format_args!(
                 "no renewal of the lease on {} was confirmed in time; stopping CMD before the lease can expire",
+                self.name
+            )),
+            Loss::MaxHold => self.g.say(format_args!(
+                "CMD has held {} for --max-hold; stopping it",
                 self.name
             )),
         }
@@ -423,24 +485,38 @@ fn describe_command(argv: &[OsString]) -> String {
     s
 }
 
-/// `distlock acquire`: take the lease and print how to use it.
-pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
+/// A lease taken by `acquire` or `hold`.
+struct Taken {
+    keys: LockKeys,
+    owner: String,
+    token: u64,
+    ttl_ms: u64,
+    sent_at: Duration,
+}
+
+/// The common part of `acquire` and `hold`: take the lease, waiting as
+/// asked. Err(code) is the exit status of a known outcome (busy, signal).
+fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
     if args.ttl.as_millis() < 1 {
         bail!(UsageError("--ttl must be at least 1ms".into()));
     }
     // Waiting is interruptible by SIGINT/SIGTERM/SIGHUP (exit 128+N).
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name);
-    let owner = match args.owner {
-        Some(o) => o,
+    let owner = match &args.owner {
+        Some(o) => o.clone(),
         None => config::new_owner_id()?,
     };
     let ttl_ms = args.ttl.as_millis() as u64;
     let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
     let host = config::hostname();
     let pid = std::process::id().to_string();
-    let meta = [("host", host.as_str()), ("pid", pid.as_str())];
-    let token = match lease::acquire(
+    let min_hold = args.min_hold.map(|d| d.as_millis().to_string());
+    let mut meta = vec![("host", host.as_str()), ("pid", pid.as_str())];
+    if let Some(ms) = &min_hold {
+        meta.push(("min_hold_ms", ms.as_str()));
+    }
+    match lease::acquire(
         &mut store,
         &keys,
         &owner,
@@ -450,32 +526,161 @@ pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
         args.wait_order,
         &signals,
     )? {
-        Acquired::Yes { token, .. } => token,
+        Acquired::Yes { token, sent_at } => Ok(Ok(Taken {
+            keys,
+            owner,
+            token,
+            ttl_ms,
+            sent_at,
+        })),
         Acquired::Busy { holder, ahead } => {
             g.say(format_args!("{}", busy_line(&keys.name, holder, ahead)));
-            return Ok(args.conflict_exit_code);
+            Ok(Err(args.conflict_exit_code))
         }
-        Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
-    };
-    let out = if args.json {
-        serde_json::json!({
-            "name": keys.name,
-            "key": keys.lock,
-            "owner": owner,
-            "fencing_token": token,
-            "ttl_ms": ttl_ms,
-        })
-        .to_string()
-    } else {
-        format!(
-            "export DISTLOCK_NAME={}\nexport DISTLOCK_OWNER={}\nexport DISTLOCK_FENCING_TOKEN={}",
-            shell_quote(&keys.name),
-            shell_quote(&owner),
-            shell_quote(&token.to_string())
-        )
-    };
+        Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),
+    }
+}
+
+/// Prints a taken lease as `export` lines or one JSON object; `extra` adds
+/// fields (the renewer's pid for `hold`).
+fn print_taken(t: &Taken, json: bool, extra: &[(&str, u64)]) {
+    if json {
+        let mut obj = serde_json::json!({
+            "name": t.keys.name,
+            "key": t.keys.lock,
+            "owner": t.owner,
+            "fencing_token": t.token,
+            "ttl_ms": t.ttl_ms,
+        });
+        for (k, v) in extra {
+            obj[*k] = (*v).into();
+        }
+        println!("{obj}");
+        return;
+    }
+    let mut out = format!(
+        "export DISTLOCK_NAME={}\nexport DISTLOCK_OWNER={}\nexport DISTLOCK_FENCING_TOKEN={}",
+        shell_quote(&t.keys.name),
+        shell_quote(&t.owner),
+        shell_quote(&t.token.to_string())
+    );
+    for (k, v) in extra {
+        let var = match *k {
+            "renewer_pid" => "DISTLOCK_HOLD_PID",
+            other => other,
+        };
+        out.push_str(&format!("\nexport {var}={}", shell_quote(&v.to_string())));
+    }
     println!("{out}");
+}
+
+/// `distlock acquire`: take the lease and print how to use it.
+pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
+    match take(g, &args)? {
+        Ok(t) => {
+            print_taken(&t, args.json, &[]);
+            Ok(0)
+        }
+        Err(code) => Ok(code),
+    }
+}
+
+/// `distlock hold`: `acquire`, plus a detached process that renews the
+/// lease until it is released, `--max` passes or renewal fails.
+pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
+    let t = match take(g, &args.acquire)? {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    let release_at = match args.max {
+        Wait::For(d) => Some(t.sent_at + d),
+        Wait::Forever => None,
+    };
+    let mut cmd = std::process::Command::new(
+        std::env::current_exe().context("cannot find distlock's own executable")?,
+    );
+    cmd.arg("__hold-renewer")
+        .arg(&t.keys.name)
+        .env("DISTLOCK_OWNER", &t.owner)
+        .arg("--ttl")
+        .arg(format!("{}ms", t.ttl_ms))
+        .arg("--t0-ns")
+        .arg(t.sent_at.as_nanos().to_string());
+    if let Some(at) = release_at {
+        cmd.arg("--release-at-ns").arg(at.as_nanos().to_string());
+    }
+    // The URL travels in the environment, never on a command line that
+    // `ps` shows; the renewer detaches from the terminal and from the
+    // caller's stdout (a `$(distlock hold …)` must not wait for it).
+    cmd.env("DISTLOCK_REDIS_URL", &g.url)
+        .env("DISTLOCK_PREFIX", &g.prefix)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+            release_quietly(g, &mut store, &t.keys, &t.owner);
+            return Err(e).context("cannot start the background renewer");
+        }
+    };
+    print_taken(
+        &t,
+        args.acquire.json,
+        &[("renewer_pid", u64::from(child.id()))],
+    );
     Ok(0)
+}
+
+/// The background renewer of `hold`. Exits when the lease is released by
+/// someone (renewal says "not owner"), at `--release-at-ns` (then it
+/// releases), on SIGTERM/SIGINT/SIGHUP (releases), or when no renewal was
+/// confirmed before the lease could expire.
+pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
+    let signals = Signals::install()?;
+    let keys = LockKeys::new(&g.prefix, &args.name);
+    let ttl = Duration::from_millis(args.ttl.as_millis().max(1) as u64);
+    let renew_every = ttl / 3;
+    let margin = ttl / 100 + Duration::from_millis(5);
+    let retry = (renew_every / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
+    let release_at = args.release_at_ns.map(Duration::from_nanos);
+    let mut store = Store::new(g.target.clone(), renew_every);
+    let mut last_ok = Duration::from_nanos(args.t0_ns);
+    let mut next = last_ok + renew_every;
+    loop {
+        let wake = release_at.map_or(next, |r| r.min(next));
+        let (sigs, _) = signals.wait(Some(wake.saturating_sub(lease::now())), None);
+        let now = lease::now();
+        let stop = sigs.iter().any(|s| supervise::WAIT_ENDERS.contains(s));
+        if stop || release_at.is_some_and(|r| now >= r) {
+            let _ = store.release(&keys, &args.owner);
+            return Ok(0);
+        }
+        if now >= last_ok + ttl - margin {
+            return Ok(exit::LEASE_LOST);
+        }
+        if now < next {
+            continue;
+        }
+        store.set_timeout((last_ok + ttl - margin - now).min(renew_every));
+        match store.renew(&keys, &args.owner, ttl.as_millis() as u64) {
+            Ok(true) => {
+                last_ok = now;
+                next = now + renew_every;
+            }
+            Ok(false) => return Ok(0),
+            Err(_) => next = now + retry,
+        }
+    }
 }
 
 /// `distlock renew`: compare-and-extend.
@@ -512,6 +717,14 @@ pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
     let owner = require_owner(args.owner)?;
     match store.release(&keys, &owner)? {
         Release::Released => Ok(0),
+        Release::Kept(left) => {
+            g.say(format_args!(
+                "{} stays held for another {} (--min-hold)",
+                keys.name,
+                fmt_duration(left)
+            ));
+            Ok(0)
+        }
         Release::NotOwner(holder) => {
             g.say(format_args!(
                 "{} is not held by {owner}; {}",
@@ -568,7 +781,73 @@ pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
             println!("{}: free, {last}", keys.name);
         }
     }
+    if let Some(last) = LastRunView::of(&info) {
+        println!("  last run: {}", last.line());
+    }
     Ok(0)
+}
+
+/// The last-run record as `inspect` shows it.
+struct LastRunView<'a> {
+    host: &'a str,
+    owner: &'a str,
+    started_ms: Option<u64>,
+    duration_ms: Option<u64>,
+    exit: Option<u8>,
+    token: Option<u64>,
+}
+
+impl<'a> LastRunView<'a> {
+    fn of(info: &'a LockInfo) -> Option<LastRunView<'a>> {
+        let get = |f: &str| {
+            info.last_run
+                .iter()
+                .find(|(k, _)| k == f)
+                .map(|(_, v)| v.as_str())
+        };
+        get("owner")?;
+        Some(LastRunView {
+            host: get("host").unwrap_or(""),
+            owner: get("owner").unwrap_or(""),
+            started_ms: get("started_ms").and_then(|v| v.parse().ok()),
+            duration_ms: get("duration_ms").and_then(|v| v.parse().ok()),
+            exit: get("exit").and_then(|v| v.parse().ok()),
+            token: get("token").and_then(|v| v.parse().ok()),
+        })
+    }
+
+    fn started_at(&self) -> Option<String> {
+        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.started_ms?);
+        Some(humantime::format_rfc3339_seconds(t).to_string())
+    }
+
+    /// `web-2, 2026-12-02 00:00:01 UTC, 31.2s, exit 0, token 41`
+    fn line(&self) -> String {
+        let started = self
+            .started_at()
+            .map(|s| s.replace('T', " ").replace('Z', " UTC"))
+            .unwrap_or_else(|| "unknown time".into());
+        let took = self
+            .duration_ms
+            .map_or("?".into(), |ms| fmt_ttl(Duration::from_millis(ms)));
+        let exit = self.exit.map_or("?".into(), |e| e.to_string());
+        let token = self.token.map_or("?".into(), |t| t.to_string());
+        format!(
+            "{}, {started}, {took}, exit {exit}, token {token}",
+            self.host
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "host": self.host,
+            "owner": self.owner,
+            "started_at": self.started_at(),
+            "duration_ms": self.duration_ms,
+            "exit": self.exit,
+            "fencing_token": self.token,
+        })
+    }
 }
 
 /// `distlock list`: every held lock under the prefix.
@@ -689,6 +968,7 @@ fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
         "host": m.host,
         "pid": m.pid,
         "command": m.command,
+        "last_run": LastRunView::of(info).map(|l| l.json()),
     })
 }
 

@@ -168,6 +168,25 @@ pub fn parse_signal(s: &str) -> Result<Signal, String> {
     }
 }
 
+/// Parses a signal to *notify* with (`--at-risk-signal`): any catchable
+/// signal by name or number, e.g. USR1, HUP, 10.
+pub fn parse_any_signal(s: &str) -> Result<Signal, String> {
+    let t = s.trim().to_ascii_uppercase();
+    let t = t.strip_prefix("SIG").unwrap_or(&t);
+    let found = match t.parse::<i32>() {
+        Ok(n) => SIGNALS.iter().find(|(_, v)| *v == n),
+        Err(_) => SIGNALS.iter().find(|(name, _)| *name == t),
+    };
+    match found {
+        Some(&(name, number)) if number != libc::SIGKILL && number != libc::SIGSTOP => {
+            Ok(Signal { number, name })
+        }
+        _ => Err(format!(
+            "invalid signal {s:?}: use a catchable signal such as USR1, USR2, HUP or a number"
+        )),
+    }
+}
+
 /// Validated timings of `run`, all on the local monotonic clock.
 #[derive(Debug, Clone, Copy)]
 pub struct Timings {

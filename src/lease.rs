@@ -245,6 +245,8 @@ pub enum Event {
     Renewed { sent_at: Duration },
     /// Redis says someone else (or nobody) holds the lock.
     NotOwner,
+    /// A renewal could not be confirmed (the first of a run of failures).
+    Unconfirmed,
 }
 
 enum Order {
@@ -381,6 +383,9 @@ fn renew_loop(
             }
             Err(e) => {
                 failures += 1;
+                if failures == 1 {
+                    send(Event::Unconfirmed);
+                }
                 if !spec.quiet && (failures == 1 || spec.verbose >= 1) {
                     let left = kill_at.saturating_sub(now());
                     eprintln!(

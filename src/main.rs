@@ -56,6 +56,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let global = |g: cli::GlobalArgs| -> anyhow::Result<commands::Global> {
         Ok(commands::Global {
             target: store::Target::parse(&g.redis_url)?,
+            url: g.redis_url,
             prefix: g.prefix,
             verbose: g.verbose,
             quiet: g.quiet,
@@ -64,6 +65,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Run(args) => commands::run(&global(cli.global)?, args),
         Command::Acquire(args) => commands::acquire(&global(cli.global)?, args),
+        Command::Hold(args) => commands::hold(&global(cli.global)?, args),
+        Command::HoldRenewer(args) => commands::hold_renewer(&global(cli.global)?, args),
         Command::Renew(args) => commands::renew(&global(cli.global)?, args),
         Command::Release(args) => commands::release(&global(cli.global)?, args),
         Command::Inspect(args) => commands::inspect(&global(cli.global)?, args),

@@ -85,7 +85,8 @@ if holder == false and not ahead then
   redis.call('ZREM', deadlines, owner)
   redis.call('DEL', meta)
   if #ARGV > 4 then
-    redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)), unpack(ARGV, 5))
+    redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)),
+      'token', token, unpack(ARGV, 5))
     redis.call('PEXPIRE', meta, ttl)
   end
   return {1, token}
@@ -140,20 +141,56 @@ return 0
     )
 });
 
+/// Lua that writes the last-run record: a hash of the given field/value
+/// pairs, replacing the previous one, kept for `keep` ms.
+const RECORD_LAST_RUN: &str = r"
+local function record_last_run(key, keep, first)
+  redis.call('DEL', key)
+  redis.call('HSET', key, unpack(ARGV, first))
+  redis.call('PEXPIRE', key, keep)
+end
+";
+
 /// `release`: compare-and-delete, then wake the next waiter in line and
-/// tell `--wait-order any` waiters, in the same round trip.
-/// KEYS: lock, meta, queue, deadlines. ARGV: owner, wake channel prefix,
-/// release channel. Returns `{1}` when deleted, else `{0, holder|false}`.
+/// tell `--wait-order any` waiters, in the same round trip. A lease taken
+/// with a minimum hold (`min_hold_ms` in its metadata) that has not run
+/// yet is kept, by the server's clock, until the minimum has passed. `run`
+/// also writes its last-run record here, so ending costs one round trip.
+///
+/// KEYS: lock, meta, queue, deadlines, last. ARGV: owner, wake channel
+/// prefix, release channel, last-run keep ms ('' for no record), then the
+/// record's field/value pairs. Returns `{1}` when deleted, `{2, ms}` when
+/// kept for the minimum hold, else `{0, holder|false}`.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{WAKE_NEXT}{}",
+        "{WAKE_NEXT}{RECORD_LAST_RUN}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
 if holder ~= ARGV[1] then return {0, holder} end
+if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 5) end
+local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms')
+local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
+if tonumber(m[2]) and left > 0 then
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return {2, left}
+end
 redis.call('DEL', KEYS[1], KEYS[2])
 wake_next(KEYS[3], KEYS[4], ARGV[2], false)
 redis.call('PUBLISH', ARGV[3], 'released')
 return {1}
+"
+    ))
+});
+
+/// The last-run record on its own, for a `run` whose lease was lost (no
+/// release to carry it). KEYS: last. ARGV: keep ms, field/value pairs.
+static LAST_RUN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{RECORD_LAST_RUN}{}",
+        r"
+record_last_run(KEYS[1], ARGV[1], 2)
+return 1
 "
     ))
 });
@@ -176,8 +213,8 @@ return holder
     ))
 });
 
-/// `inspect`: one consistent snapshot. KEYS: lock, fence, metadata.
-/// Returns `{holder|nil, pttl, last token|nil, {metadata field, value, …}}`.
+/// `inspect`: one consistent snapshot. KEYS: lock, fence, metadata, last
+/// run. Returns `{holder|nil, pttl, last token|nil, {metadata…}, {last run…}}`.
 static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -186,6 +223,7 @@ return {
   redis.call('PTTL', KEYS[1]),
   redis.call('GET', KEYS[2]),
   redis.call('HGETALL', KEYS[3]),
+  redis.call('HGETALL', KEYS[4]),
 }
 ",
     )
@@ -211,6 +249,8 @@ pub struct LockKeys {
     pub wake_prefix: String,
     /// `P:{N}:released`: channel told of every release (`--wait-order any`).
     pub released: String,
+    /// `P:{N}:last`: the last run's record (hash), kept for days.
+    pub last: String,
 }
 
 impl LockKeys {
@@ -225,6 +265,7 @@ impl LockKeys {
             deadlines: format!("{lock}:deadlines"),
             wake_prefix: format!("{lock}:wake:"),
             released: format!("{lock}:released"),
+            last: format!("{lock}:last"),
             lock,
         }
     }
@@ -270,6 +311,8 @@ pub enum Acquire {
 pub enum Release {
     /// Our lease was deleted.
     Released,
+    /// Our lease is kept for this much longer: its minimum hold.
+    Kept(Duration),
     /// Not ours: held by this other owner, or by nobody (None).
     NotOwner(Option<String>),
 }
@@ -285,6 +328,39 @@ pub struct LockInfo {
     pub token: Option<u64>,
     /// Holder metadata (acquired_ms, host, pid, command), field by field.
     pub meta: Vec<(String, String)>,
+    /// The last `run`'s record (host, owner, started_ms, duration_ms, exit,
+    /// token), field by field; empty if none is kept.
+    pub last_run: Vec<(String, String)>,
+}
+
+/// What `run` records about itself when it ends.
+#[derive(Debug, Clone)]
+pub struct LastRun {
+    /// Host that ran CMD.
+    pub host: String,
+    /// Owner id of that run.
+    pub owner: String,
+    /// When the lock was acquired (Unix ms, the runner's wall clock).
+    pub started_ms: u64,
+    /// How long CMD held the lock.
+    pub duration_ms: u64,
+    /// distlock's exit status.
+    pub exit: u8,
+    /// The fencing token of that run.
+    pub token: u64,
+}
+
+impl LastRun {
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("host", self.host.clone()),
+            ("owner", self.owner.clone()),
+            ("started_ms", self.started_ms.to_string()),
+            ("duration_ms", self.duration_ms.to_string()),
+            ("exit", self.exit.to_string()),
+            ("token", self.token.to_string()),
+        ]
+    }
 }
 
 /// Where Redis is, parsed once; the password never leaves this struct.
@@ -519,24 +595,68 @@ impl Store {
 
     /// Deletes the lease if `owner` holds it (compare-and-delete).
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.release_recording(keys, owner, None)
+    }
+
+    /// `release`, writing `run`'s last-run record (kept for `keep`) in the
+    /// same round trip.
+    pub fn release_recording(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        last: Option<(&LastRun, Duration)>,
+    ) -> Result<Release> {
         let v = self.call("release", |c| {
-            RELEASE
-                .key(&keys.lock)
-                .key(&keys.meta)
+            let mut inv = RELEASE.key(&keys.lock);
+            inv.key(&keys.meta)
                 .key(&keys.queue)
                 .key(&keys.deadlines)
+                .key(&keys.last)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
-                .arg(&keys.released)
-                .invoke(c)
+                .arg(&keys.released);
+            match last {
+                Some((record, keep)) => {
+                    inv.arg(keep.as_millis().max(1) as u64);
+                    for (k, v) in record.fields() {
+                        inv.arg(k).arg(v);
+                    }
+                }
+                None => {
+                    inv.arg("");
+                }
+            }
+            inv.invoke(c)
         })?;
         let items = array(v)?;
         match items.as_slice() {
             [Value::Int(1)] => Ok(Release::Released),
+            [Value::Int(2), left] => Ok(Release::Kept(Duration::from_millis(
+                int(left)?.max(0) as u64
+            ))),
             [Value::Int(0)] => Ok(Release::NotOwner(None)),
             [Value::Int(0), holder] => Ok(Release::NotOwner(string(holder)?)),
             other => bail!("unexpected reply to release: {other:?}"),
         }
+    }
+
+    /// Writes the last-run record alone (when there is no release to
+    /// carry it).
+    pub fn record_last_run(
+        &mut self,
+        keys: &LockKeys,
+        record: &LastRun,
+        keep: Duration,
+    ) -> Result<()> {
+        self.call("recording the last run", |c| {
+            let mut inv = LAST_RUN.key(&keys.last);
+            inv.arg(keep.as_millis().max(1) as u64);
+            for (k, v) in record.fields() {
+                inv.arg(k).arg(v);
+            }
+            inv.invoke(c)
+        })?;
+        Ok(())
     }
 
     /// Deletes the lease whoever holds it; returns the evicted holder.
@@ -561,6 +681,7 @@ impl Store {
                 .key(&keys.lock)
                 .key(&keys.fence)
                 .key(&keys.meta)
+                .key(&keys.last)
                 .invoke(c)
         })?;
         parse_info(v)
@@ -581,7 +702,7 @@ impl Store {
                     .iter()
                     .map(|k| {
                         let mut inv = INSPECT.key(&k.lock);
-                        inv.key(&k.fence).key(&k.meta);
+                        inv.key(&k.fence).key(&k.meta).key(&k.last);
                         inv
                     })
                     .collect();
@@ -656,7 +777,7 @@ impl Store {
 /// Decodes the INSPECT script's reply.
 fn parse_info(v: Value) -> Result<LockInfo> {
     let items = array(v)?;
-    let [holder, pttl, token, meta] = items.as_slice() else {
+    let [holder, pttl, token, meta, last] = items.as_slice() else {
         bail!("unexpected reply to inspect: {items:?}");
     };
     let holder = string(holder)?;
@@ -667,26 +788,31 @@ fn parse_info(v: Value) -> Result<LockInfo> {
         ),
         None => None,
     };
-    let meta_items = match meta {
-        Value::Array(a) => a.clone(),
-        Value::Map(m) => m.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect(),
-        _ => Vec::new(),
-    };
-    let meta = meta_items
-        .chunks(2)
-        .filter_map(|kv| match kv {
-            [k, v] => Some((string(k).ok()??.to_owned(), string(v).ok()??.to_owned())),
-            _ => None,
-        })
-        .collect();
     Ok(LockInfo {
         ttl: holder
             .as_ref()
             .and_then(|_| pttl_to_ttl(int(pttl).unwrap_or(-2))),
         holder,
         token,
-        meta,
+        meta: pairs(meta),
+        last_run: pairs(last),
     })
+}
+
+/// A HGETALL reply (flat array in RESP2, map in RESP3) as pairs.
+fn pairs(v: &Value) -> Vec<(String, String)> {
+    let items = match v {
+        Value::Array(a) => a.clone(),
+        Value::Map(m) => m.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect(),
+        _ => Vec::new(),
+    };
+    items
+        .chunks(2)
+        .filter_map(|kv| match kv {
+            [k, v] => Some((string(k).ok()??, string(v).ok()??)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Turns a redis-rs error into one plain sentence that names the server

@@ -310,6 +310,14 @@ pub fn signal_group(pgid: i32, sig: i32) {
     }
 }
 
+/// Sends `sig` to one process.
+pub fn signal_process(pid: i32, sig: i32) {
+    // SAFETY: plain syscall.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
 /// Whether no process is left in the group (ESRCH from a null signal).
 pub fn group_is_empty(pgid: i32) -> bool {
     // SAFETY: plain syscall.
