@@ -46,6 +46,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;run' {
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; distlock renews it while CMD runs')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
@@ -73,6 +74,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;acquire' {
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renew it before it runs out')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
@@ -96,6 +98,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;hold' {
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renew it before it runs out')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever')
@@ -120,6 +123,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;__hold-renewer' {
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'limit')
             [CompletionResult]::new('--owner', '--owner', [CompletionResultType]::ParameterName, 'From the environment only: an owner id on the command line would show in `ps`, and anyone who knows it can release the lock')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'ttl')
             [CompletionResult]::new('--t0-ns', '--t0-ns', [CompletionResultType]::ParameterName, 'Boot-clock nanoseconds at which the acquisition was sent')
@@ -138,6 +142,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;renew' {
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N')
             [CompletionResult]::new('--owner', '--owner', [CompletionResultType]::ParameterName, 'Owner id that must hold the lease')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'New lease length, counted from now')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
@@ -154,6 +159,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;release' {
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N')
             [CompletionResult]::new('--owner', '--owner', [CompletionResultType]::ParameterName, 'Owner id that must hold the lease (ignored with --force)')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
             [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
@@ -170,6 +176,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;inspect' {
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
             [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Key prefix; locks live at PREFIX:{NAME}')

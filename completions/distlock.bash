@@ -115,12 +115,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd____hold__subcmd__renewer)
-            opts="-r -v -q -h -V --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --owner)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -157,12 +161,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --ttl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -409,12 +417,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__hold)
-            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --max --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --max --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --ttl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -471,12 +483,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__inspect)
-            opts="-r -v -q -h -V --json --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --json --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -553,12 +569,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__release)
-            opts="-r -v -q -h -V --owner --force --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --force --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --owner)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -583,12 +603,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__renew)
-            opts="-r -v -q -h -V --owner --ttl --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --owner)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -617,12 +641,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-w -E -r -v -q -h -V --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --min-hold --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --min-hold --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --ttl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

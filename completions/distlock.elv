@@ -42,6 +42,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'distlock;run'= {
+            cand --limit 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N'
             cand --ttl 'Lease length; distlock renews it while CMD runs'
             cand -w 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
             cand --wait 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
@@ -68,6 +69,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
         }
         &'distlock;acquire'= {
+            cand --limit 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N'
             cand --ttl 'Lease length; renew it before it runs out'
             cand -w 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
             cand --wait 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
@@ -90,6 +92,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
         }
         &'distlock;hold'= {
+            cand --limit 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N'
             cand --ttl 'Lease length; renew it before it runs out'
             cand -w 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
             cand --wait 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever'
@@ -113,6 +116,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
         }
         &'distlock;__hold-renewer'= {
+            cand --limit 'limit'
             cand --owner 'From the environment only: an owner id on the command line would show in `ps`, and anyone who knows it can release the lock'
             cand --ttl 'ttl'
             cand --t0-ns 'Boot-clock nanoseconds at which the acquisition was sent'
@@ -130,6 +134,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
         }
         &'distlock;renew'= {
+            cand --limit 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N'
             cand --owner 'Owner id that must hold the lease'
             cand --ttl 'New lease length, counted from now'
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
@@ -145,6 +150,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
         }
         &'distlock;release'= {
+            cand --limit 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N'
             cand --owner 'Owner id that must hold the lease (ignored with --force)'
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
@@ -160,6 +166,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
         }
         &'distlock;inspect'= {
+            cand --limit 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N'
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'

@@ -41,6 +41,7 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "list" -d 'List ev
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l ttl -d 'Lease length; distlock renews it while CMD runs' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
@@ -59,6 +60,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l ttl -d 'Lease length; renew it before it runs out' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
@@ -73,6 +75,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s v -l verbo
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l ttl -d 'Lease length; renew it before it runs out' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
@@ -88,6 +91,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand hold" -s v -l verbose 
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l limit -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l owner -d 'From the environment only: an owner id on the command line would show in `ps`, and anyone who knows it can release the lock' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l ttl -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l t0-ns -d 'Boot-clock nanoseconds at which the acquisition was sent' -r
@@ -98,6 +102,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s v -
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s h -l help -d 'Print help'
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l owner -d 'Owner id that must hold the lease' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l ttl -d 'New lease length, counted from now' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
@@ -106,6 +111,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand renew" -s v -l verbose
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l owner -d 'Owner id that must hold the lease (ignored with --force)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
@@ -114,6 +120,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbo
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l json -d 'Print one JSON object'

@@ -235,6 +235,11 @@ pub struct RunArgs {
     #[arg(value_parser = config::parse_name)]
     pub name: String,
 
+    /// Semaphore: let up to N holders in at once, each with its own lease
+    /// (1: a plain lock). Every user of a name must pass the same N
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub limit: u32,
+
     /// Lease length; distlock renews it while CMD runs
     #[arg(
         long,
@@ -307,6 +312,11 @@ pub struct AcquireArgs {
     #[arg(value_parser = config::parse_name)]
     pub name: String,
 
+    /// Semaphore: let up to N holders in at once, each with its own lease
+    /// (1: a plain lock). Every user of a name must pass the same N
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub limit: u32,
+
     /// Lease length; renew it before it runs out
     #[arg(
         long,
@@ -365,6 +375,8 @@ pub struct HoldArgs {
 pub struct HoldRenewerArgs {
     #[arg(value_parser = config::parse_name)]
     pub name: String,
+    #[arg(long, default_value_t = 1)]
+    pub limit: u32,
     /// From the environment only: an owner id on the command line would
     /// show in `ps`, and anyone who knows it can release the lock.
     #[arg(long, env = "DISTLOCK_OWNER", hide_env_values = true, value_parser = config::parse_owner)]
@@ -385,6 +397,11 @@ pub struct RenewArgs {
     /// Lock name
     #[arg(value_parser = config::parse_name)]
     pub name: String,
+
+    /// Semaphore: let up to N holders in at once, each with its own lease
+    /// (1: a plain lock). Every user of a name must pass the same N
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub limit: u32,
 
     /// Owner id that must hold the lease
     #[arg(long, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
@@ -408,6 +425,11 @@ pub struct ReleaseArgs {
     #[arg(value_parser = config::parse_name)]
     pub name: String,
 
+    /// Semaphore: let up to N holders in at once, each with its own lease
+    /// (1: a plain lock). Every user of a name must pass the same N
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub limit: u32,
+
     /// Owner id that must hold the lease (ignored with --force)
     #[arg(long, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
     pub owner: Option<String>,
@@ -423,6 +445,11 @@ pub struct InspectArgs {
     /// Lock name
     #[arg(value_parser = config::parse_name)]
     pub name: String,
+
+    /// Semaphore: let up to N holders in at once, each with its own lease
+    /// (1: a plain lock). Every user of a name must pass the same N
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub limit: u32,
 
     /// Print one JSON object
     #[arg(long)]

@@ -46,7 +46,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let timings = Timings::new(args.ttl, args.renew_every, args.kill_grace)?;
     // First, before any thread exists (see supervise.rs).
     let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let owner = config::new_owner_id()?;
     let mut store = Store::new(
         g.target.clone(),
@@ -502,7 +502,7 @@ fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
     }
     // Waiting is interruptible by SIGINT/SIGTERM/SIGHUP (exit 128+N).
     let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let owner = match &args.owner {
         Some(o) => o.clone(),
         None => config::new_owner_id()?,
@@ -601,6 +601,8 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
     );
     cmd.arg("__hold-renewer")
         .arg(&t.keys.name)
+        .arg("--limit")
+        .arg(t.keys.limit.unwrap_or(1).to_string())
         .env("DISTLOCK_OWNER", &t.owner)
         .arg("--ttl")
         .arg(format!("{}ms", t.ttl_ms))
@@ -647,7 +649,7 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
 /// confirmed before the lease could expire.
 pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
     let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let ttl = Duration::from_millis(args.ttl.as_millis().max(1) as u64);
     let renew_every = ttl / 3;
     let margin = ttl / 100 + Duration::from_millis(5);
@@ -689,7 +691,7 @@ pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
     if args.ttl.as_millis() < 1 {
         bail!(UsageError("--ttl must be at least 1ms".into()));
     }
-    let keys = LockKeys::new(&g.prefix, &args.name);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
     if store.renew(&keys, &owner, args.ttl.as_millis() as u64)? {
         return Ok(0);
@@ -700,7 +702,7 @@ pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
 
 /// `distlock release`: compare-and-delete, or `--force`.
 pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
-    let keys = LockKeys::new(&g.prefix, &args.name);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
     if args.force {
         return Ok(match store.force_release(&keys)? {
@@ -741,8 +743,11 @@ pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
 
 /// `distlock inspect`: one lock, for people or (with --json) programs.
 pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
-    let keys = LockKeys::new(&g.prefix, &args.name);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    if keys.limit.is_some() {
+        return inspect_slots(&mut store, &keys, args.json);
+    }
     let info = store.inspect(&keys)?;
     if args.json {
         println!("{}", info_json(&keys, &info));
@@ -783,6 +788,50 @@ pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
     }
     if let Some(last) = LastRunView::of(&info) {
         println!("  last run: {}", last.line());
+    }
+    Ok(0)
+}
+
+/// `inspect --limit N`: a semaphore's holders.
+fn inspect_slots(store: &mut Store, keys: &LockKeys, json: bool) -> Result<u8> {
+    let info = store.inspect_slots(keys)?;
+    let n = keys.limit.unwrap_or(1);
+    if let Some(agreed) = info.limit.filter(|&l| l != n && !info.holders.is_empty()) {
+        bail!(UsageError(format!(
+            "{} is a semaphore with --limit {agreed}, not {n}",
+            keys.name
+        )));
+    }
+    if json {
+        let holders: Vec<_> = info
+            .holders
+            .iter()
+            .map(|(o, left, t)| {
+                serde_json::json!({"owner": o, "ttl_ms": left.as_millis() as u64, "fencing_token": t})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "name": keys.name,
+                "key": keys.slots,
+                "held": !info.holders.is_empty(),
+                "limit": n,
+                "holders": holders,
+                "fencing_token": info.token,
+            })
+        );
+        return Ok(0);
+    }
+    println!(
+        "{}: {} of {n} slots held{}",
+        keys.name,
+        info.holders.len(),
+        info.token
+            .map_or(", never acquired".into(), |t| format!(", last token {t}"))
+    );
+    for (o, left, t) in &info.holders {
+        println!("  {o}, expires in {}, token {t}", fmt_ttl(*left));
     }
     Ok(0)
 }

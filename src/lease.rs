@@ -84,6 +84,12 @@ pub fn acquire(
         Wait::For(d) => Some(now() + d),
         Wait::Forever => None,
     };
+    // Semaphore slots have no queue: their waiters listen for any release.
+    let order = if keys.limit.is_some() {
+        WaitOrder::Any
+    } else {
+        order
+    };
     let first = match order {
         WaitOrder::Fair => Mode::Once,
         WaitOrder::Any => Mode::Any,

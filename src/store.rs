@@ -56,10 +56,12 @@ end
 /// refresh it if this owner already holds it (a retry after a lost reply
 /// must not burn a token).
 ///
-/// KEYS: lock, fence, meta, queue, deadlines. ARGV: owner, ttl ms, mode
+/// KEYS: lock, fence, meta, queue, deadlines, slots, limit (the last two
+/// only to refuse a name in use as a semaphore). ARGV: owner, ttl ms, mode
 /// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
 /// queue), wake channel prefix, then metadata field/value pairs.
-/// Returns `{1, token}`, or `{0, holder|false, pttl, waiter ahead|false}`.
+/// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false}`, or
+/// `{-1, N}` when the name is in use as a semaphore of N.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{WAKE_NEXT}{}",
@@ -67,6 +69,12 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
 local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, mode, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local holder = redis.call('GET', lock)
+if holder == false and redis.call('EXISTS', KEYS[6]) == 1 then
+  local t = redis.call('TIME')
+  if redis.call('ZCOUNT', KEYS[6], tonumber(t[1]) * 1000 + 1, '+inf') > 0 then
+    return {-1, tonumber(redis.call('GET', KEYS[7]) or '0')}
+  end
+end
 if holder == owner then
   redis.call('PEXPIRE', lock, ttl)
   redis.call('PEXPIRE', meta, ttl)
@@ -229,6 +237,139 @@ return {
     )
 });
 
+/// Lua shared by the semaphore scripts (`--limit N`). Each holder has its
+/// own slot: `slots` is a zset owner → expiry (server ms), so expired slots
+/// are reclaimed on the server's clock, never a client's. `tokens` maps
+/// owner → fencing token; `limit` holds the N every user must agree on.
+/// All three keys expire with the latest slot.
+const SLOTS: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function reclaim(slots, tokens, now)
+  for _, o in ipairs(redis.call('ZRANGEBYSCORE', slots, '-inf', now)) do
+    redis.call('ZREM', slots, o)
+    redis.call('HDEL', tokens, o)
+  end
+end
+local function keep(slots, limit, tokens, now)
+  local top = redis.call('ZRANGE', slots, -1, -1, 'WITHSCORES')[2]
+  if not top then return end
+  local left = math.max(tonumber(top) - now, 1)
+  for _, k in ipairs({slots, limit, tokens}) do redis.call('PEXPIRE', k, left) end
+end
+";
+
+/// `acquire --limit N`: take a free slot, or refresh ours.
+/// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N.
+/// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
+/// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
+static ACQUIRE_SLOT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{SLOTS}{}",
+        r"
+local slots, limit, tokens, fence, plain = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+reclaim(slots, tokens, now)
+if redis.call('EXISTS', plain) == 1 then return {-1, 0} end
+local held = redis.call('ZCARD', slots)
+local agreed = tonumber(redis.call('GET', limit))
+if held > 0 and agreed and agreed ~= n then return {-1, agreed} end
+if redis.call('ZSCORE', slots, owner) then
+  redis.call('ZADD', slots, 'XX', now + ttl, owner)
+  keep(slots, limit, tokens, now)
+  return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
+end
+if held < n then
+  redis.call('ZADD', slots, now + ttl, owner)
+  local token = redis.call('INCR', fence)
+  redis.call('HSET', tokens, owner, token)
+  redis.call('SET', limit, n)
+  keep(slots, limit, tokens, now)
+  return {1, token}
+end
+local first = redis.call('ZRANGE', slots, 0, 0, 'WITHSCORES')
+return {0, first[1], tonumber(first[2]) - now}
+"
+    ))
+});
+
+/// `renew --limit N`: extend our slot if it is still live.
+/// KEYS: slots, limit, tokens. ARGV: owner, ttl ms. Returns 1 or 0.
+static RENEW_SLOT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if s and tonumber(s) > now then
+  redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+  keep(KEYS[1], KEYS[2], KEYS[3], now)
+  return 1
+end
+reclaim(KEYS[1], KEYS[3], now)
+return 0
+"
+    ))
+});
+
+/// `release --limit N`: free our slot and tell waiters.
+/// KEYS: slots, limit, tokens. ARGV: owner, release channel.
+/// Returns `{1}` or `{0}`.
+static RELEASE_SLOT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+reclaim(KEYS[1], KEYS[3], now)
+if s and tonumber(s) > now then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('PUBLISH', ARGV[2], 'released')
+  return {1}
+end
+return {0}
+"
+    ))
+});
+
+/// `release --force --limit N`: free every slot; returns the evicted
+/// owners. KEYS: slots, limit, tokens. ARGV: release channel.
+static FORCE_RELEASE_SLOTS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+reclaim(KEYS[1], KEYS[3], now)
+local all = redis.call('ZRANGE', KEYS[1], 0, -1)
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if #all > 0 then redis.call('PUBLISH', ARGV[1], 'released') end
+return all
+"
+    ))
+});
+
+/// `inspect` of a semaphore: `{N|nil, {owner, ms left, token, …}, last token}`.
+/// KEYS: slots, limit, tokens, fence.
+static INSPECT_SLOTS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+local out = {}
+for _, o in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], now + 1, '+inf')) do
+  table.insert(out, o)
+  table.insert(out, tonumber(redis.call('ZSCORE', KEYS[1], o)) - now)
+  table.insert(out, redis.call('HGET', KEYS[3], o) or '0')
+end
+return {redis.call('GET', KEYS[2]) or false, out, redis.call('GET', KEYS[4]) or false}
+"
+    ))
+});
+
 /// The Redis keys of one lock. All share the `{NAME}` hash tag, so every
 /// script touches one Cluster slot.
 #[derive(Debug, Clone)]
@@ -251,6 +392,15 @@ pub struct LockKeys {
     pub released: String,
     /// `P:{N}:last`: the last run's record (hash), kept for days.
     pub last: String,
+    /// `P:{N}:slots`: semaphore holders (zset, owner → expiry, server ms).
+    pub slots: String,
+    /// `P:{N}:limit`: the semaphore's N, which every user must agree on.
+    pub limit_key: String,
+    /// `P:{N}:tokens`: semaphore holders' fencing tokens (hash).
+    pub tokens: String,
+    /// `--limit N`: Some(N) for a semaphore of N > 1 holders; None for a
+    /// plain lock (which is what `--limit 1` means).
+    pub limit: Option<u32>,
 }
 
 impl LockKeys {
@@ -266,8 +416,18 @@ impl LockKeys {
             wake_prefix: format!("{lock}:wake:"),
             released: format!("{lock}:released"),
             last: format!("{lock}:last"),
+            slots: format!("{lock}:slots"),
+            limit_key: format!("{lock}:limit"),
+            tokens: format!("{lock}:tokens"),
+            limit: None,
             lock,
         }
+    }
+
+    /// The same lock as a semaphore of `n` holders (`n` ≤ 1: a plain lock).
+    pub fn with_limit(mut self, n: u32) -> LockKeys {
+        self.limit = (n > 1).then_some(n);
+        self
     }
 }
 
@@ -331,6 +491,17 @@ pub struct LockInfo {
     /// The last `run`'s record (host, owner, started_ms, duration_ms, exit,
     /// token), field by field; empty if none is kept.
     pub last_run: Vec<(String, String)>,
+}
+
+/// A snapshot of a semaphore (`--limit N`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotsInfo {
+    /// The N its users agreed on; None when nobody holds a slot.
+    pub limit: Option<u32>,
+    /// Live holders, soonest expiry first: owner, time left, fencing token.
+    pub holders: Vec<(String, Duration, u64)>,
+    /// Last fencing token issued for the name.
+    pub token: Option<u64>,
 }
 
 /// What `run` records about itself when it ends.
@@ -513,12 +684,17 @@ impl Store {
         mode: Mode,
         meta: &[(&str, &str)],
     ) -> Result<Acquire> {
+        if let Some(n) = keys.limit {
+            return self.acquire_slot(keys, owner, ttl_ms, n);
+        }
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE.key(&keys.lock);
             inv.key(&keys.fence)
                 .key(&keys.meta)
                 .key(&keys.queue)
                 .key(&keys.deadlines)
+                .key(&keys.slots)
+                .key(&keys.limit_key)
                 .arg(owner)
                 .arg(ttl_ms)
                 .arg(mode.as_arg())
@@ -541,6 +717,41 @@ impl Store {
                     None => None,
                 },
             }),
+            [Value::Int(-1), n] => Err(limit_mismatch(keys, int(n)?)),
+            other => bail!("unexpected reply to acquire: {other:?}"),
+        }
+    }
+
+    fn acquire_slot(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl_ms: u64,
+        n: u32,
+    ) -> Result<Acquire> {
+        let v = self.call("acquire", |c| {
+            ACQUIRE_SLOT
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.tokens)
+                .key(&keys.fence)
+                .key(&keys.lock)
+                .arg(owner)
+                .arg(ttl_ms)
+                .arg(n)
+                .invoke(c)
+        })?;
+        let items = array(v)?;
+        match items.as_slice() {
+            [Value::Int(1), token] => Ok(Acquire::Acquired {
+                token: int(token)?.max(0) as u64,
+            }),
+            [Value::Int(0), holder, pttl] => Ok(Acquire::Busy {
+                holder: string(holder)?,
+                ttl: pttl_to_ttl(int(pttl)?),
+                ahead: None,
+            }),
+            [Value::Int(-1), n] => Err(limit_mismatch(keys, int(n)?)),
             other => bail!("unexpected reply to acquire: {other:?}"),
         }
     }
@@ -582,6 +793,18 @@ impl Store {
     /// Extends the lease if `owner` still holds it. Ok(false) means the lease
     /// is gone (expired, deleted, or taken by someone else).
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
+        if keys.limit.is_some() {
+            let v = self.call("renewal", |c| {
+                RENEW_SLOT
+                    .key(&keys.slots)
+                    .key(&keys.limit_key)
+                    .key(&keys.tokens)
+                    .arg(owner)
+                    .arg(ttl_ms)
+                    .invoke(c)
+            })?;
+            return Ok(int(&v)? == 1);
+        }
         let v = self.call("renewal", |c| {
             RENEW
                 .key(&keys.lock)
@@ -606,6 +829,24 @@ impl Store {
         owner: &str,
         last: Option<(&LastRun, Duration)>,
     ) -> Result<Release> {
+        if keys.limit.is_some() {
+            let v = self.call("release", |c| {
+                RELEASE_SLOT
+                    .key(&keys.slots)
+                    .key(&keys.limit_key)
+                    .key(&keys.tokens)
+                    .arg(owner)
+                    .arg(&keys.released)
+                    .invoke(c)
+            })?;
+            if let Some((record, keep)) = last {
+                self.record_last_run(keys, record, keep)?;
+            }
+            return match array(v)?.as_slice() {
+                [Value::Int(1)] => Ok(Release::Released),
+                _ => Ok(Release::NotOwner(None)),
+            };
+        }
         let v = self.call("release", |c| {
             let mut inv = RELEASE.key(&keys.lock);
             inv.key(&keys.meta)
@@ -661,6 +902,21 @@ impl Store {
 
     /// Deletes the lease whoever holds it; returns the evicted holder.
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
+        if keys.limit.is_some() {
+            let v = self.call("forced release", |c| {
+                FORCE_RELEASE_SLOTS
+                    .key(&keys.slots)
+                    .key(&keys.limit_key)
+                    .key(&keys.tokens)
+                    .arg(&keys.released)
+                    .invoke(c)
+            })?;
+            let owners: Vec<String> = array(v)?
+                .iter()
+                .filter_map(|o| string(o).ok().flatten())
+                .collect();
+            return Ok((!owners.is_empty()).then(|| owners.join(", ")));
+        }
         let v = self.call("forced release", |c| {
             FORCE_RELEASE
                 .key(&keys.lock)
@@ -672,6 +928,39 @@ impl Store {
                 .invoke(c)
         })?;
         string(&v)
+    }
+
+    /// A semaphore's agreed N, its live holders (owner, time left, token)
+    /// and the last token issued, atomically.
+    pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
+        let v = self.call("inspect", |c| {
+            INSPECT_SLOTS
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.tokens)
+                .key(&keys.fence)
+                .invoke(c)
+        })?;
+        let items = array(v)?;
+        let [limit, holders, token] = items.as_slice() else {
+            bail!("unexpected reply to inspect: {items:?}");
+        };
+        let flat = array(holders.clone())?;
+        let mut out = Vec::new();
+        for h in flat.chunks(3) {
+            if let [o, ms, t] = h {
+                out.push((
+                    string(o)?.unwrap_or_default(),
+                    Duration::from_millis(int(ms)?.max(0) as u64),
+                    int(t)?.max(0) as u64,
+                ));
+            }
+        }
+        Ok(SlotsInfo {
+            limit: string(limit)?.and_then(|l| l.parse().ok()),
+            holders: out,
+            token: string(token)?.and_then(|t| t.parse().ok()),
+        })
     }
 
     /// Reads holder, remaining lease, last token and metadata atomically.
@@ -813,6 +1102,21 @@ fn pairs(v: &Value) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+/// The error for users who disagree on a name's `--limit`.
+fn limit_mismatch(keys: &LockKeys, in_use: i64) -> anyhow::Error {
+    let ours = keys.limit.map_or(1, i64::from);
+    let theirs = if in_use <= 1 {
+        "as a plain lock (--limit 1)".to_owned()
+    } else {
+        format!("as a semaphore with --limit {in_use}")
+    };
+    UsageError(format!(
+        "{} is in use {theirs}, but this call says --limit {ours}: every user of a name must agree on its limit",
+        keys.name
+    ))
+    .into()
 }
 
 /// Turns a redis-rs error into one plain sentence that names the server
