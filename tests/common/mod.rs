@@ -69,11 +69,20 @@ impl RedisServer {
         self.dir.path().join("redis.sock")
     }
 
+    /// Whether the server on our port answers and is this very process:
+    /// when another test (or another checkout's test run) took the port
+    /// between `free_port` and our bind, the foreign server answers while
+    /// ours is still on its way to exiting with "address in use", and the
+    /// two tests would silently share one database.
     fn try_ping(&self) -> bool {
-        redis::Client::open(self.url())
+        let info = redis::Client::open(self.url())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_ok()
+            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+        let Ok(info) = info else { return false };
+        info.lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|p| p.trim().parse::<u32>().ok())
+            == Some(self.child.id())
     }
 
     /// A direct connection, for setting up and checking state.
