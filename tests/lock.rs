@@ -643,9 +643,14 @@ fn inspect_json_shows_the_host_pid_and_command_of_a_running_holder() {
     assert_eq!(st.code(), Some(0));
     let v = json(&ok(dl(&server, &["inspect", "meta-demo", "--json"])));
     assert_eq!(v["held"], false, "{v}");
-    // Metadata expires with the lease: only the counter is left.
-    let left: Vec<String> = server.cmd(&["KEYS", "distlock:{meta-demo}*"]);
-    assert_eq!(left, vec![fence_key("meta-demo")]);
+    // Metadata goes with the lease: only the counter and the last-run
+    // record (kept for days on purpose) are left.
+    let mut left: Vec<String> = server.cmd(&["KEYS", "distlock:{meta-demo}*"]);
+    left.sort();
+    assert_eq!(
+        left,
+        vec![fence_key("meta-demo"), "distlock:{meta-demo}:last".to_owned()]
+    );
 }
 
 /// SIGKILLs a process left behind by a failed test.
