@@ -420,7 +420,23 @@ impl Supervisor<'_> {
                     tty.give_to(unsafe { libc::getpgrp() });
                 }
             }
-            ChildState::Stopped => self.stopped = true,
+            ChildState::Stopped(sig) => {
+                // CMD used the terminal from a background group although
+                // distlock is now the foreground job: the shell's `fg` of a
+                // job that was running in the background (after `&` or
+                // `bg`) hands over the terminal but sends no SIGCONT, so
+                // distlock heard nothing. Pass the terminal on and let CMD
+                // go on, as it would have if it were the job itself,
+                // instead of stopping the whole job.
+                let tty = self.tty.filter(|t| t.we_are_foreground());
+                match tty {
+                    Some(tty) if self.killing.is_none() && is_tty_stop(sig) => {
+                        tty.give_to(self.pgid);
+                        supervise::signal_group(self.pgid, libc::SIGCONT);
+                    }
+                    _ => self.stopped = true,
+                }
+            }
             ChildState::Continued => self.stopped = false,
         }
     }
@@ -444,6 +460,12 @@ impl Supervisor<'_> {
         supervise::signal_group(self.pgid, libc::SIGCONT);
         self.stopped = false;
     }
+}
+
+/// Whether a stop came from using the terminal outside its foreground
+/// group (reading it, or writing or changing its modes with TOSTOP).
+fn is_tty_stop(sig: i32) -> bool {
+    sig == libc::SIGTTIN || sig == libc::SIGTTOU
 }
 
 /// Passes a signal sent to distlock on to CMD's process group.

@@ -263,8 +263,8 @@ pub fn become_subreaper() {
 pub enum ChildState {
     /// Ended, with this wait status.
     Exited(ExitStatus),
-    /// Stopped by a signal (job control).
-    Stopped,
+    /// Stopped by this signal (job control).
+    Stopped(i32),
     /// Continued after a stop.
     Continued,
 }
@@ -292,7 +292,7 @@ pub fn reap(cmd: i32) -> Option<ChildState> {
             continue;
         }
         latest = Some(if libc::WIFSTOPPED(status) {
-            ChildState::Stopped
+            ChildState::Stopped(libc::WSTOPSIG(status))
         } else if libc::WIFCONTINUED(status) {
             ChildState::Continued
         } else {
