@@ -649,7 +649,10 @@ fn inspect_json_shows_the_host_pid_and_command_of_a_running_holder() {
     left.sort();
     assert_eq!(
         left,
-        vec![fence_key("meta-demo"), "distlock:{meta-demo}:last".to_owned()]
+        vec![
+            fence_key("meta-demo"),
+            "distlock:{meta-demo}:last".to_owned()
+        ]
     );
 }
 
