@@ -89,7 +89,7 @@ _distlock() {
 
     case "${cmd}" in
         distlock)
-            opts="-r -v -q -h -V --redis-url --prefix --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list completions man help"
+            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -107,6 +107,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -115,7 +131,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd____hold__subcmd__renewer)
-            opts="-r -v -q -h -V --limit --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -153,6 +169,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -161,7 +193,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -215,6 +247,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -223,7 +271,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__completions)
-            opts="-r -v -q -h -V --redis-url --prefix --verbose --quiet --help --version bash elvish fish powershell zsh"
+            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -238,6 +286,22 @@ _distlock() {
                     return 0
                     ;;
                 --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -417,7 +481,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__hold)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --max --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --max --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -475,6 +539,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -483,7 +563,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__inspect)
-            opts="-r -v -q -h -V --limit --json --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,6 +585,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -513,7 +609,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__list)
-            opts="-r -v -q -h -V --json --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -531,6 +627,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -539,7 +651,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__man)
-            opts="-r -v -q -h -V --dir --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --dir --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -561,6 +673,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -569,7 +697,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__release)
-            opts="-r -v -q -h -V --limit --owner --force --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --force --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -595,6 +723,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -603,7 +747,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__renew)
-            opts="-r -v -q -h -V --limit --owner --ttl --redis-url --prefix --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -633,6 +777,22 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -641,7 +801,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --min-hold --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --min-hold --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -712,6 +872,22 @@ _distlock() {
                     return 0
                     ;;
                 --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_distlock_global_optspecs
-    string join \n r/redis-url= prefix= v/verbose q/quiet h/help V/version
+    string join \n r/redis-url= prefix= redis-password-file= tls-ca= tls-cert= tls-key= tls-insecure v/verbose q/quiet h/help V/version
 end
 
 function __fish_distlock_needs_command
@@ -26,6 +26,11 @@ end
 
 complete -c distlock -n "__fish_distlock_needs_command" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_needs_command" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_needs_command" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_needs_command" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_needs_command" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_needs_command" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_needs_command" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_needs_command" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_needs_command" -s h -l help -d 'Print help'
@@ -56,6 +61,11 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l at-risk-signal
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l last-run-keep -d 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -70,7 +80,12 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l owner -d '
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-hold -d 'Keep the lock held until D after it was acquired, even if released sooner' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l json -d 'Print one JSON object instead of export lines'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -86,7 +101,12 @@ complete -c distlock -n "__fish_distlock_using_subcommand hold" -l min-hold -d '
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l max -d 'Release the lock after this long at the latest: a duration or forever' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l json -d 'Print one JSON object instead of export lines'
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -98,6 +118,11 @@ complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l t0-
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l release-at-ns -d 'Boot-clock nanoseconds at which to release (none: never)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s h -l help -d 'Print help'
@@ -107,6 +132,11 @@ complete -c distlock -n "__fish_distlock_using_subcommand renew" -l owner -d 'Ow
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l ttl -d 'New lease length, counted from now' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -115,7 +145,12 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -l limit -d '
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l owner -d 'Owner id that must hold the lease (ignored with --force)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l force -d 'Release whoever holds it, and print who that was'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -123,20 +158,35 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -s V -l versi
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l json -d 'Print one JSON object'
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l json -d 'Print a JSON array of `inspect --json` objects'
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -144,6 +194,11 @@ complete -c distlock -n "__fish_distlock_using_subcommand completions" -s V -l v
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l dir -d 'Directory to write distlock.1 and one page per subcommand into' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s h -l help -d 'Print help'

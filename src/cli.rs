@@ -126,6 +126,32 @@ pub struct GlobalArgs {
     )]
     pub prefix: String,
 
+    /// Read the Redis password from the first line of FILE (overrides
+    /// DISTLOCK_REDIS_PASSWORD and a password in the URL)
+    #[arg(
+        long,
+        global = true,
+        env = "DISTLOCK_REDIS_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
+    pub redis_password_file: Option<std::path::PathBuf>,
+
+    /// Trust the CA(s) in this PEM file for rediss:// instead of the system's
+    #[arg(long, global = true, env = "DISTLOCK_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM) for mutual TLS; needs --tls-key
+    #[arg(long, global = true, env = "DISTLOCK_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// Client private key (PEM) for mutual TLS; needs --tls-cert
+    #[arg(long, global = true, env = "DISTLOCK_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// Do not verify the server's certificate (testing only; warns every time)
+    #[arg(long, global = true)]
+    pub tls_insecure: bool,
+
     /// Say more on stderr (repeat for more)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,

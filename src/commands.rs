@@ -14,7 +14,7 @@ use crate::cli::{
 use crate::config::{self, fmt_duration, Signal, Timings, UsageError, Wait};
 use crate::exit;
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
-use crate::store::{LastRun, LockInfo, LockKeys, Release, Store, Target};
+use crate::store::{LastRun, LockInfo, LockKeys, Release, Security, Store, Target};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// Options shared by every subcommand, resolved.
@@ -24,6 +24,8 @@ pub struct Global {
     pub url: String,
     /// Where Redis is.
     pub target: Target,
+    /// Password and TLS settings, passed on to `hold`'s renewer.
+    pub security: Security,
     /// Key prefix.
     pub prefix: String,
     /// -v count.
@@ -638,7 +640,26 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
     // caller's stdout (a `$(distlock hold …)` must not wait for it).
     cmd.env("DISTLOCK_REDIS_URL", &g.url)
         .env("DISTLOCK_PREFIX", &g.prefix)
-        .stdin(std::process::Stdio::null())
+        .env_remove("DISTLOCK_REDIS_PASSWORD_FILE");
+    let s = &g.security;
+    for (var, val) in [
+        ("DISTLOCK_TLS_CA", &s.tls_ca),
+        ("DISTLOCK_TLS_CERT", &s.tls_cert),
+        ("DISTLOCK_TLS_KEY", &s.tls_key),
+    ] {
+        match val {
+            Some(p) => cmd.env(var, p),
+            None => cmd.env_remove(var),
+        };
+    }
+    match &s.password {
+        Some(p) => cmd.env("DISTLOCK_REDIS_PASSWORD", p),
+        None => cmd.env_remove("DISTLOCK_REDIS_PASSWORD"),
+    };
+    if s.tls_insecure {
+        cmd.arg("--tls-insecure").arg("--quiet");
+    }
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     // SAFETY: setsid is async-signal-safe.

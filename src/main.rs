@@ -54,8 +54,21 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     let global = |g: cli::GlobalArgs| -> anyhow::Result<commands::Global> {
+        let security = store::Security {
+            password: password(&g)?,
+            tls_ca: g.tls_ca.clone(),
+            tls_cert: g.tls_cert.clone(),
+            tls_key: g.tls_key.clone(),
+            tls_insecure: g.tls_insecure,
+        };
+        if g.tls_insecure && !g.quiet {
+            eprintln!(
+                "distlock: warning: --tls-insecure: the server's certificate is not verified; anyone on the path can impersonate it"
+            );
+        }
         Ok(commands::Global {
-            target: store::Target::parse(&g.redis_url)?,
+            target: store::Target::parse(&g.redis_url, &security)?,
+            security,
             url: g.redis_url,
             prefix: g.prefix,
             verbose: g.verbose,
@@ -92,6 +105,31 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// The Redis password from outside the URL, so it need not show in `ps`:
+/// `--redis-password-file` (first line, trailing newline stripped) wins over
+/// `DISTLOCK_REDIS_PASSWORD`, which wins over a password in the URL.
+fn password(g: &cli::GlobalArgs) -> anyhow::Result<Option<String>> {
+    if let Some(path) = &g.redis_password_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            UsageError(format!(
+                "cannot read --redis-password-file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
+        if line.is_empty() {
+            anyhow::bail!(UsageError(format!(
+                "--redis-password-file {} is empty",
+                path.display()
+            )));
+        }
+        return Ok(Some(line.to_owned()));
+    }
+    Ok(std::env::var("DISTLOCK_REDIS_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty()))
 }
 
 /// Prints a clap error the distlock way: help and version as clap renders

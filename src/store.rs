@@ -16,7 +16,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use redis::{Connection, ConnectionInfo, IntoConnectionInfo, Script, Value};
+use redis::{Connection, IntoConnectionInfo, Script, Value};
 
 use crate::config::UsageError;
 
@@ -537,14 +537,35 @@ impl LastRun {
 /// Where Redis is, parsed once; the password never leaves this struct.
 #[derive(Clone)]
 pub struct Target {
-    info: ConnectionInfo,
+    client: redis::Client,
     /// The URL with any password replaced by `***`, for messages.
     pub display: String,
+    /// Host name the TLS certificate must match (for messages).
+    tls_host: Option<String>,
+    /// Where trust comes from (for messages): a CA file or the system's.
+    tls_trust: String,
+}
+
+/// TLS and password settings from the command line and environment.
+#[derive(Debug, Default, Clone)]
+pub struct Security {
+    /// A password from --redis-password-file or DISTLOCK_REDIS_PASSWORD;
+    /// overrides one in the URL.
+    pub password: Option<String>,
+    /// PEM file of the CA(s) to trust instead of the system's.
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// PEM client certificate and key, for mutual TLS.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// See `tls_cert`.
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Skip certificate verification (testing only).
+    pub tls_insecure: bool,
 }
 
 impl Target {
-    /// Parses a Redis URL. Errors are usage errors and never echo a password.
-    pub fn parse(url: &str) -> Result<Target> {
+    /// Parses a Redis URL and applies `sec`. Errors are usage errors and
+    /// never echo a password.
+    pub fn parse(url: &str, sec: &Security) -> Result<Target> {
         let Some((scheme, _)) = url.split_once("://") else {
             // Without a scheme we cannot tell which part might be a
             // password, so the value is not echoed.
@@ -554,20 +575,29 @@ impl Target {
             ));
         };
         let display = redact(url);
-        match scheme {
-            "redis" | "redis+unix" | "unix" => {}
-            "rediss" => {
-                return Err(UsageError(format!(
-                    "cannot use {display}: this build of distlock has no TLS support"
-                ))
-                .into())
-            }
+        let tls = match scheme {
+            "redis" | "redis+unix" | "unix" => false,
+            "rediss" => true,
             _ => {
                 return Err(UsageError(format!(
-                    "invalid redis URL {display}: use redis://host:port, redis+unix:///path or unix:///path"
+                    "invalid redis URL {display}: use redis://host:port, rediss://host:port, redis+unix:///path or unix:///path"
                 ))
                 .into())
             }
+        };
+        let uses_tls_options = sec.tls_ca.is_some()
+            || sec.tls_cert.is_some()
+            || sec.tls_key.is_some()
+            || sec.tls_insecure;
+        if !tls && uses_tls_options {
+            bail!(UsageError(format!(
+                "--tls-ca, --tls-cert, --tls-key and --tls-insecure need a rediss:// URL, not {display}"
+            )));
+        }
+        if sec.tls_cert.is_some() != sec.tls_key.is_some() {
+            bail!(UsageError(
+                "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
+            ));
         }
         let info = url.into_connection_info().map_err(|_| {
             UsageError(format!(
@@ -576,12 +606,82 @@ impl Target {
         })?;
         // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
         // trip on every start.
-        let redis = info.redis_settings().clone().set_skip_set_lib_name();
+        let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
+        if let Some(p) = &sec.password {
+            redis = redis.set_password(p);
+        }
+        let mut info = info.set_redis_settings(redis);
+        let mut tls_host = None;
+        if let redis::ConnectionAddr::TcpTls { host, port, .. } = info.addr().clone() {
+            tls_host = Some(host.clone());
+            if sec.tls_insecure {
+                info = info.set_addr(redis::ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: true,
+                    tls_params: None,
+                });
+            }
+        }
+        let read = |what: &str, p: &Option<std::path::PathBuf>| -> Result<Option<Vec<u8>>> {
+            match p {
+                None => Ok(None),
+                Some(p) => std::fs::read(p).map(Some).map_err(|e| {
+                    UsageError(format!("cannot read {what} {}: {e}", p.display())).into()
+                }),
+            }
+        };
+        let client = if tls {
+            install_crypto_provider();
+            let root_cert = read("--tls-ca", &sec.tls_ca)?;
+            let client_tls = match (
+                read("--tls-cert", &sec.tls_cert)?,
+                read("--tls-key", &sec.tls_key)?,
+            ) {
+                (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                }),
+                _ => None,
+            };
+            if root_cert.is_none() && client_tls.is_none() {
+                redis::Client::open(info)
+            } else {
+                redis::Client::build_with_tls(
+                    info,
+                    redis::TlsCertificates {
+                        client_tls,
+                        root_cert,
+                    },
+                )
+            }
+            .map_err(|e| {
+                UsageError(format!(
+                    "invalid TLS files for {display}: {}",
+                    e.to_string().replace('\n', " ")
+                ))
+            })?
+        } else {
+            redis::Client::open(info)
+                .map_err(|_| UsageError(format!("invalid redis URL {display}")))?
+        };
         Ok(Target {
-            info: info.set_redis_settings(redis),
+            client,
             display,
+            tls_host,
+            tls_trust: match &sec.tls_ca {
+                Some(p) => format!("the CA in {}", p.display()),
+                None => "the system's trusted CAs".into(),
+            },
         })
     }
+}
+
+/// rustls needs a process-wide crypto provider; distlock builds with ring
+/// only. Installing twice is harmless (the second call reports an error we
+/// ignore).
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Replaces the password of a Redis URL with `***`, both in the userinfo
@@ -644,9 +744,11 @@ impl Store {
 
     fn conn(&mut self) -> Result<&mut Connection> {
         if self.conn.is_none() {
-            let conn = redis::Client::open(self.target.info.clone())
-                .and_then(|c| c.get_connection_with_timeout(self.timeout))
-                .map_err(|e| describe(e, &self.target.display))?;
+            let conn = self
+                .target
+                .client
+                .get_connection_with_timeout(self.timeout)
+                .map_err(|e| describe(e, &self.target))?;
             self.conn = Some(conn);
         }
         let conn = self.conn.as_mut().expect("connected above");
@@ -664,13 +766,12 @@ impl Store {
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
     ) -> Result<Value> {
-        let display = self.target.display.clone();
         let conn = self.conn()?;
         match f(conn) {
             Ok(v) => Ok(v),
             Err(e) => {
                 self.conn = None;
-                Err(describe(e, &display)).with_context(|| format!("{what} failed"))
+                Err(describe(e, &self.target)).with_context(|| format!("{what} failed"))
             }
         }
     }
@@ -774,16 +875,17 @@ impl Store {
     /// A second connection subscribed to `channel`, confirmed by the server
     /// before this returns, so no message published after it is missed.
     pub fn subscribe(&self, channel: &str) -> Result<Connection> {
-        let display = &self.target.display;
-        let mut conn = redis::Client::open(self.target.info.clone())
-            .and_then(|c| c.get_connection_with_timeout(self.timeout))
-            .map_err(|e| describe(e, display))?;
+        let target = &self.target;
+        let mut conn = target
+            .client
+            .get_connection_with_timeout(self.timeout)
+            .map_err(|e| describe(e, target))?;
         conn.set_read_timeout(Some(self.timeout))?;
         conn.set_write_timeout(Some(self.timeout))?;
         let mut pubsub = conn.as_pubsub();
         pubsub
             .subscribe(channel)
-            .map_err(|e| describe(e, display).context("subscribe failed"))?;
+            .map_err(|e| describe(e, target).context("subscribe failed"))?;
         // Dropping the guard would UNSUBSCRIBE: the subscription must
         // outlive this function.
         std::mem::forget(pubsub);
@@ -1012,11 +1114,10 @@ impl Store {
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<Vec<Value>>,
     ) -> Result<Vec<Value>> {
-        let display = self.target.display.clone();
         let conn = self.conn()?;
         f(conn).map_err(|e| {
             self.conn = None;
-            describe(e, &display).context(format!("{what} failed"))
+            describe(e, &self.target).context(format!("{what} failed"))
         })
     }
 
@@ -1121,7 +1222,24 @@ fn limit_mismatch(keys: &LockKeys, in_use: i64) -> anyhow::Error {
 
 /// Turns a redis-rs error into one plain sentence that names the server
 /// (password redacted) but never the password itself.
-fn describe(e: redis::RedisError, display: &str) -> anyhow::Error {
+fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
+    let display = &target.display;
+    let text = e.to_string();
+    if text.contains("invalid peer certificate") || text.contains("certificate") {
+        let host = target.tls_host.as_deref().unwrap_or("the server");
+        let why = if text.contains("NotValidForName") {
+            format!("it is not valid for the host name {host:?}")
+        } else if text.contains("UnknownIssuer") {
+            format!("it is not signed by {}", target.tls_trust)
+        } else if text.contains("Expired") {
+            "it has expired".to_owned()
+        } else {
+            text.replace('\n', " ")
+        };
+        return anyhow::anyhow!(
+            "redis at {display}: TLS: the server's certificate does not verify: {why}"
+        );
+    }
     let what = if e.is_timeout() {
         "timed out".to_owned()
     } else if e.is_connection_refusal() {
@@ -1201,12 +1319,12 @@ mod tests {
             "hunter2",
             "redis://u:hunter2@[::",
         ] {
-            let e = Target::parse(bad).err().unwrap();
+            let e = Target::parse(bad, &Security::default()).err().unwrap();
             assert!(e.is::<UsageError>(), "{bad}: {e:#}");
             assert!(!format!("{e:#}").contains("hunter2"), "{e:#}");
         }
-        assert!(Target::parse("redis://127.0.0.1:6379/2").is_ok());
-        assert!(Target::parse("unix:///tmp/r.sock").is_ok());
-        assert!(Target::parse("redis+unix:///tmp/r.sock?db=3").is_ok());
+        assert!(Target::parse("redis://127.0.0.1:6379/2", &Security::default()).is_ok());
+        assert!(Target::parse("unix:///tmp/r.sock", &Security::default()).is_ok());
+        assert!(Target::parse("redis+unix:///tmp/r.sock?db=3", &Security::default()).is_ok());
     }
 }
