@@ -54,8 +54,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     let global = |g: cli::GlobalArgs| -> anyhow::Result<commands::Global> {
+        let (password, password_from_env) = password(&g)?;
         let security = store::Security {
-            password: password(&g)?,
+            password,
+            password_from_env,
             tls_ca: g.tls_ca.clone(),
             tls_cert: g.tls_cert.clone(),
             tls_key: g.tls_key.clone(),
@@ -110,7 +112,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 /// The Redis password from outside the URL, so it need not show in `ps`:
 /// `--redis-password-file` (first line, trailing newline stripped) wins over
 /// `DISTLOCK_REDIS_PASSWORD`, which wins over a password in the URL.
-fn password(g: &cli::GlobalArgs) -> anyhow::Result<Option<String>> {
+fn password(g: &cli::GlobalArgs) -> anyhow::Result<(Option<String>, bool)> {
     if let Some(path) = &g.redis_password_file {
         let text = std::fs::read_to_string(path).map_err(|e| {
             UsageError(format!(
@@ -125,11 +127,13 @@ fn password(g: &cli::GlobalArgs) -> anyhow::Result<Option<String>> {
                 path.display()
             )));
         }
-        return Ok(Some(line.to_owned()));
+        return Ok((Some(line.to_owned()), false));
     }
-    Ok(std::env::var("DISTLOCK_REDIS_PASSWORD")
+    let env = std::env::var("DISTLOCK_REDIS_PASSWORD")
         .ok()
-        .filter(|p| !p.is_empty()))
+        .filter(|p| !p.is_empty());
+    let from_env = env.is_some();
+    Ok((env, from_env))
 }
 
 /// Prints a clap error the distlock way: help and version as clap renders

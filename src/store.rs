@@ -538,6 +538,9 @@ impl LastRun {
 #[derive(Clone)]
 pub struct Target {
     client: redis::Client,
+    /// The same target without the password from DISTLOCK_REDIS_PASSWORD,
+    /// for a server that has none configured (see `Store::conn`).
+    without_env_password: Option<redis::Client>,
     /// The URL with any password replaced by `***`, for messages.
     pub display: String,
     /// Host name the TLS certificate must match (for messages).
@@ -552,6 +555,9 @@ pub struct Security {
     /// A password from --redis-password-file or DISTLOCK_REDIS_PASSWORD;
     /// overrides one in the URL.
     pub password: Option<String>,
+    /// The password came from DISTLOCK_REDIS_PASSWORD, which may be set in
+    /// an environment shared with servers that need none.
+    pub password_from_env: bool,
     /// PEM file of the CA(s) to trust instead of the system's.
     pub tls_ca: Option<std::path::PathBuf>,
     /// PEM client certificate and key, for mutual TLS.
@@ -606,11 +612,7 @@ impl Target {
         })?;
         // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
         // trip on every start.
-        let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
-        if let Some(p) = &sec.password {
-            redis = redis.set_password(p);
-        }
-        let mut info = info.set_redis_settings(redis);
+        let mut info = info;
         let mut tls_host = None;
         if let redis::ConnectionAddr::TcpTls { host, port, .. } = info.addr().clone() {
             tls_host = Some(host.clone());
@@ -623,6 +625,16 @@ impl Target {
                 });
             }
         }
+        let redis = info.redis_settings().clone().set_skip_set_lib_name();
+        let url_has_password = redis.password().is_some();
+        info = info.set_redis_settings(redis.clone());
+        let mut plain_info = None;
+        if let Some(p) = &sec.password {
+            if sec.password_from_env && !url_has_password {
+                plain_info = Some(info.clone());
+            }
+            info = info.set_redis_settings(redis.set_password(p));
+        }
         let read = |what: &str, p: &Option<std::path::PathBuf>| -> Result<Option<Vec<u8>>> {
             match p {
                 None => Ok(None),
@@ -631,7 +643,11 @@ impl Target {
                 }),
             }
         };
-        let client = if tls {
+        let build = |info: redis::ConnectionInfo| -> Result<redis::Client> {
+            if !tls {
+                return redis::Client::open(info)
+                    .map_err(|_| UsageError(format!("invalid redis URL {display}")).into());
+            }
             install_crypto_provider();
             let root_cert = read("--tls-ca", &sec.tls_ca)?;
             let client_tls = match (
@@ -660,13 +676,14 @@ impl Target {
                     "invalid TLS files for {display}: {}",
                     e.to_string().replace('\n', " ")
                 ))
-            })?
-        } else {
-            redis::Client::open(info)
-                .map_err(|_| UsageError(format!("invalid redis URL {display}")))?
+                .into()
+            })
         };
+        let client = build(info)?;
+        let without_env_password = plain_info.map(build).transpose()?;
         Ok(Target {
             client,
+            without_env_password,
             display,
             tls_host,
             tls_trust: match &sec.tls_ca {
@@ -744,11 +761,24 @@ impl Store {
 
     fn conn(&mut self) -> Result<&mut Connection> {
         if self.conn.is_none() {
-            let conn = self
-                .target
-                .client
-                .get_connection_with_timeout(self.timeout)
-                .map_err(|e| describe(e, &self.target))?;
+            let conn = match self.target.client.get_connection_with_timeout(self.timeout) {
+                // DISTLOCK_REDIS_PASSWORD is an ambient setting, and a
+                // server with no password at all refuses AUTH rather than
+                // ignoring it (redis-rs reports both refusals alike). Try
+                // once without it: a server that does want a password then
+                // answers the first command with NOAUTH, exit 125 still.
+                Err(e) if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) => {
+                    match self.target.without_env_password.take() {
+                        Some(plain) => {
+                            self.target.client = plain;
+                            self.target.client.get_connection_with_timeout(self.timeout)
+                        }
+                        None => Err(e),
+                    }
+                }
+                other => other,
+            }
+            .map_err(|e| describe(e, &self.target))?;
             self.conn = Some(conn);
         }
         let conn = self.conn.as_mut().expect("connected above");
@@ -1244,6 +1274,8 @@ fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
         "timed out".to_owned()
     } else if e.is_connection_refusal() {
         "connection refused".to_owned()
+    } else if text.contains("NOAUTH") || text.contains("unauthenticated") {
+        "authentication required: the server refused the password, or got none".to_owned()
     } else if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) {
         format!(
             "authentication failed ({})",
