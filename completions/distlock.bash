@@ -25,6 +25,9 @@ _distlock() {
             distlock,completions)
                 cmd="distlock__subcmd__completions"
                 ;;
+            distlock,doctor)
+                cmd="distlock__subcmd__doctor"
+                ;;
             distlock,help)
                 cmd="distlock__subcmd__help"
                 ;;
@@ -58,6 +61,9 @@ _distlock() {
             distlock__subcmd__help,completions)
                 cmd="distlock__subcmd__help__subcmd__completions"
                 ;;
+            distlock__subcmd__help,doctor)
+                cmd="distlock__subcmd__help__subcmd__doctor"
+                ;;
             distlock__subcmd__help,help)
                 cmd="distlock__subcmd__help__subcmd__help"
                 ;;
@@ -89,7 +95,7 @@ _distlock() {
 
     case "${cmd}" in
         distlock)
-            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list completions man help"
+            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -312,8 +318,50 @@ _distlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        distlock__subcmd__doctor)
+            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --redis-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         distlock__subcmd__help)
-            opts="run acquire hold __hold-renewer renew release inspect list completions man help"
+            opts="run acquire hold __hold-renewer renew release inspect list doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -355,6 +403,20 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        distlock__subcmd__help__subcmd__doctor)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

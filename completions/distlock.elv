@@ -42,6 +42,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
             cand inspect 'Show who holds NAME, for how long, and the last fencing token'
             cand list 'List every held lock under the prefix, sorted by name'
+            cand doctor 'Check the Redis that the URL points at: is it safe for leases?'
             cand completions 'Print shell completions for SHELL on stdout'
             cand man 'Write man pages into DIR (used to regenerate man/)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -239,6 +240,25 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'distlock;doctor'= {
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand --redis-password-file 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)'
+            cand --tls-ca 'Trust the CA(s) in this PEM file for rediss:// instead of the system''s'
+            cand --tls-cert 'Client certificate (PEM) for mutual TLS; needs --tls-key'
+            cand --tls-key 'Client private key (PEM) for mutual TLS; needs --tls-cert'
+            cand --json 'Print a JSON array of {check, verdict, detail, advice}'
+            cand --tls-insecure 'Do not verify the server''s certificate (testing only; warns every time)'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'distlock;completions'= {
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
             cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]'
@@ -285,6 +305,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
             cand inspect 'Show who holds NAME, for how long, and the last fencing token'
             cand list 'List every held lock under the prefix, sorted by name'
+            cand doctor 'Check the Redis that the URL points at: is it safe for leases?'
             cand completions 'Print shell completions for SHELL on stdout'
             cand man 'Write man pages into DIR (used to regenerate man/)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -304,6 +325,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
         &'distlock;help;inspect'= {
         }
         &'distlock;help;list'= {
+        }
+        &'distlock;help;doctor'= {
         }
         &'distlock;help;completions'= {
         }

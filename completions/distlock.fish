@@ -43,6 +43,7 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "renew" -d 'Extend
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "list" -d 'List every held lock under the prefix, sorted by name'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "doctor" -d 'Check the Redis that the URL points at: is it safe for leases?'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -180,6 +181,18 @@ complete -c distlock -n "__fish_distlock_using_subcommand list" -s v -l verbose 
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l json -d 'Print a JSON array of {check, verdict, detail, advice}'
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
@@ -203,14 +216,15 @@ complete -c distlock -n "__fish_distlock_using_subcommand man" -s v -l verbose -
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s h -l help -d 'Print help'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "run" -d 'Run CMD while holding the lock NAME; renew the lease while it runs'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "acquire" -d 'Take the lock NAME and print shell lines to eval (for scripts)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "hold" -d 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "__hold-renewer" -d 'Internal: the background renewer of `distlock hold`'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "renew" -d 'Extend the lease on NAME if OWNER still holds it'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "list" -d 'List every held lock under the prefix, sorted by name'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "run" -d 'Run CMD while holding the lock NAME; renew the lease while it runs'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "acquire" -d 'Take the lock NAME and print shell lines to eval (for scripts)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "hold" -d 'Take NAME and keep renewing it from a background process until `distlock release` (for locks that span several CI steps)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "__hold-renewer" -d 'Internal: the background renewer of `distlock hold`'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "renew" -d 'Extend the lease on NAME if OWNER still holds it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "release" -d 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "inspect" -d 'Show who holds NAME, for how long, and the last fencing token'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "list" -d 'List every held lock under the prefix, sorted by name'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "doctor" -d 'Check the Redis that the URL points at: is it safe for leases?'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "completions" -d 'Print shell completions for SHELL on stdout'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run acquire hold __hold-renewer renew release inspect list doctor completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -66,6 +66,11 @@ Examples:
   distlock list
   distlock --prefix ci list --json";
 
+const DOCTOR_EXAMPLES: &str = "\
+Examples:
+  distlock doctor
+  distlock -r redis://redis.internal:6379 doctor --json";
+
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   distlock completions bash > /usr/share/bash-completion/completions/distlock
@@ -236,6 +241,20 @@ pub enum Command {
         after_long_help = LIST_EXAMPLES
     )]
     List(ListArgs),
+
+    /// Check the Redis that the URL points at: is it safe for leases?
+    #[command(
+        long_about = "Check the Redis that the URL points at and print one line per check \
+            with a verdict (ok, warn, danger) and advice: reachable and latency; a \
+            version with what distlock uses; persistence (without AOF a restart \
+            resets fencing counters, so tokens can go backwards); maxmemory-policy \
+            (an eviction policy can evict a lease or a fencing counter); role (a \
+            replica refuses writes; a master with replicas can lose a lease on \
+            failover); and the server clock. Exit 0 when nothing is dangerous, 1 \
+            otherwise, 125 when Redis cannot be reached.",
+        after_long_help = DOCTOR_EXAMPLES
+    )]
+    Doctor(DoctorArgs),
 
     /// Print shell completions for SHELL on stdout
     #[command(after_long_help = COMPLETIONS_EXAMPLES)]
@@ -478,6 +497,14 @@ pub struct InspectArgs {
     pub limit: u32,
 
     /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `distlock doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print a JSON array of {check, verdict, detail, advice}
     #[arg(long)]
     pub json: bool,
 }

@@ -85,6 +85,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Renew(args) => commands::renew(&global(cli.global)?, args),
         Command::Release(args) => commands::release(&global(cli.global)?, args),
         Command::Inspect(args) => commands::inspect(&global(cli.global)?, args),
+        Command::Doctor(args) => commands::doctor(&global(cli.global)?, args),
         Command::List(args) => commands::list(&global(cli.global)?, args),
         Command::Completions { shell } => {
             // clap_complete panics when its writer fails, so render into

@@ -887,6 +887,11 @@ impl Store {
         }
     }
 
+    /// Runs one plain command (for `doctor`), with the usual timeout.
+    pub fn command(&mut self, what: &str, cmd: &redis::Cmd) -> Result<Value> {
+        self.call(what, |c| cmd.query(c))
+    }
+
     /// Leaves the wait queue (best effort: a waiter that vanishes is
     /// dropped by the next release anyway).
     pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
