@@ -40,8 +40,12 @@ local function prune(queue, deadlines, now_ms)
     redis.call('ZREM', deadlines, w)
   end
 end
--- Wakes the oldest live waiter other than `me`; returns it, or false.
+-- Drops the waiters whose deadline has passed, then wakes the oldest live
+-- waiter other than `me`; returns it, or false. Pruning first matters: a
+-- stopped waiter (Ctrl-Z) keeps its connection, so PUBLISH would count it
+-- and the live waiters behind it would sleep until their backstop.
 local function wake_next(queue, deadlines, chan, me)
+  prune(queue, deadlines, math.floor(now_us() / 1000))
   while true do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head or head == me then return false end
@@ -83,7 +87,6 @@ end
 local now = now_us()
 local ahead = false
 if holder == false and mode ~= 'any' then
-  prune(queue, deadlines, math.floor(now / 1000))
   ahead = wake_next(queue, deadlines, chan, owner)
 end
 if holder == false and not ahead then
