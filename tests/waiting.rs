@@ -247,12 +247,18 @@ struct Entry {
 }
 
 impl Entry {
-    /// An acquire attempt (the only script with 5 keys): (owner, mode).
+    /// An acquire attempt: (owner, mode). The acquire script is the one
+    /// whose keys are lock, fence, meta, queue, …; its arguments start with
+    /// owner, ttl, mode.
     fn acquire(&self) -> Option<(&str, &str)> {
         let cmd = self.args.first()?;
         let is_script = cmd.eq_ignore_ascii_case("evalsha") || cmd.eq_ignore_ascii_case("eval");
-        if is_script && self.args.len() >= 11 && self.args[2] == "5" {
-            Some((&self.args[8], &self.args[10]))
+        let n: usize = self.args.get(2)?.parse().ok()?;
+        let keys = self.args.get(3..3 + n)?;
+        let is_acquire =
+            keys.len() >= 4 && keys[1].ends_with(":fence") && keys[3].ends_with(":queue");
+        if is_script && is_acquire && self.args.len() >= 3 + n + 3 {
+            Some((&self.args[3 + n], &self.args[3 + n + 2]))
         } else {
             None
         }
