@@ -133,7 +133,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
             return Ok(code);
         }
     };
-    let guardian = match Guardian::start(pgid) {
+    let guardian = match Guardian::start(pgid, t0 + timings.hard_after()) {
         Ok(g) => g,
         Err(e) => {
             abort_child(pgid);
@@ -171,6 +171,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         at_risk: args.at_risk_signal,
         t0,
         tty: tty.as_ref(),
+        guardian: &guardian,
         lost: None,
         status: None,
         stopped: false,
@@ -269,6 +270,9 @@ struct Supervisor<'a> {
     /// Send time of the last confirmed acquire/renew (boot-time clock).
     t0: Duration,
     tty: Option<&'a Tty>,
+    /// Kills CMD's group if distlock dies or cannot act by the deadline;
+    /// told of every renewal.
+    guardian: &'a Guardian,
     /// Set once the lease is lost; CMD is being stopped.
     lost: Option<Loss>,
     /// CMD's wait status once it has ended.
@@ -346,7 +350,14 @@ impl Supervisor<'_> {
             }
             for event in renewer.events() {
                 match event {
-                    Event::Renewed { sent_at } => self.t0 = self.t0.max(sent_at),
+                    Event::Renewed { sent_at } => {
+                        if sent_at > self.t0 {
+                            self.t0 = sent_at;
+                            if self.lost.is_none() {
+                                self.guardian.extend(self.t0 + hard);
+                            }
+                        }
+                    }
                     Event::Unconfirmed => {
                         if let Some(sig) = self.at_risk.take() {
                             if self.status.is_none() {

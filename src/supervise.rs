@@ -342,45 +342,73 @@ pub fn stop_self(whole_group: bool) {
 }
 
 /// A small forked process that SIGKILLs CMD's process group if distlock
-/// dies (even by SIGKILL): PR_SET_PDEATHSIG reaches only CMD itself, not
-/// what CMD started. It waits on a pipe whose write end only distlock
-/// holds; EOF means distlock is gone, a byte means "all done, stand down".
+/// dies (even by SIGKILL), or if distlock cannot act when the lease may
+/// end: PR_SET_PDEATHSIG reaches only CMD itself, not what CMD started, and
+/// a distlock that is stopped (SIGSTOP, a debugger, or a job-control stop
+/// after which someone continued CMD itself) kills nothing. The guardian
+/// is in a process group of its own, so none of that stops it. (A frozen
+/// cgroup freezes CMD and the guardian alike; CMD then does not run.)
+///
+/// It waits on a pipe whose write end only distlock holds, with a
+/// deadline: the time (boot-time clock) by which no part of CMD may be
+/// alive unless distlock says the lease was renewed. Messages are 8-byte
+/// native-endian nanoseconds: a later deadline, or `u64::MAX` for "all done,
+/// stand down". EOF means distlock is gone; the deadline passing means
+/// distlock could not renew (or act) in time; both kill the group.
 pub struct Guardian {
     pid: i32,
-    disarm: OwnedFd,
+    pipe: OwnedFd,
 }
 
+/// The "stand down" message.
+const STAND_DOWN: u64 = u64::MAX;
+
 impl Guardian {
-    /// Forks the guardian for `pgid`. Must be called while distlock is
+    /// Forks the guardian for `pgid`, with `deadline` on the boot-time clock
+    /// (t0 + ttl - margin). Must be called while distlock is
     /// single-threaded (before the renewer starts), so the child may run
-    /// ordinary code until it blocks in read(2).
-    pub fn start(pgid: i32) -> Result<Guardian> {
+    /// ordinary code until it blocks in ppoll(2).
+    pub fn start(pgid: i32, deadline: Duration) -> Result<Guardian> {
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills two fds we then own.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io::Error::last_os_error()).context("cannot create the guardian pipe");
         }
         let (read_end, write_end) = (fds[0], fds[1]);
+        // distlock never blocks on the guardian: a full pipe can only mean a
+        // guardian that is not reading, and then a message is moot.
+        // SAFETY: fcntl on an fd we own.
+        unsafe { libc::fcntl(write_end, libc::F_SETFL, libc::O_NONBLOCK) };
         // SAFETY: the process is single-threaded here (see above).
         match unsafe { libc::fork() } {
             -1 => Err(io::Error::last_os_error()).context("cannot fork the guardian"),
-            0 => unsafe { guardian_main(read_end, pgid) },
+            0 => unsafe { guardian_main(read_end, pgid, nanos(deadline)) },
             pid => {
                 // SAFETY: read_end is ours to close; write_end to own.
                 unsafe { libc::close(read_end) };
                 Ok(Guardian {
                     pid,
-                    disarm: unsafe { OwnedFd::from_raw_fd(write_end) },
+                    pipe: unsafe { OwnedFd::from_raw_fd(write_end) },
                 })
             }
         }
     }
 
+    /// Moves the deadline later, after a confirmed renewal.
+    pub fn extend(&self, deadline: Duration) {
+        self.send(nanos(deadline).min(STAND_DOWN - 1));
+    }
+
+    fn send(&self, msg: u64) {
+        // SAFETY: an 8-byte write (atomic on a pipe) from a local buffer.
+        unsafe { libc::write(self.pipe.as_raw_fd(), msg.to_ne_bytes().as_ptr().cast(), 8) };
+    }
+
     /// Tells the guardian to exit without killing anything, and reaps it.
     pub fn disarm(self) {
-        // SAFETY: a one-byte write on our fd, then waitpid on our child.
+        self.send(STAND_DOWN);
+        // SAFETY: waitpid on our own child.
         unsafe {
-            libc::write(self.disarm.as_raw_fd(), b"x".as_ptr().cast(), 1);
             let mut status = 0;
             while libc::waitpid(self.pid, &mut status, 0) == -1
                 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
@@ -389,9 +417,24 @@ impl Guardian {
     }
 }
 
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+/// Now on the boot-time clock, in nanoseconds (the clock of `lease::now`).
+fn boottime_nanos() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills ts; it is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The guardian's whole life. It keeps distlock's blocked signal mask, so
 /// terminal and job signals cannot end it early; only SIGKILL can.
-unsafe fn guardian_main(read_end: RawFd, pgid: i32) -> ! {
+unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
     // Its own process group: a Ctrl-Z or `kill %1` aimed at distlock's job
     // must not stop or kill the guardian.
     libc::setpgid(0, 0);
@@ -405,15 +448,38 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32) -> ! {
     }
     libc::dup2(keep, 3);
     libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
-    let mut byte = 0u8;
+    let kill_all = || -> ! {
+        libc::killpg(pgid, libc::SIGKILL);
+        libc::_exit(0)
+    };
     loop {
-        match libc::read(3, (&mut byte as *mut u8).cast(), 1) {
-            1 => libc::_exit(0),
-            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => continue,
-            _ => {
-                libc::killpg(pgid, libc::SIGKILL);
-                libc::_exit(0)
-            }
+        let now = boottime_nanos();
+        if now >= deadline {
+            kill_all();
+        }
+        let left = deadline - now;
+        let ts = libc::timespec {
+            tv_sec: (left / 1_000_000_000) as libc::time_t,
+            tv_nsec: (left % 1_000_000_000) as libc::c_long,
+        };
+        let mut pfd = libc::pollfd {
+            fd: 3,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Timeout or interruption: the deadline check above decides.
+        if libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) <= 0 {
+            continue;
+        }
+        let mut buf = [0u8; 8];
+        match libc::read(3, buf.as_mut_ptr().cast(), 8) {
+            8 => match u64::from_ne_bytes(buf) {
+                STAND_DOWN => libc::_exit(0),
+                later => deadline = deadline.max(later),
+            },
+            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+            // EOF: distlock is gone.
+            _ => kill_all(),
         }
     }
 }

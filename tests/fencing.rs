@@ -114,8 +114,11 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
     );
 
     // Freeze the whole "host": distlock first, so it cannot react to CMD
-    // stopping, then CMD.
+    // stopping, then its guardian (which would otherwise kill CMD at the
+    // deadline, as it should when only distlock is stopped), then CMD.
+    let guardian = guardian_of(dl_a);
     signal(dl_a, libc::SIGSTOP);
+    signal(guardian, libc::SIGSTOP);
     signal(cmd_a_pid, libc::SIGSTOP);
     assert!(
         alive(cmd_a_pid),
@@ -162,6 +165,7 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
         wait_until(LIMIT, || !alive(cmd_a_pid)),
         "CMD A never finished its write attempt"
     );
+    signal(guardian, libc::SIGCONT);
     let err = std::fs::read_to_string(&a_err).unwrap();
     assert!(
         err.contains("stale"),
@@ -190,4 +194,23 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
         !a_stdout.contains("wrote"),
         "A must not have written: {a_stdout:?}"
     );
+}
+
+/// The pid of distlock's guardian: its child named `distlock-guard`.
+fn guardian_of(distlock: i32) -> i32 {
+    let mut found = None;
+    wait_until(Duration::from_secs(10), || {
+        let children =
+            std::fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children"))
+                .unwrap_or_default();
+        found = children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "distlock-guard")
+            });
+        found.is_some()
+    });
+    found.expect("distlock's guardian process")
 }

@@ -1,0 +1,1085 @@
+//! Supervision of CMD by `distlock run`: what happens to CMD, its process
+//! group and the lease when the lease is lost, when Redis hangs, when
+//! distlock is signalled, stopped or killed (CONTRACT.md, `distlock run`
+//! points 2 and 5-12).
+//!
+//! Every CMD announces itself by writing pids (and markers) to files in its
+//! working directory; the tests wait for those files instead of sleeping.
+//!
+//! Time bounds are checked so that a correct distlock cannot fail them, and
+//! the slack is only what the test cannot know: an upper bound ("killed no
+//! later than R + d") is measured from an instant taken no earlier than R,
+//! a lower bound from one taken no later than R. Observing an event by
+//! polling is late, which loosens lower bounds but would tighten upper
+//! ones, so the upper bounds poll every millisecond from a real-time thread
+//! and count a pending signal as received (see `signalled`).
+
+mod common;
+use common::*;
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Hard limit for any one process or wait in these tests.
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// The Redis key of lock `name` under the default prefix.
+fn key(name: &str) -> String {
+    format!("distlock:{{{name}}}")
+}
+
+/// `sh -c SCRIPT` as a CMD.
+fn sh(script: &str) -> Vec<&str> {
+    vec!["sh", "-c", script]
+}
+
+/// How the test starts distlock, as its caller.
+#[derive(Clone, Copy, Default)]
+struct Caller {
+    /// Signals ignored when distlock starts (all others default).
+    ignore: &'static [i32],
+    /// Signals blocked when distlock starts (exactly these).
+    block: &'static [i32],
+}
+
+/// A redis-server for one test, started after the test's thread has moved
+/// to a real-time priority (where allowed, e.g. as root), which the server,
+/// distlock and CMD inherit.
+///
+/// These tests check deadlines to a few milliseconds with sub-second
+/// leases. The logic under test is the same at any priority, but this way a
+/// loaded machine (other test suites running alongside) cannot starve
+/// Redis, distlock or the test's own observations and fail a correct
+/// distlock. Every process here mostly sleeps, so nothing is starved in
+/// turn.
+fn server() -> RedisServer {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: plain syscall on the calling thread; failure is harmless.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    RedisServer::start()
+}
+
+/// Sets the caller's state for distlock in the child before exec: every
+/// signal disposition default except `ignore`, exactly `block` blocked, and
+/// no core files (a forwarded SIGQUIT must not litter the disk). The test
+/// harness's own state (e.g. running under nohup) then cannot change what
+/// is being tested.
+fn set_caller(cmd: &mut Command, caller: Caller) {
+    let Caller { ignore, block } = caller;
+    // SAFETY: only async-signal-safe libc calls on values that need no
+    // allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            for sig in 1..65 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    // glibc refuses its two internal signals; that is fine.
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            for &sig in ignore {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for &sig in block {
+                libc::sigaddset(&mut set, sig);
+            }
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            Ok(())
+        });
+    }
+}
+
+/// A running `distlock run`, in a directory of its own (CMD's working
+/// directory), with stdout and stderr in files there. Dropping it SIGKILLs
+/// distlock if it is still running, so a failed test leaves nothing behind
+/// (the guardian then kills CMD's group).
+struct Job {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Job {
+    /// Starts `distlock run NAME OPTS -- CMD` with a clean signal state.
+    fn start(server: &RedisServer, name: &str, opts: &[&str], cmd: &[&str]) -> Job {
+        Job::start_as(Caller::default(), server, name, opts, cmd)
+    }
+
+    /// Like `start`, with the caller's state set up as `caller` says.
+    fn start_as(
+        caller: Caller,
+        server: &RedisServer,
+        name: &str,
+        opts: &[&str],
+        cmd: &[&str],
+    ) -> Job {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = distlock(server);
+        c.arg("run")
+            .arg(name)
+            .args(opts)
+            .arg("--")
+            .args(cmd)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.path().join("stdout")).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap());
+        set_caller(&mut c, caller);
+        let child = c.spawn().unwrap();
+        Job { child, dir }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+
+    fn exists(&self, file: &str) -> bool {
+        self.path(file).exists()
+    }
+
+    /// The content of a file CMD wrote, trimmed ("" if absent).
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.path(file))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    }
+
+    /// Waits for CMD to write `n` pids on the first line of `file`.
+    fn pids(&self, file: &str, n: usize) -> Vec<i32> {
+        let line = wait_for_line(&self.path(file), LIMIT).unwrap_or_else(|| {
+            panic!(
+                "CMD never wrote {file}; distlock's stderr: {}",
+                self.read("stderr")
+            )
+        });
+        let pids: Vec<i32> = line
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), n, "{file}: {line:?}");
+        pids
+    }
+
+    /// Waits for distlock to exit (at most LIMIT).
+    fn wait(&mut self) -> ExitStatus {
+        wait_with_timeout(&mut self.child, LIMIT)
+    }
+
+    /// distlock's exit code, with its stderr in the failure message.
+    fn assert_code(&self, status: ExitStatus, code: i32) {
+        assert_eq!(
+            status.code(),
+            Some(code),
+            "{status:?}; distlock's stderr: {}",
+            self.read("stderr")
+        );
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Shell code that starts a background `sleep 100` that ignores SIGTERM
+/// and returns once the sleep's pid is in the file `gc` (so the ignore is
+/// already in place: a TERM sent to the group right after cannot race it).
+const TERM_PROOF_CHILD: &str = "sh -c 'trap \"\" TERM; echo $$ > gc; exec sleep 100' & \
+     while [ ! -s gc ]; do sleep 0.01; done";
+
+/// The scheduler state letter of `pid` (`R`, `S`, `T`, `Z`, …).
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+/// A hex signal set field of /proc/PID/status (`SigBlk`, `SigIgn`, …).
+fn sig_field(status: &str, field: &str) -> u64 {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {status:?}"));
+    u64::from_str_radix(line[field.len() + 1..].trim(), 16).unwrap()
+}
+
+/// SigIgn without glibc's two internal signals (32 and 33): no program
+/// can set them through libc, and some test environments start the test
+/// binary with them ignored, which nothing in between can undo.
+fn sig_ign(status: &str) -> u64 {
+    sig_field(status, "SigIgn") & !(bit(32) | bit(33))
+}
+
+fn bit(sig: i32) -> u64 {
+    1 << (sig - 1)
+}
+
+/// Whether `pid` has got `sig` (or SIGKILL): gone, a zombie, or with the
+/// signal pending. A pending signal counts because what the contract bounds
+/// is when CMD *gets* the signal; the victim may be blocking it for a moment
+/// or waiting for a CPU to act on it. (The kernel also queues SIGKILL on a
+/// process that a fatal signal is about to kill.)
+fn signalled(pid: i32, sig: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let pending = sig_field(&status, "SigPnd") | sig_field(&status, "ShdPnd");
+    !alive(pid) || pending & (bit(sig) | bit(libc::SIGKILL)) != 0
+}
+
+/// Polls every millisecond from another thread until each `(pid, sig)`
+/// is `signalled`, and returns the first instant each was seen so. An
+/// observation is never earlier than the real event, so an upper bound
+/// checked on it is safe.
+/// (The thread inherits the test thread's real-time priority, see
+/// `server`, so its observations are not late by whole time slices.)
+fn watch_signals(targets: Vec<(i32, i32)>) -> JoinHandle<Vec<Instant>> {
+    std::thread::spawn(move || {
+        let mut seen: Vec<Option<Instant>> = vec![None; targets.len()];
+        let give_up = Instant::now() + LIMIT;
+        while seen.iter().any(Option::is_none) && Instant::now() < give_up {
+            for (s, &(pid, sig)) in seen.iter_mut().zip(&targets) {
+                if s.is_none() && signalled(pid, sig) {
+                    *s = Some(Instant::now());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        targets
+            .iter()
+            .zip(seen)
+            .map(|((p, _), s)| {
+                s.unwrap_or_else(|| panic!("pid {p} was not killed within {LIMIT:?}"))
+            })
+            .collect()
+    })
+}
+
+// ---------------------------------------------------------------------
+// Point 5: the lease is gone ("not owner")
+// ---------------------------------------------------------------------
+
+#[test]
+fn deleting_the_lease_kills_cmd_and_its_grandchild_and_exits_124() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "lost",
+        &["--ttl", "10s", "--renew-every", "100ms"],
+        &sh("sleep 100 & echo $$ $! > pids; wait"),
+    );
+    let pids = job.pids("pids", 2);
+    assert!(server.get(&key("lost")).is_some());
+
+    let _: i64 = server.cmd(&["DEL", &key("lost")]);
+    let status = job.wait();
+
+    job.assert_code(status, 124);
+    assert!(!alive(pids[0]), "CMD {} outlived distlock", pids[0]);
+    assert!(!alive(pids[1]), "grandchild {} outlived distlock", pids[1]);
+    assert_eq!(server.get(&key("lost")), None, "the lease was recreated");
+    assert_eq!(server.get(&(key("lost") + ":fence")).as_deref(), Some("1"));
+}
+
+#[test]
+fn kill_signal_int_reaches_cmd_and_the_exit_is_124_even_though_cmd_exits_0() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "int",
+        &[
+            "--ttl",
+            "10s",
+            "--renew-every",
+            "100ms",
+            "--kill-signal",
+            "INT",
+        ],
+        &sh("trap 'echo INT > marker; exit 0' INT; echo $$ > pid; while :; do sleep 0.05; done"),
+    );
+    let pid = job.pids("pid", 1)[0];
+
+    let _: i64 = server.cmd(&["DEL", &key("int")]);
+    let status = job.wait();
+
+    job.assert_code(status, 124);
+    assert_eq!(job.read("marker"), "INT", "CMD did not get SIGINT first");
+    assert!(!alive(pid));
+}
+
+#[test]
+fn cmd_that_survives_the_kill_signal_is_sigkilled_after_the_grace_and_not_before() {
+    let server = server();
+    let grace = Duration::from_millis(500);
+    let renew = Duration::from_millis(50);
+    let mut job = Job::start(
+        &server,
+        "grace",
+        &[
+            "--ttl",
+            "10s",
+            "--renew-every",
+            "50ms",
+            "--kill-grace",
+            "500ms",
+        ],
+        // The trap outlives TERM (only the current `sleep` dies of it).
+        &sh("trap 'echo TERM >> marker' TERM; echo $$ > pid; while :; do sleep 0.05; done"),
+    );
+    let pid = job.pids("pid", 1)[0];
+
+    // The loss cannot be noticed before the DEL is sent, so a correct
+    // distlock exits at least a grace after `deleted`; the check is blind
+    // only to a SIGKILL that comes early by less than the detection delay
+    // (one renewal period, 50ms). The upper bound allows for that delay.
+    let deleted = Instant::now();
+    let _: i64 = server.cmd(&["DEL", &key("grace")]);
+    let status = job.wait();
+    let took = deleted.elapsed();
+
+    job.assert_code(status, 124);
+    assert!(
+        job.read("marker").starts_with("TERM"),
+        "CMD never got the kill signal"
+    );
+    assert!(!alive(pid), "CMD survived SIGKILL");
+    assert!(
+        took >= grace,
+        "SIGKILL came {took:?} after the loss, before the grace of {grace:?}"
+    );
+    assert!(
+        took < grace + renew + Duration::from_millis(1500),
+        "distlock took {took:?} to stop CMD"
+    );
+}
+
+// ---------------------------------------------------------------------
+// Point 6: renewals that cannot be confirmed
+// ---------------------------------------------------------------------
+
+#[test]
+fn paused_redis_gets_cmd_and_grandchild_killed_before_the_lease_can_expire() {
+    let server = server();
+    let ttl = Duration::from_secs(1);
+    let mut job = Job::start(
+        &server,
+        "paused",
+        &["--ttl", "1s"],
+        // The grandchild ignores TERM (before its pid is announced), so
+        // only the SIGKILL deadline gets it.
+        &sh(&format!(
+            "{TERM_PROOF_CHILD}; echo $$ $(cat gc) > pids; wait"
+        )),
+    );
+    let pids = job.pids("pids", 2);
+    // CMD must get the kill signal (TERM) by one deadline, its TERM-proof
+    // child SIGKILL by the other.
+    let deaths = watch_signals(vec![(pids[0], libc::SIGTERM), (pids[1], libc::SIGKILL)]);
+
+    // Pause right after a renewal (the PTTL going up), the case where the
+    // lease has the most time left and the deadlines are latest.
+    next_renewal(&server, "paused");
+
+    // Two instants around the pause, each used on its safe side:
+    // - `stopped` is taken once the server is seen stopped, so every
+    //   renewal it confirmed was sent before it: t0 <= stopped, and the
+    //   contract's deadlines are at most `stopped` + ttl - (grace) - margin.
+    // - `before` is taken before the pause, and renewals were being
+    //   confirmed until then, so t0 >= before - renew (roughly), and no kill
+    //   is due before `before` - renew + ttl - grace - margin (~400ms).
+    let before = Instant::now();
+    server.pause();
+    assert!(wait_until(LIMIT, || state(server.pid() as i32) == Some('T')));
+    let stopped = Instant::now();
+    let status = job.wait();
+    server.resume();
+    let deaths = deaths.join().unwrap();
+
+    job.assert_code(status, 124);
+    let grace = ttl / 4;
+    let labels = [
+        ("CMD got SIGTERM", ttl - grace),
+        ("its TERM-proof child got SIGKILL", ttl),
+    ];
+    for ((&pid, died), (what, deadline)) in pids.iter().zip(&deaths).zip(labels) {
+        let late = died.saturating_duration_since(stopped);
+        assert!(
+            late < deadline,
+            "{what} ({pid}) {late:?} after Redis stopped answering \
+             (deadline: last renewal + {deadline:?} - margin)"
+        );
+        let early = died.duration_since(before);
+        assert!(
+            early > ttl / 4,
+            "{what} ({pid}) {early:?} after the pause, long before any deadline"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------
+// Point 9: distlock dies
+// ---------------------------------------------------------------------
+
+#[test]
+fn sigkill_of_distlock_kills_cmd_and_its_grandchild() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "orphan",
+        &["--ttl", "5s"],
+        &sh("sleep 100 & echo $$ $! > pids; wait"),
+    );
+    let pids = job.pids("pids", 2);
+
+    signal(job.pid(), libc::SIGKILL);
+    let status = job.wait();
+
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert!(
+        wait_until(Duration::from_secs(2), || !alive(pids[0])),
+        "CMD {} survived distlock's death (PR_SET_PDEATHSIG)",
+        pids[0]
+    );
+    assert!(
+        wait_until(Duration::from_secs(2), || !alive(pids[1])),
+        "grandchild {} survived distlock's death (guardian)",
+        pids[1]
+    );
+}
+
+/// The children of `pid` whose command name is `comm`.
+fn children_named(pid: i32, comm: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let ppid = stat[close + 1..].split_whitespace().nth(1);
+        if &stat[open + 1..close] == comm && ppid == Some(&pid.to_string()) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[test]
+fn sigkill_of_distlock_kills_cmd_by_pdeathsig_even_without_the_guardian() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "pdeath",
+        &["--ttl", "5s"],
+        &sh("echo $$ > pid; while :; do sleep 0.05; done"),
+    );
+    let pid = job.pids("pid", 1)[0];
+    let guards = children_named(job.pid(), "distlock-guard");
+    assert_eq!(guards.len(), 1, "guardian processes: {guards:?}");
+
+    // Take the second mechanism away, so only PR_SET_PDEATHSIG is left.
+    signal(guards[0], libc::SIGKILL);
+    assert!(wait_until(LIMIT, || !alive(guards[0])));
+    signal(job.pid(), libc::SIGKILL);
+    job.wait();
+
+    assert!(
+        wait_until(Duration::from_secs(2), || !alive(pid)),
+        "CMD {pid} survived distlock's death without the guardian"
+    );
+}
+
+// ---------------------------------------------------------------------
+// Point 8: signals sent to distlock are passed on to CMD
+// ---------------------------------------------------------------------
+
+/// Sends `sig` to distlock only; CMD traps it, writes a marker and exits 0.
+fn forwarded_signal_reaches_cmd(sig: i32, name: &str) {
+    let server = server();
+    let script = format!(
+        "trap 'echo {name} > marker; exit 0' {name}; echo $$ > pid; while :; do sleep 0.05; done"
+    );
+    let mut job = Job::start(&server, "fwd", &["--ttl", "5s"], &sh(&script));
+    let pid = job.pids("pid", 1)[0];
+    assert!(server.get(&key("fwd")).is_some());
+
+    signal(job.pid(), sig);
+    let status = job.wait();
+
+    job.assert_code(status, 0);
+    assert_eq!(job.read("marker"), name, "CMD never got SIG{name}");
+    assert!(!alive(pid));
+    assert_eq!(server.get(&key("fwd")), None, "the lock was not released");
+}
+
+macro_rules! forwarded {
+    ($($test:ident: $sig:ident,)*) => {$(
+        #[test]
+        fn $test() {
+            forwarded_signal_reaches_cmd(libc::$sig, &stringify!($sig)[3..]);
+        }
+    )*};
+}
+
+forwarded! {
+    sigterm_to_distlock_reaches_cmd_and_the_lock_is_released: SIGTERM,
+    sighup_to_distlock_reaches_cmd_and_the_lock_is_released: SIGHUP,
+    sigint_to_distlock_reaches_cmd_and_the_lock_is_released: SIGINT,
+    sigquit_to_distlock_reaches_cmd_and_the_lock_is_released: SIGQUIT,
+    sigusr1_to_distlock_reaches_cmd_and_the_lock_is_released: SIGUSR1,
+    sigusr2_to_distlock_reaches_cmd_and_the_lock_is_released: SIGUSR2,
+    sigalrm_to_distlock_reaches_cmd_and_the_lock_is_released: SIGALRM,
+    sigwinch_to_distlock_reaches_cmd_and_the_lock_is_released: SIGWINCH,
+}
+
+#[test]
+fn sigterm_that_kills_cmd_gives_143_and_the_lock_is_released() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "term",
+        &["--ttl", "5s"],
+        &sh("echo $$ > pid; while :; do sleep 0.05; done"),
+    );
+    let pid = job.pids("pid", 1)[0];
+
+    signal(job.pid(), libc::SIGTERM);
+    let status = job.wait();
+
+    job.assert_code(status, 143);
+    assert!(!alive(pid));
+    assert_eq!(server.get(&key("term")), None, "the lock was not released");
+}
+
+#[test]
+fn cmd_that_survives_a_forwarded_sigterm_keeps_the_lease_until_it_exits() {
+    let server = server();
+    // CMD lives on for more than two leases after the TERM: only renewals
+    // after the forwarded signal let it finish with its own status.
+    let mut job = Job::start(
+        &server,
+        "stay",
+        &["--ttl", "1s"],
+        &sh("trap 'echo TERM > marker' TERM; echo $$ > pid; \
+             while [ ! -e marker ]; do sleep 0.02; done; \
+             sleep 2.2; echo done > done"),
+    );
+    job.pids("pid", 1);
+
+    signal(job.pid(), libc::SIGTERM);
+    assert!(wait_for_line(&job.path("marker"), LIMIT).is_some());
+    let status = job.wait();
+
+    job.assert_code(status, 0);
+    assert_eq!(job.read("done"), "done");
+    assert_eq!(server.get(&key("stay")), None);
+}
+
+// ---------------------------------------------------------------------
+// Point 7: CMD's group is emptied before the release
+// ---------------------------------------------------------------------
+
+#[test]
+fn background_child_left_by_cmd_is_dead_before_the_lock_is_released() {
+    let server = server();
+    let name = "bg";
+    // CMD exits as soon as its background child ignores TERM, so the child
+    // lives on until distlock's SIGKILL a grace (250ms) later.
+    let mut job = Job::start(
+        &server,
+        name,
+        &["--ttl", "10s", "--kill-grace", "250ms"],
+        &sh(TERM_PROOF_CHILD),
+    );
+    let bg = job.pids("gc", 1)[0];
+
+    let mut con = server.conn();
+    let (mut seen_held_while_alive, mut released_while_alive) = (false, false);
+    while job.child.try_wait().unwrap().is_none() {
+        // Key first, then the process: "key gone, then child seen alive"
+        // proves the child outlived the lease.
+        let held: Option<String> = redis::cmd("GET").arg(key(name)).query(&mut con).unwrap();
+        let bg_alive = alive(bg);
+        match (held.is_some(), bg_alive) {
+            (true, true) => seen_held_while_alive = true,
+            (false, true) => released_while_alive = true,
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let status = job.wait();
+
+    job.assert_code(status, 0);
+    assert!(!alive(bg), "the background child outlived distlock");
+    assert!(
+        !released_while_alive,
+        "the lock was released while the background child ran"
+    );
+    assert!(
+        seen_held_while_alive,
+        "never saw the lock held while the child ran"
+    );
+    assert_eq!(server.get(&key(name)), None);
+}
+
+// ---------------------------------------------------------------------
+// Point 12: ignored signals and the signal mask
+// ---------------------------------------------------------------------
+
+#[test]
+fn under_nohup_cmd_inherits_sighup_ignored_and_nothing_else() {
+    let server = server();
+    let nohup = Caller {
+        ignore: &[libc::SIGHUP],
+        ..Caller::default()
+    };
+    let mut job = Job::start_as(
+        nohup,
+        &server,
+        "nohup",
+        &["--ttl", "5s"],
+        &["grep", "^Sig", "/proc/self/status"],
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let out = job.read("stdout");
+    assert_eq!(sig_ign(&out), bit(libc::SIGHUP), "{out}");
+    assert_eq!(sig_field(&out, "SigBlk"), 0, "{out}");
+}
+
+#[test]
+fn under_nohup_a_sighup_to_distlock_is_neither_forwarded_nor_fatal() {
+    let server = server();
+    // perl, because a shell cannot trap a signal that was ignored on entry:
+    // CMD catches SIGHUP itself, so it would notice a forwarded one.
+    let script = r#"
+        $SIG{HUP} = sub { open(my $h, '>', 'hup'); print $h "HUP\n"; close $h };
+        $SIG{USR1} = sub { open(my $u, '>', 'usr1'); print $u "USR1\n"; close $u; exit 0 };
+        open(my $p, '>', 'pid'); print $p "$$\n"; close $p;
+        while (1) { select(undef, undef, undef, 0.05) }
+    "#;
+    let nohup = Caller {
+        ignore: &[libc::SIGHUP],
+        ..Caller::default()
+    };
+    let mut job = Job::start_as(
+        nohup,
+        &server,
+        "nohup",
+        &["--ttl", "5s"],
+        &["perl", "-e", script],
+    );
+    job.pids("pid", 1);
+
+    // HUP first, then USR1 as a barrier: had the HUP been forwarded, CMD
+    // would have run its HUP handler before the USR1 one, which exits
+    // (both distlock and perl handle pending signals lowest number first).
+    signal(job.pid(), libc::SIGHUP);
+    signal(job.pid(), libc::SIGUSR1);
+    let status = job.wait();
+
+    job.assert_code(status, 0);
+    assert_eq!(job.read("usr1"), "USR1");
+    assert!(!job.exists("hup"), "an ignored SIGHUP was forwarded to CMD");
+    assert_eq!(server.get(&key("nohup")), None);
+}
+
+#[test]
+fn cmd_starts_with_the_callers_empty_signal_mask_and_no_ignored_signals() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "mask",
+        &["--ttl", "5s"],
+        &["grep", "^Sig", "/proc/self/status"],
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let out = job.read("stdout");
+    assert_eq!(sig_field(&out, "SigBlk"), 0, "{out}");
+    assert_eq!(sig_ign(&out), 0, "{out}");
+}
+
+#[test]
+fn cmd_starts_with_the_callers_nonempty_signal_mask() {
+    let server = server();
+    let caller = Caller {
+        block: &[libc::SIGUSR1, libc::SIGTERM],
+        ..Caller::default()
+    };
+    let mut job = Job::start_as(
+        caller,
+        &server,
+        "mask",
+        &["--ttl", "5s"],
+        &["grep", "^Sig", "/proc/self/status"],
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let out = job.read("stdout");
+    assert_eq!(
+        sig_field(&out, "SigBlk"),
+        bit(libc::SIGUSR1) | bit(libc::SIGTERM),
+        "{out}"
+    );
+}
+
+// ---------------------------------------------------------------------
+// Point 2: signals end a wait for the lock
+// ---------------------------------------------------------------------
+
+fn signal_ends_a_wait_without_touching_the_holders_lock(sig: i32) {
+    let server = server();
+    let (k, holder) = (key("busy"), "elsewhere:1:0123456789abcdef0123456789abcdef");
+    let _: () = server.cmd(&["SET", &k, holder, "PX", "60000"]);
+    let _: () = server.cmd(&["SET", &(k.clone() + ":fence"), "7"]);
+    let mut job = Job::start(
+        &server,
+        "busy",
+        &["--wait", "forever", "--ttl", "5s"],
+        &sh("echo started > marker"),
+    );
+
+    // Waiting for sure: the signal is blocked (so it will be read from the
+    // signalfd, not kill distlock) and an acquire attempt has reached Redis.
+    let pid = job.pid();
+    let waiting = wait_until(LIMIT, || {
+        let blocked = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .map(|s| sig_field(&s, "SigBlk") & bit(sig) != 0)
+            .unwrap_or(false);
+        blocked
+            && server
+                .cmd::<String>(&["CLIENT", "LIST"])
+                .contains("cmd=evalsha")
+    });
+    assert!(
+        waiting,
+        "distlock never started waiting: {}",
+        job.read("stderr")
+    );
+
+    let sent = Instant::now();
+    signal(pid, sig);
+    let status = job.wait();
+    let took = sent.elapsed();
+
+    job.assert_code(status, 128 + sig);
+    assert!(
+        took < Duration::from_millis(500),
+        "the wait ended {took:?} after the signal"
+    );
+    assert!(!job.exists("marker"), "CMD was started");
+    assert_eq!(server.get(&k).as_deref(), Some(holder));
+    let pttl: i64 = server.cmd(&["PTTL", &k]);
+    assert!(pttl > 50_000, "the holder's lease was changed: PTTL {pttl}");
+    assert_eq!(server.get(&(k + ":fence")).as_deref(), Some("7"));
+}
+
+#[test]
+fn sigint_ends_a_wait_with_130_and_cmd_never_starts() {
+    signal_ends_a_wait_without_touching_the_holders_lock(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_ends_a_wait_with_143_and_cmd_never_starts() {
+    signal_ends_a_wait_without_touching_the_holders_lock(libc::SIGTERM);
+}
+
+#[test]
+fn sighup_ends_a_wait_with_129_and_cmd_never_starts() {
+    signal_ends_a_wait_without_touching_the_holders_lock(libc::SIGHUP);
+}
+
+// ---------------------------------------------------------------------
+// Point 11: job control, and distlock stopped past its deadline
+// ---------------------------------------------------------------------
+
+/// A CMD that appends a line to `ticks` every 20ms, exits 0 on SIGUSR1,
+/// and on SIGTERM appends "TERM" and exits 0, so that even running its
+/// handler for the kill signal shows up as running again.
+///
+/// One process that never forks: a shell loop running `sleep` can be caught
+/// by a SIGTSTP between vfork and exec (dash), which leaves the shell in
+/// uninterruptible sleep rather than stopped, waiting for its stopped child.
+const TICKER: &str = r#"
+    sub tick { open(my $t, '>>', 'ticks'); print $t "$_[0]\n"; close $t }
+    $SIG{USR1} = sub { exit 0 };
+    $SIG{TERM} = sub { tick("TERM"); exit 0 };
+    open(my $p, '>', 'pid'); print $p "$$\n"; close $p;
+    while (1) {
+        tick("tick");
+        select(undef, undef, undef, 0.02);
+    }
+"#;
+
+#[test]
+fn distlock_sigstopped_past_its_deadline_kills_cmd_at_once_on_sigcont_and_exits_124() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "stopped",
+        &["--ttl", "600ms"],
+        &["perl", "-e", TICKER],
+    );
+    let pid = job.pids("pid", 1)[0];
+
+    signal(job.pid(), libc::SIGSTOP);
+    assert!(wait_until(LIMIT, || state(job.pid()) == Some('T')));
+    // The key expiring in Redis proves the kill deadline has passed.
+    assert!(wait_until(LIMIT, || server.get(&key("stopped")).is_none()));
+
+    let continued = Instant::now();
+    signal(job.pid(), libc::SIGCONT);
+    let status = job.wait();
+    let took = continued.elapsed();
+
+    job.assert_code(status, 124);
+    assert!(!alive(pid));
+    // "At once" is milliseconds; the bound leaves room for a loaded machine.
+    assert!(
+        took < Duration::from_secs(1),
+        "distlock exited {took:?} after SIGCONT"
+    );
+}
+
+/// Waits for a renewal of `name` (its PTTL going up) and returns an instant
+/// taken after it: the renewal was sent before that instant.
+fn next_renewal(server: &RedisServer, name: &str) -> Instant {
+    let mut con = server.conn();
+    let mut last = i64::MAX;
+    let renewed = wait_until(LIMIT, || {
+        let pttl: i64 = redis::cmd("PTTL").arg(key(name)).query(&mut con).unwrap();
+        std::mem::replace(&mut last, pttl) < pttl
+    });
+    assert!(renewed, "no renewal of {name} seen");
+    Instant::now()
+}
+
+#[test]
+fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_again() {
+    let server = server();
+    // Kill deadline 965ms after the last renewal was sent, lease end 3s.
+    let mut job = Job::start(
+        &server,
+        "tstp",
+        &[
+            "--ttl",
+            "3s",
+            "--renew-every",
+            "500ms",
+            "--kill-grace",
+            "2s",
+        ],
+        &["perl", "-e", TICKER],
+    );
+    let pid = job.pids("pid", 1)[0];
+
+    let renewed = next_renewal(&server, "tstp");
+    signal(job.pid(), libc::SIGTSTP);
+    assert!(
+        wait_until(LIMIT, || state(pid) == Some('T')
+            && state(job.pid()) == Some('T')),
+        "CMD {:?}, distlock {:?}",
+        state(pid),
+        state(job.pid())
+    );
+    let ticks = job.read("ticks");
+
+    // Time passing while stopped is the scenario itself. 1.5s after
+    // `renewed` is past the kill deadline (the renewal was sent earlier),
+    // and still within the lease in Redis: a distlock that sent the kill
+    // signal and let the grace run would let CMD run its TERM handler.
+    std::thread::sleep(
+        (renewed + Duration::from_millis(1500)).saturating_duration_since(Instant::now()),
+    );
+    assert!(
+        server.get(&key("tstp")).is_some(),
+        "the lease ended already"
+    );
+
+    let continued = Instant::now();
+    signal(job.pid(), libc::SIGCONT);
+    let status = job.wait();
+    let took = continued.elapsed();
+
+    job.assert_code(status, 124);
+    assert!(!alive(pid));
+    assert_eq!(
+        job.read("ticks"),
+        ticks,
+        "CMD ran again after its kill deadline"
+    );
+    // "At once" is milliseconds; the bound leaves room for a loaded machine.
+    assert!(
+        took < Duration::from_secs(1),
+        "distlock exited {took:?} after SIGCONT"
+    );
+}
+
+#[test]
+fn sigtstp_then_sigcont_before_the_deadline_resumes_cmd_with_the_lease_kept() {
+    let server = server();
+    let mut job = Job::start(&server, "resume", &["--ttl", "5s"], &["perl", "-e", TICKER]);
+    let pid = job.pids("pid", 1)[0];
+    let owner = server.get(&key("resume")).unwrap();
+
+    signal(job.pid(), libc::SIGTSTP);
+    assert!(
+        wait_until(LIMIT, || state(pid) == Some('T')
+            && state(job.pid()) == Some('T')),
+        "CMD {:?}, distlock {:?}",
+        state(pid),
+        state(job.pid())
+    );
+    let ticks = job.read("ticks").lines().count();
+
+    signal(job.pid(), libc::SIGCONT);
+    assert!(
+        wait_until(LIMIT, || job.read("ticks").lines().count() > ticks),
+        "CMD was not continued"
+    );
+    assert_eq!(server.get(&key("resume")), Some(owner));
+    signal(job.pid(), libc::SIGUSR1);
+    let status = job.wait();
+
+    job.assert_code(status, 0);
+    assert_eq!(server.get(&key("resume")), None);
+}
+
+#[test]
+fn sigstopped_distlock_does_not_let_cmd_outlive_the_lease() {
+    let server = server();
+    let mut job = Job::start(&server, "frozen", &["--ttl", "1s"], &["perl", "-e", TICKER]);
+    let pid = job.pids("pid", 1)[0];
+
+    // distlock alone is stopped (`kill -STOP`, a debugger attaching):
+    // it cannot renew, so CMD must be gone by the time the lease is.
+    signal(job.pid(), libc::SIGSTOP);
+    assert!(wait_until(LIMIT, || state(job.pid()) == Some('T')));
+    assert!(wait_until(LIMIT, || server.get(&key("frozen")).is_none()));
+    assert!(
+        signalled(pid, libc::SIGKILL),
+        "CMD is running without a lease while distlock is stopped"
+    );
+
+    signal(job.pid(), libc::SIGCONT);
+    let status = job.wait();
+    job.assert_code(status, 124);
+}
+
+#[test]
+fn cmd_continued_behind_distlocks_back_does_not_outlive_the_lease() {
+    let server = server();
+    let mut job = Job::start(&server, "behind", &["--ttl", "1s"], &["perl", "-e", TICKER]);
+    let pid = job.pids("pid", 1)[0];
+
+    signal(job.pid(), libc::SIGTSTP);
+    assert!(wait_until(LIMIT, || state(pid) == Some('T')
+        && state(job.pid()) == Some('T')));
+    // Someone continues CMD itself, not the job (`kill -CONT <pid>`).
+    signal(pid, libc::SIGCONT);
+    let ticks = job.read("ticks").lines().count();
+    assert!(
+        wait_until(LIMIT, || job.read("ticks").lines().count() > ticks),
+        "CMD did not run"
+    );
+
+    // The lease ends in Redis: by then nothing of CMD may be running.
+    assert!(wait_until(LIMIT, || server.get(&key("behind")).is_none()));
+    let ticks = job.read("ticks");
+    let lease_gone = Instant::now();
+    assert!(
+        !alive(pid) || state(pid) == Some('T'),
+        "CMD is running without a lease; distlock is {:?}",
+        state(job.pid())
+    );
+    // ... and it does not run again later either (a tick every 20ms).
+    wait_until(Duration::from_millis(200), || job.read("ticks") != ticks);
+    assert_eq!(
+        job.read("ticks"),
+        ticks,
+        "CMD ran {:?} after its lease ended",
+        lease_gone.elapsed()
+    );
+    signal(job.pid(), libc::SIGCONT);
+    let status = job.wait();
+    job.assert_code(status, 124);
+}
+
+// ---------------------------------------------------------------------
+// Point 4: renewal
+// ---------------------------------------------------------------------
+
+#[test]
+fn renewals_keep_the_lease_while_cmd_runs_three_ttls() {
+    let server = server();
+    let name = "renew";
+    let started = Instant::now();
+    let mut job = Job::start(
+        &server,
+        name,
+        &["--ttl", "600ms"],
+        &sh("echo \"$DISTLOCK_OWNER\" > owner; sleep 1.8; echo done > done"),
+    );
+    let owner = wait_for_line(&job.path("owner"), LIMIT).unwrap();
+
+    let mut con = server.conn();
+    let (mut last_pttl, mut increases) = (i64::MAX, 0);
+    while job.child.try_wait().unwrap().is_none() {
+        let (holder, pttl): (Option<String>, i64) = redis::pipe()
+            .atomic()
+            .get(key(name))
+            .cmd("PTTL")
+            .arg(key(name))
+            .query(&mut con)
+            .unwrap();
+        // Key first, then CMD's progress: "gone, and CMD not done yet"
+        // means the lease was lost while CMD ran.
+        let done = job.exists("done");
+        match holder {
+            Some(h) => {
+                assert_eq!(h, owner);
+                if pttl > last_pttl {
+                    increases += 1;
+                }
+                last_pttl = pttl;
+            }
+            None => assert!(done, "the lease vanished while CMD ran"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = job.wait();
+
+    job.assert_code(status, 0);
+    assert!(started.elapsed() >= Duration::from_millis(1800));
+    assert!(
+        increases >= 3,
+        "PTTL went up only {increases} times in 3 ttls"
+    );
+    assert_eq!(server.get(&key(name)), None);
+    assert_eq!(server.get(&(key(name) + ":fence")).as_deref(), Some("1"));
+}
