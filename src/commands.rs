@@ -51,9 +51,11 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let owner = config::new_owner_id()?;
+    // The acquisition's reply is useful until the kill deadline it would
+    // start; a slow Redis is given that long (at most 5s), not less.
     let mut store = Store::new(
         g.target.clone(),
-        timings.renew_every.min(Duration::from_secs(5)),
+        timings.soft_after().min(Duration::from_secs(5)),
     );
     let host = config::hostname();
     let pid = std::process::id().to_string();

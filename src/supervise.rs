@@ -53,6 +53,11 @@ pub const STOPS: &[i32] = &[libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 /// The blocked signals and the signalfd they are read from.
 pub struct Signals {
     fd: SignalFd,
+    /// A CLOCK_BOOTTIME timer for `wait`'s timeout: a poll timeout runs on
+    /// CLOCK_MONOTONIC, which stands still while the machine is suspended,
+    /// so after a resume distlock would act late while CMD already runs on
+    /// an expired lease. An absolute boot-time timer fires at resume.
+    timer: OwnedFd,
     /// The mask distlock started with; CMD gets it back before exec.
     caller_mask: libc::sigset_t,
 }
@@ -90,7 +95,16 @@ impl Signals {
             let mask = SigSet::from_sigset_t_unchecked(set);
             let fd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
                 .context("cannot create a signalfd")?;
-            Ok(Signals { fd, caller_mask })
+            let timer =
+                libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK);
+            if timer < 0 {
+                return Err(io::Error::last_os_error()).context("cannot create a timerfd");
+            }
+            Ok(Signals {
+                fd,
+                timer: OwnedFd::from_raw_fd(timer),
+                caller_mask,
+            })
         }
     }
 
@@ -107,25 +121,51 @@ impl Signals {
     /// passes (None: no limit). Returns the pending signals and whether
     /// `extra` is readable.
     pub fn wait(&self, timeout: Option<Duration>, extra: Option<RawFd>) -> (Vec<i32>, bool) {
+        let pollfd = |fd: RawFd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         let mut fds = [
-            libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: extra.unwrap_or(-1),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            pollfd(self.fd.as_raw_fd()),
+            pollfd(extra.unwrap_or(-1)),
+            pollfd(self.timer.as_raw_fd()),
         ];
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-            tv_nsec: t.subsec_nanos() as libc::c_long,
+        // Arm (or, with no timeout, disarm) the boot-time timer.
+        let at = timeout.map(|t| {
+            let at = crate::lease::now() + t.max(Duration::from_nanos(1));
+            libc::timespec {
+                tv_sec: at.as_secs() as libc::time_t,
+                tv_nsec: at.subsec_nanos() as libc::c_long,
+            }
         });
-        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-        // SAFETY: fds and ts outlive the call; a negative fd is ignored.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let spec = libc::itimerspec {
+            it_interval: zero,
+            it_value: at.unwrap_or(zero),
+        };
+        // SAFETY: timerfd_settime on our fd with local values; ppoll on
+        // local pollfds (a negative fd is ignored); the read drains the
+        // timer's 8-byte expiry count.
+        let n = unsafe {
+            libc::timerfd_settime(
+                self.timer.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            );
+            let n = libc::ppoll(fds.as_mut_ptr(), 3, std::ptr::null(), std::ptr::null());
+            let mut expirations = 0u64;
+            libc::read(
+                self.timer.as_raw_fd(),
+                (&mut expirations as *mut u64).cast(),
+                8,
+            );
+            n
+        };
         if n <= 0 {
             return (Vec::new(), false);
         }
@@ -452,23 +492,41 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
         libc::killpg(pgid, libc::SIGKILL);
         libc::_exit(0)
     };
+    // The deadline is on the boot-time clock, and so is this timer: a poll
+    // timeout (CLOCK_MONOTONIC) would not count a suspend and fire late.
+    let timer = libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC);
     loop {
-        let now = boottime_nanos();
-        if now >= deadline {
+        if boottime_nanos() >= deadline {
             kill_all();
         }
-        let left = deadline - now;
-        let ts = libc::timespec {
-            tv_sec: (left / 1_000_000_000) as libc::time_t,
-            tv_nsec: (left % 1_000_000_000) as libc::c_long,
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+            },
         };
-        let mut pfd = libc::pollfd {
-            fd: 3,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // Timeout or interruption: the deadline check above decides.
-        if libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) <= 0 {
+        libc::timerfd_settime(timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
+        let mut pfds = [
+            libc::pollfd {
+                fd: 3,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: timer,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // The timer firing or an interruption: the deadline check above
+        // decides.
+        if libc::ppoll(pfds.as_mut_ptr(), 2, std::ptr::null(), std::ptr::null()) <= 0
+            || pfds[0].revents == 0
+        {
             continue;
         }
         let mut buf = [0u8; 8];
