@@ -95,7 +95,7 @@ _distlock() {
 
     case "${cmd}" in
         distlock)
-            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list doctor completions man help"
+            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -129,6 +129,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -137,7 +141,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd____hold__subcmd__renewer)
-            opts="-r -v -q -h -V --limit --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -191,6 +195,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -199,7 +207,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -269,6 +277,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -277,7 +289,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__completions)
-            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version bash elvish fish powershell zsh"
+            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -308,6 +320,10 @@ _distlock() {
                     return 0
                     ;;
                 --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -319,7 +335,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__doctor)
-            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -350,6 +366,10 @@ _distlock() {
                     return 0
                     ;;
                 --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -543,7 +563,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__hold)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --max --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --owner --min-hold --json --max --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -617,6 +637,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -625,7 +649,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__inspect)
-            opts="-r -v -q -h -V --limit --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -663,6 +687,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -671,7 +699,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__list)
-            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -705,6 +733,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -713,7 +745,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__man)
-            opts="-r -v -q -h -V --dir --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --dir --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -751,6 +783,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -759,7 +795,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__release)
-            opts="-r -v -q -h -V --limit --owner --force --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --force --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -801,6 +837,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -809,7 +849,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__renew)
-            opts="-r -v -q -h -V --limit --owner --ttl --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -855,6 +895,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -863,7 +907,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --min-hold --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --renew-every --kill-signal --kill-grace --min-hold --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -950,6 +994,10 @@ _distlock() {
                     return 0
                     ;;
                 --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_distlock_global_optspecs
-    string join \n r/redis-url= prefix= redis-password-file= tls-ca= tls-cert= tls-key= tls-insecure v/verbose q/quiet h/help V/version
+    string join \n r/redis-url= prefix= redis-password-file= tls-ca= tls-cert= tls-key= tls-insecure min-replicas= v/verbose q/quiet h/help V/version
 end
 
 function __fish_distlock_needs_command
@@ -30,6 +30,7 @@ complete -c distlock -n "__fish_distlock_needs_command" -l redis-password-file -
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_needs_command" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_needs_command" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_needs_command" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
@@ -66,6 +67,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis-password
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
@@ -85,6 +87,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis-pass
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l json -d 'Print one JSON object instead of export lines'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s v -l verbose -d 'Say more on stderr (repeat for more)'
@@ -106,6 +109,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand hold" -l redis-passwor
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l json -d 'Print one JSON object instead of export lines'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s v -l verbose -d 'Say more on stderr (repeat for more)'
@@ -123,6 +127,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l red
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
@@ -137,6 +142,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis-passwo
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
@@ -150,6 +156,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis-pass
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l force -d 'Release whoever holds it, and print who that was'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbose -d 'Say more on stderr (repeat for more)'
@@ -163,6 +170,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l redis-pass
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l json -d 'Print one JSON object'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s v -l verbose -d 'Say more on stderr (repeat for more)'
@@ -175,6 +183,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis-passwor
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l json -d 'Print a JSON array of `inspect --json` objects'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s v -l verbose -d 'Say more on stderr (repeat for more)'
@@ -187,6 +196,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l redis-passw
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l json -d 'Print a JSON array of {check, verdict, detail, advice}'
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s v -l verbose -d 'Say more on stderr (repeat for more)'
@@ -199,6 +209,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand completions" -l redis-
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
@@ -211,6 +222,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand man" -l redis-password
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'

@@ -157,6 +157,18 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub tls_insecure: bool,
 
+    /// Acquisitions and renewals count only once N replicas have them
+    /// (Redis WAIT, bounded by the time left): a failover then keeps the
+    /// lease and the fencing counter
+    #[arg(
+        long,
+        global = true,
+        env = "DISTLOCK_MIN_REPLICAS",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub min_replicas: u32,
+
     /// Say more on stderr (repeat for more)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,

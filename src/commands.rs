@@ -29,6 +29,8 @@ pub struct Global {
     pub security: Security,
     /// Key prefix.
     pub prefix: String,
+    /// `--min-replicas`.
+    pub min_replicas: u32,
     /// -v count.
     pub verbose: u8,
     /// -q: no notices or warnings.
@@ -36,6 +38,13 @@ pub struct Global {
 }
 
 impl Global {
+    /// A store for this target, with `--min-replicas` applied.
+    fn store(&self, timeout: Duration) -> Store {
+        let mut store = Store::new(self.target.clone(), timeout);
+        store.set_min_replicas(self.min_replicas);
+        store
+    }
+
     /// Prints a notice or warning unless `-q`.
     fn say(&self, msg: std::fmt::Arguments<'_>) {
         if !self.quiet {
@@ -53,10 +62,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let owner = config::new_owner_id()?;
     // The acquisition's reply is useful until the kill deadline it would
     // start; a slow Redis is given that long (at most 5s), not less.
-    let mut store = Store::new(
-        g.target.clone(),
-        timings.soft_after().min(Duration::from_secs(5)),
-    );
+    let mut store = g.store(timings.soft_after().min(Duration::from_secs(5)));
     let host = config::hostname();
     let pid = std::process::id().to_string();
     let command_line = describe_command(&args.command);
@@ -82,8 +88,15 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         &signals,
     )? {
         Acquired::Yes { token, sent_at } => (token, sent_at),
-        Acquired::Busy { holder, ahead } => {
-            g.say(format_args!("{}", busy_line(&keys.name, holder, ahead)));
+        Acquired::Busy {
+            holder,
+            ahead,
+            unacked,
+        } => {
+            g.say(format_args!(
+                "{}",
+                busy_line(&keys.name, holder, ahead, unacked)
+            ));
             return Ok(args.conflict_exit_code);
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
@@ -546,7 +559,7 @@ fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
         None => config::new_owner_id()?,
     };
     let ttl_ms = args.ttl.as_millis() as u64;
-    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let mut store = g.store(IO_TIMEOUT);
     let host = config::hostname();
     let pid = std::process::id().to_string();
     let min_hold = args.min_hold.map(|d| d.as_millis().to_string());
@@ -571,8 +584,15 @@ fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
             ttl_ms,
             sent_at,
         })),
-        Acquired::Busy { holder, ahead } => {
-            g.say(format_args!("{}", busy_line(&keys.name, holder, ahead)));
+        Acquired::Busy {
+            holder,
+            ahead,
+            unacked,
+        } => {
+            g.say(format_args!(
+                "{}",
+                busy_line(&keys.name, holder, ahead, unacked)
+            ));
             Ok(Err(args.conflict_exit_code))
         }
         Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),
@@ -654,6 +674,7 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
     // caller's stdout (a `$(distlock hold …)` must not wait for it).
     cmd.env("DISTLOCK_REDIS_URL", &g.url)
         .env("DISTLOCK_PREFIX", &g.prefix)
+        .env("DISTLOCK_MIN_REPLICAS", g.min_replicas.to_string())
         .env_remove("DISTLOCK_REDIS_PASSWORD_FILE");
     let s = &g.security;
     for (var, val) in [
@@ -687,7 +708,7 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+            let mut store = g.store(IO_TIMEOUT);
             release_quietly(g, &mut store, &t.keys, &t.owner);
             return Err(e).context("cannot start the background renewer");
         }
@@ -712,7 +733,7 @@ pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
     let margin = ttl / 100 + Duration::from_millis(5);
     let retry = (renew_every / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
     let release_at = args.release_at_ns.map(Duration::from_nanos);
-    let mut store = Store::new(g.target.clone(), renew_every);
+    let mut store = g.store(renew_every);
     let mut last_ok = Duration::from_nanos(args.t0_ns);
     let mut next = last_ok + renew_every;
     loop {
@@ -749,7 +770,7 @@ pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
         bail!(UsageError("--ttl must be at least 1ms".into()));
     }
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let mut store = g.store(IO_TIMEOUT);
     if store.renew(&keys, &owner, args.ttl.as_millis() as u64)? {
         return Ok(0);
     }
@@ -760,7 +781,7 @@ pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
 /// `distlock release`: compare-and-delete, or `--force`.
 pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let mut store = g.store(IO_TIMEOUT);
     if args.force {
         return Ok(match store.force_release(&keys)? {
             Some(holder) => {
@@ -801,7 +822,7 @@ pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
 /// `distlock inspect`: one lock, for people or (with --json) programs.
 pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let mut store = g.store(IO_TIMEOUT);
     if keys.limit.is_some() {
         return inspect_slots(&mut store, &keys, args.json);
     }
@@ -958,7 +979,7 @@ impl<'a> LastRunView<'a> {
 
 /// `distlock list`: every held lock under the prefix.
 pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
-    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let mut store = g.store(IO_TIMEOUT);
     let keys: Vec<LockKeys> = store
         .list_names(&g.prefix)?
         .iter()
@@ -1012,7 +1033,12 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
 }
 
 /// The conflict line: who holds the lock, naming the full owner id.
-fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>) -> String {
+fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>, unacked: bool) -> String {
+    if unacked {
+        return format!(
+            "{name} was taken but not acknowledged by --min-replicas replicas in time, so it was released"
+        );
+    }
     match (holder, ahead) {
         (Some(h), _) => format!("{name} is held by {h}"),
         (None, Some(a)) => format!("{name} is being handed to the next waiter in line, {a}"),
@@ -1048,7 +1074,7 @@ struct Check {
 
 /// `distlock doctor`: is this Redis fit to hold leases?
 pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
-    let mut store = Store::new(g.target.clone(), IO_TIMEOUT);
+    let mut store = g.store(IO_TIMEOUT);
     let mut checks = Vec::new();
     let mut rtts = Vec::new();
     let mut reach_error = None;

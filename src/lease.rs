@@ -35,10 +35,12 @@ pub enum Acquired {
     /// We hold it; `sent_at` is when the successful request was sent (t0).
     Yes { token: u64, sent_at: Duration },
     /// Not acquired, and no wait left: held by `holder`, or free but
-    /// promised to `ahead`, the next waiter in line.
+    /// promised to `ahead`, the next waiter in line, or (`unacked`) taken
+    /// but not acknowledged by `--min-replicas` replicas, and released.
     Busy {
         holder: Option<String>,
         ahead: Option<String>,
+        unacked: bool,
     },
     /// A terminating signal arrived while waiting.
     Interrupted(i32),
@@ -95,12 +97,17 @@ pub fn acquire(
         WaitOrder::Any => Mode::Any,
     };
     let sent_at = now();
-    let (holder, ahead) = match store.acquire(keys, owner, ttl_ms, first, meta)? {
+    let (holder, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, first, meta)? {
         Acquire::Acquired { token } => return Ok(Acquired::Yes { token, sent_at }),
-        Acquire::Busy { holder, ahead, .. } => (holder, ahead),
+        Acquire::Busy { holder, ahead, .. } => (holder, ahead, false),
+        Acquire::Unacknowledged => (None, None, true),
     };
     if give_up_at.is_some_and(|t| t <= now()) {
-        return Ok(Acquired::Busy { holder, ahead });
+        return Ok(Acquired::Busy {
+            holder,
+            ahead,
+            unacked,
+        });
     }
 
     let (mode, channel) = match order {
@@ -112,9 +119,15 @@ pub fn acquire(
     let mut fallback = Duration::from_millis(20);
     let outcome = 'attempts: loop {
         let sent_at = now();
-        let (holder, ttl, ahead) = match store.acquire(keys, owner, ttl_ms, mode, meta) {
+        let (holder, ttl, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, mode, meta) {
             Ok(Acquire::Acquired { token }) => break Ok(Acquired::Yes { token, sent_at }),
-            Ok(Acquire::Busy { holder, ttl, ahead }) => (holder, ttl, ahead),
+            Ok(Acquire::Busy { holder, ttl, ahead }) => (holder, ttl, ahead, false),
+            // Replicas lagging: try again soon, with backoff.
+            Ok(Acquire::Unacknowledged) => {
+                let t = jitter(fallback);
+                fallback = (fallback * 2).min(Duration::from_secs(1));
+                (None, Some(t), None, true)
+            }
             Err(e) => break Err(e),
         };
         let now_t = now();
@@ -125,7 +138,11 @@ pub fn acquire(
             };
         if let Some(t) = give_up_at {
             if t <= now_t {
-                break Ok(Acquired::Busy { holder, ahead });
+                break Ok(Acquired::Busy {
+                    holder,
+                    ahead,
+                    unacked,
+                });
             }
             wake_at = wake_at.min(t);
         }

@@ -73,6 +73,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             security,
             url: g.redis_url,
             prefix: g.prefix,
+            min_replicas: g.min_replicas,
             verbose: g.verbose,
             quiet: g.quiet,
         })

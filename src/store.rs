@@ -467,6 +467,9 @@ pub enum Acquire {
         ttl: Option<Duration>,
         ahead: Option<String>,
     },
+    /// Taken, but fewer than `--min-replicas` replicas acknowledged it in
+    /// time, so it was released again: a failover could have lost it.
+    Unacknowledged,
 }
 
 /// What a compare-and-delete found.
@@ -541,6 +544,8 @@ impl LastRun {
 #[derive(Clone)]
 pub struct Target {
     client: redis::Client,
+    /// With `redis+sentinel://`: where to ask for the current master.
+    sentinel: Option<Sentinel>,
     /// The same target without the password from DISTLOCK_REDIS_PASSWORD,
     /// for a server that has none configured (see `Store::conn`).
     without_env_password: Option<redis::Client>,
@@ -575,6 +580,9 @@ impl Target {
     /// Parses a Redis URL and applies `sec`. Errors are usage errors and
     /// never echo a password.
     pub fn parse(url: &str, sec: &Security) -> Result<Target> {
+        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            return Sentinel::parse(url, rest, sec);
+        }
         let Some((scheme, _)) = url.split_once("://") else {
             // Without a scheme we cannot tell which part might be a
             // password, so the value is not echoed.
@@ -686,6 +694,7 @@ impl Target {
         let without_env_password = plain_info.map(build).transpose()?;
         Ok(Target {
             client,
+            sentinel: None,
             without_env_password,
             display,
             tls_host,
@@ -694,6 +703,183 @@ impl Target {
                 None => "the system's trusted CAs".into(),
             },
         })
+    }
+}
+
+/// A Redis Sentinel set and the master it watches.
+#[derive(Clone, Debug)]
+struct Sentinel {
+    /// Sentinel addresses, asked in order until one answers.
+    nodes: Vec<(String, u16)>,
+    /// The master's name as the sentinels know it.
+    master: String,
+    /// How to talk to the master once found (user, password, db).
+    redis: redis::RedisConnectionInfo,
+}
+
+impl Sentinel {
+    /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]`,
+    /// as other Redis clients spell it; sentinel ports default to 26379.
+    /// The credentials and db are the master's.
+    fn parse(url: &str, rest: &str, sec: &Security) -> Result<Target> {
+        let display = redact(url);
+        let bad = |why: &str| -> anyhow::Error {
+            UsageError(format!(
+                "invalid sentinel URL {display}: {why} (expected redis+sentinel://host:26379,host:26379/mastername[/db])"
+            ))
+            .into()
+        };
+        if sec.tls_ca.is_some()
+            || sec.tls_cert.is_some()
+            || sec.tls_key.is_some()
+            || sec.tls_insecure
+        {
+            return Err(bad("TLS with sentinels is not supported"));
+        }
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((a, r)) => (Some(a), r),
+            None => (None, rest),
+        };
+        let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
+        let mut parts = path.split('/');
+        let master = parts
+            .next()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| bad("no master name"))?;
+        let db: i64 = match parts.next().filter(|d| !d.is_empty()) {
+            Some(d) => d.parse().map_err(|_| bad("the db is not a number"))?,
+            None => 0,
+        };
+        let mut nodes = Vec::new();
+        for h in hosts.split(',').filter(|h| !h.is_empty()) {
+            let (host, port) = match h.rsplit_once(':') {
+                Some((host, port)) => (host, port.parse().map_err(|_| bad("bad port"))?),
+                None => (h, 26379),
+            };
+            nodes.push((host.trim_matches(['[', ']']).to_owned(), port));
+        }
+        if nodes.is_empty() {
+            return Err(bad("no sentinel address"));
+        }
+        let mut redis = redis::RedisConnectionInfo::default()
+            .set_db(db)
+            .set_skip_set_lib_name();
+        if let Some(auth) = auth {
+            let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
+            if !user.is_empty() {
+                redis = redis.set_username(user);
+            }
+            if !pass.is_empty() {
+                redis = redis.set_password(pass);
+            }
+        }
+        if let Some(p) = &sec.password {
+            redis = redis.set_password(p);
+        }
+        let sentinel = Sentinel {
+            nodes,
+            master: master.to_owned(),
+            redis,
+        };
+        // A placeholder: every connection asks the sentinels first.
+        let client = redis::Client::open(sentinel.master_info("127.0.0.1", 6379))
+            .map_err(|_| bad("unusable"))?;
+        Ok(Target {
+            client,
+            sentinel: Some(sentinel),
+            without_env_password: None,
+            display,
+            tls_host: None,
+            tls_trust: String::new(),
+        })
+    }
+
+    fn master_info(&self, host: &str, port: u16) -> redis::ConnectionInfo {
+        redis::ConnectionAddr::Tcp(host.to_owned(), port)
+            .into_connection_info()
+            .expect("a TCP address is always a valid connection info")
+            .set_redis_settings(self.redis.clone())
+    }
+
+    /// Asks the sentinels, in order, where the master is, then connects to
+    /// it and checks that it is a master (a sentinel can be behind a
+    /// failover). Every step is bounded by `timeout`: redis-rs's own
+    /// sentinel code connects without timeouts.
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
+        let mut last = None;
+        for (host, port) in &self.nodes {
+            let asked = redis::ConnectionAddr::Tcp(host.clone(), *port)
+                .into_connection_info()
+                .map(|i| {
+                    let r = i.redis_settings().clone().set_skip_set_lib_name();
+                    i.set_redis_settings(r)
+                })
+                .and_then(redis::Client::open)
+                .and_then(|c| c.get_connection_with_timeout(timeout))
+                .and_then(|mut c| {
+                    c.set_read_timeout(Some(timeout))?;
+                    c.set_write_timeout(Some(timeout))?;
+                    redis::cmd("SENTINEL")
+                        .arg("get-master-addr-by-name")
+                        .arg(&self.master)
+                        .query::<Option<(String, u16)>>(&mut c)
+                });
+            match asked {
+                Ok(Some((mhost, mport))) => {
+                    let mut conn = redis::Client::open(self.master_info(&mhost, mport))?
+                        .get_connection_with_timeout(timeout)?;
+                    conn.set_read_timeout(Some(timeout))?;
+                    conn.set_write_timeout(Some(timeout))?;
+                    let role: Vec<Value> = redis::cmd("ROLE").query(&mut conn)?;
+                    match role.first() {
+                        Some(Value::BulkString(b)) if b == b"master" => return Ok(conn),
+                        _ => {
+                            last = Some(redis::RedisError::from((
+                                redis::ErrorKind::Io,
+                                "the sentinels' master is not a master (failover in progress)",
+                            )))
+                        }
+                    }
+                }
+                Ok(None) => {
+                    last = Some(redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "sentinel knows no master by that name",
+                    )))
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Io, "no sentinel answered"))
+        }))
+    }
+}
+
+impl Target {
+    /// A new connection: through the sentinels when there are some, else
+    /// directly (with the DISTLOCK_REDIS_PASSWORD fallback of `Store::conn`).
+    fn connect(&mut self, timeout: Duration) -> redis::RedisResult<Connection> {
+        if let Some(s) = &self.sentinel {
+            return s.connect(timeout);
+        }
+        match self.client.get_connection_with_timeout(timeout) {
+            // DISTLOCK_REDIS_PASSWORD is an ambient setting, and a
+            // server with no password at all refuses AUTH rather than
+            // ignoring it (redis-rs reports both refusals alike). Try
+            // once without it: a server that does want a password then
+            // answers the first command with NOAUTH, exit 125 still.
+            Err(e) if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) => {
+                match self.without_env_password.take() {
+                    Some(plain) => {
+                        self.client = plain;
+                        self.client.get_connection_with_timeout(timeout)
+                    }
+                    None => Err(e),
+                }
+            }
+            other => other,
+        }
     }
 }
 
@@ -738,6 +924,9 @@ pub struct Store {
     target: Target,
     conn: Option<Connection>,
     timeout: Duration,
+    /// `--min-replicas`: acquisitions and renewals count only once this
+    /// many replicas have them (WAIT, in the same round trip).
+    min_replicas: u32,
 }
 
 impl Store {
@@ -748,7 +937,14 @@ impl Store {
             target,
             conn: None,
             timeout,
+            min_replicas: 0,
         }
+    }
+
+    /// Requires acknowledgement by `n` replicas (0: none) for acquisitions
+    /// and renewals.
+    pub fn set_min_replicas(&mut self, n: u32) {
+        self.min_replicas = n;
     }
 
     /// Changes the per-call timeout, e.g. to the time left before a
@@ -764,24 +960,10 @@ impl Store {
 
     fn conn(&mut self) -> Result<&mut Connection> {
         if self.conn.is_none() {
-            let conn = match self.target.client.get_connection_with_timeout(self.timeout) {
-                // DISTLOCK_REDIS_PASSWORD is an ambient setting, and a
-                // server with no password at all refuses AUTH rather than
-                // ignoring it (redis-rs reports both refusals alike). Try
-                // once without it: a server that does want a password then
-                // answers the first command with NOAUTH, exit 125 still.
-                Err(e) if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) => {
-                    match self.target.without_env_password.take() {
-                        Some(plain) => {
-                            self.target.client = plain;
-                            self.target.client.get_connection_with_timeout(self.timeout)
-                        }
-                        None => Err(e),
-                    }
-                }
-                other => other,
-            }
-            .map_err(|e| describe(e, &self.target))?;
+            let conn = self
+                .target
+                .connect(self.timeout)
+                .map_err(|e| describe(e, &self.target))?;
             self.conn = Some(conn);
         }
         let conn = self.conn.as_mut().expect("connected above");
@@ -821,6 +1003,7 @@ impl Store {
         if let Some(n) = keys.limit {
             return self.acquire_slot(keys, owner, ttl_ms, n);
         }
+        let (replicas, wait_ms) = self.wait_args();
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE.key(&keys.lock);
             inv.key(&keys.fence)
@@ -836,10 +1019,16 @@ impl Store {
             for (k, v) in meta {
                 inv.arg(*k).arg(*v);
             }
-            inv.invoke(c)
+            invoke_acked(&inv, c, replicas, wait_ms)
         })?;
+        let (v, acks) = split_acks(v, replicas)?;
         let items = array(v)?;
         match items.as_slice() {
+            [Value::Int(1), token] if acks < i64::from(replicas) => {
+                let _ = token;
+                self.release(keys, owner)?;
+                Ok(Acquire::Unacknowledged)
+            }
             [Value::Int(1), token] => Ok(Acquire::Acquired {
                 token: int(token)?.max(0) as u64,
             }),
@@ -863,20 +1052,25 @@ impl Store {
         ttl_ms: u64,
         n: u32,
     ) -> Result<Acquire> {
+        let (replicas, wait_ms) = self.wait_args();
         let v = self.call("acquire", |c| {
-            ACQUIRE_SLOT
-                .key(&keys.slots)
-                .key(&keys.limit_key)
+            let mut inv = ACQUIRE_SLOT.key(&keys.slots);
+            inv.key(&keys.limit_key)
                 .key(&keys.tokens)
                 .key(&keys.fence)
                 .key(&keys.lock)
                 .arg(owner)
                 .arg(ttl_ms)
-                .arg(n)
-                .invoke(c)
+                .arg(n);
+            invoke_acked(&inv, c, replicas, wait_ms)
         })?;
+        let (v, acks) = split_acks(v, replicas)?;
         let items = array(v)?;
         match items.as_slice() {
+            [Value::Int(1), _] if acks < i64::from(replicas) => {
+                self.release(keys, owner)?;
+                Ok(Acquire::Unacknowledged)
+            }
             [Value::Int(1), token] => Ok(Acquire::Acquired {
                 token: int(token)?.max(0) as u64,
             }),
@@ -912,12 +1106,12 @@ impl Store {
 
     /// A second connection subscribed to `channel`, confirmed by the server
     /// before this returns, so no message published after it is missed.
-    pub fn subscribe(&self, channel: &str) -> Result<Connection> {
+    pub fn subscribe(&mut self, channel: &str) -> Result<Connection> {
+        let mut conn = self
+            .target
+            .connect(self.timeout)
+            .map_err(|e| describe(e, &self.target))?;
         let target = &self.target;
-        let mut conn = target
-            .client
-            .get_connection_with_timeout(self.timeout)
-            .map_err(|e| describe(e, target))?;
         conn.set_read_timeout(Some(self.timeout))?;
         conn.set_write_timeout(Some(self.timeout))?;
         let mut pubsub = conn.as_pubsub();
@@ -933,27 +1127,35 @@ impl Store {
     /// Extends the lease if `owner` still holds it. Ok(false) means the lease
     /// is gone (expired, deleted, or taken by someone else).
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
-        if keys.limit.is_some() {
-            let v = self.call("renewal", |c| {
-                RENEW_SLOT
-                    .key(&keys.slots)
-                    .key(&keys.limit_key)
-                    .key(&keys.tokens)
-                    .arg(owner)
-                    .arg(ttl_ms)
-                    .invoke(c)
-            })?;
-            return Ok(int(&v)? == 1);
-        }
+        let (replicas, wait_ms) = self.wait_args();
         let v = self.call("renewal", |c| {
-            RENEW
-                .key(&keys.lock)
-                .key(&keys.meta)
-                .arg(owner)
-                .arg(ttl_ms)
-                .invoke(c)
+            let mut inv = if keys.limit.is_some() {
+                let mut inv = RENEW_SLOT.key(&keys.slots);
+                inv.key(&keys.limit_key).key(&keys.tokens);
+                inv
+            } else {
+                let mut inv = RENEW.key(&keys.lock);
+                inv.key(&keys.meta);
+                inv
+            };
+            inv.arg(owner).arg(ttl_ms);
+            invoke_acked(&inv, c, replicas, wait_ms)
         })?;
-        Ok(int(&v)? == 1)
+        let (v, acks) = split_acks(v, replicas)?;
+        let renewed = int(&v)? == 1;
+        if renewed && acks < i64::from(replicas) {
+            bail!(
+                "renewal acknowledged by {acks} of --min-replicas {replicas} replicas in time: not confirmed"
+            );
+        }
+        Ok(renewed)
+    }
+
+    /// `--min-replicas` and the WAIT timeout: most of the call's timeout,
+    /// so WAIT answers before the socket gives up.
+    fn wait_args(&self) -> (u32, u64) {
+        let ms = (self.timeout.as_millis() as u64 * 8 / 10).max(1);
+        (self.min_replicas, ms)
     }
 
     /// Deletes the lease if `owner` holds it (compare-and-delete).
@@ -1241,6 +1443,53 @@ fn pairs(v: &Value) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+/// Runs a script; with `replicas` > 0, pipelines `WAIT replicas wait_ms`
+/// behind it (one round trip) and returns `[result, acks]`. Pipelines get
+/// no NOSCRIPT recovery from redis-rs, so on NOSCRIPT the script is loaded
+/// and the pipeline sent once more.
+fn invoke_acked(
+    inv: &redis::ScriptInvocation<'_>,
+    c: &mut Connection,
+    replicas: u32,
+    wait_ms: u64,
+) -> redis::RedisResult<Value> {
+    if replicas == 0 {
+        return inv.invoke(c);
+    }
+    let send = |c: &mut Connection| -> redis::RedisResult<Vec<Value>> {
+        redis::pipe()
+            .invoke_script(inv)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(wait_ms)
+            .query(c)
+    };
+    let out = match send(c) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+            ) =>
+        {
+            inv.load(c)?;
+            send(c)?
+        }
+        other => other?,
+    };
+    Ok(Value::Array(out))
+}
+
+/// Undoes `invoke_acked`: (script result, replicas that acknowledged).
+fn split_acks(v: Value, replicas: u32) -> Result<(Value, i64)> {
+    if replicas == 0 {
+        return Ok((v, 0));
+    }
+    match array(v)?.as_slice() {
+        [result, acks] => Ok((result.clone(), int(acks)?)),
+        other => bail!("unexpected reply to a script and WAIT: {other:?}"),
+    }
 }
 
 /// The error for users who disagree on a name's `--limit`.
