@@ -546,6 +546,8 @@ pub struct Target {
     client: redis::Client,
     /// With `redis+sentinel://`: where to ask for the current master.
     sentinel: Option<Sentinel>,
+    /// With `redis+cluster://`: seed nodes to learn the slot map from.
+    cluster: Option<Cluster>,
     /// The same target without the password from DISTLOCK_REDIS_PASSWORD,
     /// for a server that has none configured (see `Store::conn`).
     without_env_password: Option<redis::Client>,
@@ -582,6 +584,9 @@ impl Target {
     pub fn parse(url: &str, sec: &Security) -> Result<Target> {
         if let Some(rest) = url.strip_prefix("redis+sentinel://") {
             return Sentinel::parse(url, rest, sec);
+        }
+        if let Some(rest) = url.strip_prefix("redis+cluster://") {
+            return Cluster::parse(url, rest, sec);
         }
         let Some((scheme, _)) = url.split_once("://") else {
             // Without a scheme we cannot tell which part might be a
@@ -695,6 +700,7 @@ impl Target {
         Ok(Target {
             client,
             sentinel: None,
+            cluster: None,
             without_env_password,
             display,
             tls_host,
@@ -787,6 +793,7 @@ impl Sentinel {
         Ok(Target {
             client,
             sentinel: Some(sentinel),
+            cluster: None,
             without_env_password: None,
             display,
             tls_host: None,
@@ -856,12 +863,189 @@ impl Sentinel {
     }
 }
 
+/// A Redis Cluster, reached through seed nodes. distlock routes each lock
+/// to the master that owns the slot of its `{NAME}` hash tag, with a plain
+/// connection and its own timeouts (redis-rs's sync cluster client has no
+/// response timeout by default), and relearns the slot map after any error
+/// (MOVED after a resharding or failover included).
+#[derive(Clone, Debug)]
+struct Cluster {
+    /// Seed nodes, asked in order for the slot map.
+    seeds: Vec<(String, u16)>,
+    /// User, password (and no db: Cluster has only db 0).
+    redis: redis::RedisConnectionInfo,
+}
+
+/// One range of the slot map: slots `start..=end` live on `host:port`.
+type SlotRange = (u16, u16, String, u16);
+
+impl Cluster {
+    /// `redis+cluster://[[user]:password@]host:port[,host:port…]`.
+    fn parse(url: &str, rest: &str, sec: &Security) -> Result<Target> {
+        let display = redact(url);
+        let bad = |why: &str| -> anyhow::Error {
+            UsageError(format!(
+                "invalid cluster URL {display}: {why} (expected redis+cluster://host:port,host:port)"
+            ))
+            .into()
+        };
+        if sec.tls_ca.is_some()
+            || sec.tls_cert.is_some()
+            || sec.tls_key.is_some()
+            || sec.tls_insecure
+        {
+            return Err(bad("TLS with Redis Cluster is not supported"));
+        }
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((a, r)) => (Some(a), r),
+            None => (None, rest),
+        };
+        let hosts = rest.trim_end_matches('/');
+        let mut seeds = Vec::new();
+        for h in hosts.split(',').filter(|h| !h.is_empty()) {
+            let (host, port) = h
+                .rsplit_once(':')
+                .ok_or_else(|| bad("a seed without a port"))?;
+            let port = port.parse().map_err(|_| bad("bad port"))?;
+            seeds.push((host.trim_matches(['[', ']']).to_owned(), port));
+        }
+        if seeds.is_empty() {
+            return Err(bad("no seed node"));
+        }
+        let mut redis = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some(auth) = auth {
+            let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
+            if !user.is_empty() {
+                redis = redis.set_username(user);
+            }
+            if !pass.is_empty() {
+                redis = redis.set_password(pass);
+            }
+        }
+        if let Some(p) = &sec.password {
+            redis = redis.set_password(p);
+        }
+        let cluster = Cluster { seeds, redis };
+        let (h, p) = cluster.seeds[0].clone();
+        let client = redis::Client::open(cluster.node_info(&h, p)).map_err(|_| bad("unusable"))?;
+        Ok(Target {
+            client,
+            sentinel: None,
+            cluster: Some(cluster),
+            without_env_password: None,
+            display,
+            tls_host: None,
+            tls_trust: String::new(),
+        })
+    }
+
+    fn node_info(&self, host: &str, port: u16) -> redis::ConnectionInfo {
+        redis::ConnectionAddr::Tcp(host.to_owned(), port)
+            .into_connection_info()
+            .expect("a TCP address is always a valid connection info")
+            .set_redis_settings(self.redis.clone())
+    }
+
+    /// A connection to one node, with timeouts.
+    fn connect_node(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> redis::RedisResult<Connection> {
+        let c = redis::Client::open(self.node_info(host, port))?
+            .get_connection_with_timeout(timeout)?;
+        c.set_read_timeout(Some(timeout))?;
+        c.set_write_timeout(Some(timeout))?;
+        Ok(c)
+    }
+
+    /// The slot map (masters only), from the first seed that answers.
+    fn slot_map(&self, timeout: Duration) -> redis::RedisResult<Vec<SlotRange>> {
+        let mut last = None;
+        for (host, port) in &self.seeds {
+            let map = self.connect_node(host, *port, timeout).and_then(|mut c| {
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query::<Vec<Value>>(&mut c)
+            });
+            match map {
+                Ok(ranges) => {
+                    let mut out = Vec::new();
+                    for r in ranges {
+                        let Value::Array(r) = r else { continue };
+                        let (Some(start), Some(end), Some(Value::Array(master))) =
+                            (r.first(), r.get(1), r.get(2))
+                        else {
+                            continue;
+                        };
+                        let (Ok(start), Ok(end)) = (int(start), int(end)) else {
+                            continue;
+                        };
+                        let host = master
+                            .first()
+                            .and_then(|h| string(h).ok().flatten())
+                            .unwrap_or_default();
+                        let port = master.get(1).and_then(|p| int(p).ok()).unwrap_or(0);
+                        // An empty host means "the node you asked".
+                        let host = if host.is_empty() {
+                            self.seeds[0].0.clone()
+                        } else {
+                            host
+                        };
+                        out.push((start as u16, end as u16, host, port as u16));
+                    }
+                    return Ok(out);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Io, "no seed node answered"))
+        }))
+    }
+}
+
+/// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, the
+/// part between the first `{` and the next `}` when not empty, mod 16384.
+fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = key
+        .find('{')
+        .and_then(|open| key[open + 1..].find('}').map(|len| (open + 1, len)))
+        .filter(|&(_, len)| len > 0)
+        .map_or(bytes, |(start, len)| &bytes[start..start + len]);
+    let mut crc: u16 = 0;
+    for &b in tagged {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 impl Target {
     /// A new connection: through the sentinels when there are some, else
     /// directly (with the DISTLOCK_REDIS_PASSWORD fallback of `Store::conn`).
-    fn connect(&mut self, timeout: Duration) -> redis::RedisResult<Connection> {
+    fn connect(
+        &mut self,
+        timeout: Duration,
+        node: Option<&(String, u16)>,
+    ) -> redis::RedisResult<Connection> {
         if let Some(s) = &self.sentinel {
             return s.connect(timeout);
+        }
+        if let Some(c) = &self.cluster {
+            let (host, port) = match node {
+                Some(n) => n.clone(),
+                None => c.seeds[0].clone(),
+            };
+            return c.connect_node(&host, port, timeout);
         }
         match self.client.get_connection_with_timeout(timeout) {
             // DISTLOCK_REDIS_PASSWORD is an ambient setting, and a
@@ -927,6 +1111,10 @@ pub struct Store {
     /// `--min-replicas`: acquisitions and renewals count only once this
     /// many replicas have them (WAIT, in the same round trip).
     min_replicas: u32,
+    /// Redis Cluster: the slot map, learnt on first use and after errors.
+    slot_map: Option<Vec<SlotRange>>,
+    /// Redis Cluster: the node the connection is (to be) open to.
+    node: Option<(String, u16)>,
 }
 
 impl Store {
@@ -938,7 +1126,43 @@ impl Store {
             conn: None,
             timeout,
             min_replicas: 0,
+            slot_map: None,
+            node: None,
         }
+    }
+
+    /// Redis Cluster: points the connection at the master that owns the
+    /// slot of `keys` (all of a lock's keys share one hash tag, so one
+    /// slot). Elsewhere a no-op.
+    fn route(&mut self, keys: &LockKeys) -> Result<()> {
+        let Some(cluster) = &self.target.cluster else {
+            return Ok(());
+        };
+        if self.slot_map.is_none() {
+            self.slot_map = Some(
+                cluster
+                    .slot_map(self.timeout)
+                    .map_err(|e| describe(e, &self.target))?,
+            );
+        }
+        let slot = key_slot(&keys.lock);
+        let node = self
+            .slot_map
+            .as_ref()
+            .and_then(|m| m.iter().find(|r| r.0 <= slot && slot <= r.1))
+            .map(|r| (r.2.clone(), r.3));
+        let Some(node) = node else {
+            self.slot_map = None;
+            bail!(
+                "redis cluster at {}: no node serves slot {slot}",
+                self.target.display
+            );
+        };
+        if self.node.as_ref() != Some(&node) {
+            self.conn = None;
+            self.node = Some(node);
+        }
+        Ok(())
     }
 
     /// Requires acknowledgement by `n` replicas (0: none) for acquisitions
@@ -962,7 +1186,7 @@ impl Store {
         if self.conn.is_none() {
             let conn = self
                 .target
-                .connect(self.timeout)
+                .connect(self.timeout, self.node.as_ref())
                 .map_err(|e| describe(e, &self.target))?;
             self.conn = Some(conn);
         }
@@ -986,6 +1210,7 @@ impl Store {
             Ok(v) => Ok(v),
             Err(e) => {
                 self.conn = None;
+                self.slot_map = None;
                 Err(describe(e, &self.target)).with_context(|| format!("{what} failed"))
             }
         }
@@ -1000,6 +1225,7 @@ impl Store {
         mode: Mode,
         meta: &[(&str, &str)],
     ) -> Result<Acquire> {
+        self.route(keys)?;
         if let Some(n) = keys.limit {
             return self.acquire_slot(keys, owner, ttl_ms, n);
         }
@@ -1092,6 +1318,7 @@ impl Store {
     /// Leaves the wait queue (best effort: a waiter that vanishes is
     /// dropped by the next release anyway).
     pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
+        self.route(keys)?;
         self.call("leaving the queue", |c| {
             LEAVE
                 .key(&keys.lock)
@@ -1109,7 +1336,7 @@ impl Store {
     pub fn subscribe(&mut self, channel: &str) -> Result<Connection> {
         let mut conn = self
             .target
-            .connect(self.timeout)
+            .connect(self.timeout, self.node.as_ref())
             .map_err(|e| describe(e, &self.target))?;
         let target = &self.target;
         conn.set_read_timeout(Some(self.timeout))?;
@@ -1127,6 +1354,7 @@ impl Store {
     /// Extends the lease if `owner` still holds it. Ok(false) means the lease
     /// is gone (expired, deleted, or taken by someone else).
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.route(keys)?;
         let (replicas, wait_ms) = self.wait_args();
         let v = self.call("renewal", |c| {
             let mut inv = if keys.limit.is_some() {
@@ -1171,6 +1399,7 @@ impl Store {
         owner: &str,
         last: Option<(&LastRun, Duration)>,
     ) -> Result<Release> {
+        self.route(keys)?;
         if keys.limit.is_some() {
             let v = self.call("release", |c| {
                 RELEASE_SLOT
@@ -1231,6 +1460,7 @@ impl Store {
         record: &LastRun,
         keep: Duration,
     ) -> Result<()> {
+        self.route(keys)?;
         self.call("recording the last run", |c| {
             let mut inv = LAST_RUN.key(&keys.last);
             inv.arg(keep.as_millis().max(1) as u64);
@@ -1244,6 +1474,7 @@ impl Store {
 
     /// Deletes the lease whoever holds it; returns the evicted holder.
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
+        self.route(keys)?;
         if keys.limit.is_some() {
             let v = self.call("forced release", |c| {
                 FORCE_RELEASE_SLOTS
@@ -1275,6 +1506,7 @@ impl Store {
     /// A semaphore's agreed N, its live holders (owner, time left, token)
     /// and the last token issued, atomically.
     pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
+        self.route(keys)?;
         let v = self.call("inspect", |c| {
             INSPECT_SLOTS
                 .key(&keys.slots)
@@ -1307,6 +1539,7 @@ impl Store {
 
     /// Reads holder, remaining lease, last token and metadata atomically.
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
+        self.route(keys)?;
         let v = self.call("inspect", |c| {
             INSPECT
                 .key(&keys.lock)
@@ -1322,6 +1555,10 @@ impl Store {
     /// batch rather than per lock, so `list` stays quick with thousands of
     /// keys. Locks released between the SCAN and now come back free.
     pub fn inspect_many(&mut self, keys: &[LockKeys]) -> Result<Vec<LockInfo>> {
+        if self.target.cluster.is_some() {
+            // Keys live on different nodes: one at a time, each routed.
+            return keys.iter().map(|k| self.inspect(k)).collect();
+        }
         let mut out = Vec::with_capacity(keys.len());
         for batch in keys.chunks(500) {
             let replies: Vec<Value> = self.call_pipeline("inspect", |c| {
@@ -1357,6 +1594,7 @@ impl Store {
         let conn = self.conn()?;
         f(conn).map_err(|e| {
             self.conn = None;
+            self.slot_map = None;
             describe(e, &self.target).context(format!("{what} failed"))
         })
     }
@@ -1365,6 +1603,34 @@ impl Store {
     /// KEYS, which blocks the server) with a glob that only matches lock
     /// keys: they are the only ones that end in `}`.
     pub fn list_names(&mut self, prefix: &str) -> Result<Vec<String>> {
+        if let Some(cluster) = self.target.cluster.clone() {
+            // SCAN sees one node: scan every master.
+            let map = cluster
+                .slot_map(self.timeout)
+                .map_err(|e| describe(e, &self.target))?;
+            let mut masters: Vec<(String, u16)> = map.into_iter().map(|r| (r.2, r.3)).collect();
+            masters.sort();
+            masters.dedup();
+            let mut names = Vec::new();
+            for node in masters {
+                self.conn = None;
+                self.node = Some(node);
+                names.extend(self.scan_names(prefix)?);
+            }
+            self.conn = None;
+            self.node = None;
+            names.sort();
+            names.dedup();
+            return Ok(names);
+        }
+        let mut names = self.scan_names(prefix)?;
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// SCANs the node the connection points at for lock keys.
+    fn scan_names(&mut self, prefix: &str) -> Result<Vec<String>> {
         let pattern = format!("{prefix}:{{*}}");
         let mut cursor: u64 = 0;
         let mut names = Vec::new();
@@ -1398,8 +1664,6 @@ impl Store {
                 break;
             }
         }
-        names.sort();
-        names.dedup();
         Ok(names)
     }
 }
@@ -1579,6 +1843,22 @@ fn pttl_to_ttl(pttl: i64) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_slots_follow_the_hash_tag() {
+        // Values from the Redis Cluster specification.
+        assert_eq!(key_slot("123456789"), 12739);
+        assert_eq!(
+            key_slot("{user1000}.following"),
+            key_slot("{user1000}.followers")
+        );
+        assert_eq!(
+            key_slot("distlock:{deploy}:fence"),
+            key_slot("distlock:{deploy}")
+        );
+        assert_eq!(key_slot("foo{}{bar}"), key_slot("foo{}{bar}"));
+        assert_ne!(key_slot("foo{}{bar}"), key_slot("bar"));
+    }
 
     #[test]
     fn keys_share_one_hash_tag() {
