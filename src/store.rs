@@ -352,8 +352,8 @@ return all
     ))
 });
 
-/// `inspect` of a semaphore: `{N|nil, {owner, ms left, token, …}, last token}`.
-/// KEYS: slots, limit, tokens, fence.
+/// `inspect` of a semaphore: `{N|nil, {owner, ms left, token, …}, last token,
+/// {last run…}}`. KEYS: slots, limit, tokens, fence, last run.
 static INSPECT_SLOTS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{SLOTS}{}",
@@ -365,7 +365,8 @@ for _, o in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], now + 1, '+inf')) do
   table.insert(out, tonumber(redis.call('ZSCORE', KEYS[1], o)) - now)
   table.insert(out, redis.call('HGET', KEYS[3], o) or '0')
 end
-return {redis.call('GET', KEYS[2]) or false, out, redis.call('GET', KEYS[4]) or false}
+return {redis.call('GET', KEYS[2]) or false, out, redis.call('GET', KEYS[4]) or false,
+  redis.call('HGETALL', KEYS[5])}
 "
     ))
 });
@@ -502,6 +503,8 @@ pub struct SlotsInfo {
     pub holders: Vec<(String, Duration, u64)>,
     /// Last fencing token issued for the name.
     pub token: Option<u64>,
+    /// The last `run`'s record, as in [`LockInfo::last_run`].
+    pub last_run: Vec<(String, String)>,
 }
 
 /// What `run` records about itself when it ends.
@@ -939,10 +942,11 @@ impl Store {
                 .key(&keys.limit_key)
                 .key(&keys.tokens)
                 .key(&keys.fence)
+                .key(&keys.last)
                 .invoke(c)
         })?;
         let items = array(v)?;
-        let [limit, holders, token] = items.as_slice() else {
+        let [limit, holders, token, last] = items.as_slice() else {
             bail!("unexpected reply to inspect: {items:?}");
         };
         let flat = array(holders.clone())?;
@@ -960,6 +964,7 @@ impl Store {
             limit: string(limit)?.and_then(|l| l.parse().ok()),
             holders: out,
             token: string(token)?.and_then(|t| t.parse().ok()),
+            last_run: pairs(last),
         })
     }
 
