@@ -864,7 +864,7 @@ pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
             println!("{}: free, {last}", keys.name);
         }
     }
-    if let Some(last) = LastRunView::of(&info) {
+    if let Some(last) = LastRunView::of(&info.last_run) {
         println!("  last run: {}", last.line());
     }
     Ok(0)
@@ -897,6 +897,7 @@ fn inspect_slots(store: &mut Store, keys: &LockKeys, json: bool) -> Result<u8> {
                 "limit": n,
                 "holders": holders,
                 "fencing_token": info.token,
+                "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
             })
         );
         return Ok(0);
@@ -910,6 +911,9 @@ fn inspect_slots(store: &mut Store, keys: &LockKeys, json: bool) -> Result<u8> {
     );
     for (o, left, t) in &info.holders {
         println!("  {o}, expires in {}, token {t}", fmt_ttl(*left));
+    }
+    if let Some(last) = LastRunView::of(&info.last_run) {
+        println!("  last run: {}", last.line());
     }
     Ok(0)
 }
@@ -925,13 +929,8 @@ struct LastRunView<'a> {
 }
 
 impl<'a> LastRunView<'a> {
-    fn of(info: &'a LockInfo) -> Option<LastRunView<'a>> {
-        let get = |f: &str| {
-            info.last_run
-                .iter()
-                .find(|(k, _)| k == f)
-                .map(|(_, v)| v.as_str())
-        };
+    fn of(record: &'a [(String, String)]) -> Option<LastRunView<'a>> {
+        let get = |f: &str| record.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
         get("owner")?;
         Some(LastRunView {
             host: get("host").unwrap_or(""),
@@ -1349,7 +1348,7 @@ fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
         "host": m.host,
         "pid": m.pid,
         "command": m.command,
-        "last_run": LastRunView::of(info).map(|l| l.json()),
+        "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
     })
 }
 

@@ -162,21 +162,39 @@ local function record_last_run(key, keep, first)
 end
 ";
 
+/// Lua for the plain-lock scripts that must refuse a name in use as a
+/// semaphore (users must agree on `--limit`): the semaphore's N when one of
+/// its slots is live by the server's clock, else false.
+const SEMAPHORE_IN_USE: &str = r"
+local function semaphore_in_use(slots, limit)
+  if redis.call('EXISTS', slots) == 0 then return false end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if redis.call('ZCOUNT', slots, now + 1, '+inf') == 0 then return false end
+  return tonumber(redis.call('GET', limit) or '0')
+end
+";
+
 /// `release`: compare-and-delete, then wake the next waiter in line and
 /// tell `--wait-order any` waiters, in the same round trip. A lease taken
 /// with a minimum hold (`min_hold_ms` in its metadata) that has not run
 /// yet is kept, by the server's clock, until the minimum has passed. `run`
 /// also writes its last-run record here, so ending costs one round trip.
 ///
-/// KEYS: lock, meta, queue, deadlines, last. ARGV: owner, wake channel
-/// prefix, release channel, last-run keep ms ('' for no record), then the
-/// record's field/value pairs. Returns `{1}` when deleted, `{2, ms}` when
-/// kept for the minimum hold, else `{0, holder|false}`.
+/// KEYS: lock, meta, queue, deadlines, last, slots, limit. ARGV: owner,
+/// wake channel prefix, release channel, last-run keep ms ('' for no
+/// record), then the record's field/value pairs. Returns `{1}` when
+/// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
+/// name is in use as a semaphore of N, else `{0, holder|false}`.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{WAKE_NEXT}{RECORD_LAST_RUN}{}",
+        "{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  local n = semaphore_in_use(KEYS[6], KEYS[7])
+  if n then return {-1, n} end
+end
 if holder ~= ARGV[1] then return {0, holder} end
 if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 5) end
 local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms')
@@ -207,13 +225,19 @@ return 1
 });
 
 /// `release --force`: delete whoever holds the lock, leave the fencing
-/// counter alone, wake the next waiter. KEYS as `release`; ARGV: wake
-/// channel prefix, release channel. Returns the evicted holder or nil.
+/// counter alone, wake the next waiter. KEYS: lock, meta, queue,
+/// deadlines, slots, limit; ARGV: wake channel prefix, release channel.
+/// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
+/// as a semaphore of N.
 static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{WAKE_NEXT}{}",
+        "{WAKE_NEXT}{SEMAPHORE_IN_USE}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  local n = semaphore_in_use(KEYS[5], KEYS[6])
+  if n then return {-1, n} end
+end
 if holder then
   redis.call('DEL', KEYS[1], KEYS[2])
   wake_next(KEYS[3], KEYS[4], ARGV[1], false)
@@ -225,9 +249,12 @@ return holder
 });
 
 /// `inspect`: one consistent snapshot. KEYS: lock, fence, metadata, last
-/// run. Returns `{holder|nil, pttl, last token|nil, {metadata…}, {last run…}}`.
+/// run, slots, limit. Returns `{holder|nil, pttl, last token|nil,
+/// {metadata…}, {last run…}, N|nil}`, N when the name is in use as a
+/// semaphore of N.
 static INSPECT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "{SEMAPHORE_IN_USE}{}",
         r"
 return {
   redis.call('GET', KEYS[1]),
@@ -235,9 +262,10 @@ return {
   redis.call('GET', KEYS[2]),
   redis.call('HGETALL', KEYS[3]),
   redis.call('HGETALL', KEYS[4]),
+  semaphore_in_use(KEYS[5], KEYS[6]),
 }
-",
-    )
+"
+    ))
 });
 
 /// Lua shared by the semaphore scripts (`--limit N`). Each holder has its
@@ -319,8 +347,9 @@ return 0
 });
 
 /// `release --limit N`: free our slot and tell waiters.
-/// KEYS: slots, limit, tokens. ARGV: owner, release channel.
-/// Returns `{1}` or `{0}`.
+/// KEYS: slots, limit, tokens, plain lock. ARGV: owner, release channel, N.
+/// Returns `{1}`, `{0}`, or `{-1, the N in use}` when users disagree on N
+/// (`{-1, 0}`: a plain lock); then nothing is released.
 static RELEASE_SLOT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{SLOTS}{}",
@@ -328,6 +357,11 @@ static RELEASE_SLOT: LazyLock<Script> = LazyLock::new(|| {
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 reclaim(KEYS[1], KEYS[3], now)
+if redis.call('EXISTS', KEYS[4]) == 1 then return {-1, 0} end
+local agreed = tonumber(redis.call('GET', KEYS[2]))
+if agreed and agreed ~= tonumber(ARGV[3]) and redis.call('ZCARD', KEYS[1]) > 0 then
+  return {-1, agreed}
+end
 if s and tonumber(s) > now then
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
@@ -340,13 +374,19 @@ return {0}
 });
 
 /// `release --force --limit N`: free every slot; returns the evicted
-/// owners. KEYS: slots, limit, tokens. ARGV: release channel.
+/// owners, or `{-1, the N in use}` as `release --limit N` does.
+/// KEYS: slots, limit, tokens, plain lock. ARGV: release channel, N.
 static FORCE_RELEASE_SLOTS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{SLOTS}{}",
         r"
 local now = now_ms()
 reclaim(KEYS[1], KEYS[3], now)
+if redis.call('EXISTS', KEYS[4]) == 1 then return {-1, 0} end
+local agreed = tonumber(redis.call('GET', KEYS[2]))
+if agreed and agreed ~= tonumber(ARGV[2]) and redis.call('ZCARD', KEYS[1]) > 0 then
+  return {-1, agreed}
+end
 local all = redis.call('ZRANGE', KEYS[1], 0, -1)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 if #all > 0 then redis.call('PUBLISH', ARGV[1], 'released') end
@@ -355,8 +395,9 @@ return all
     ))
 });
 
-/// `inspect` of a semaphore: `{N|nil, {owner, ms left, token, …}, last token}`.
-/// KEYS: slots, limit, tokens, fence.
+/// `inspect` of a semaphore: `{N|nil, {owner, ms left, token, …}, last token,
+/// {last run…}, 1 if the name is held as a plain lock}`. KEYS: slots,
+/// limit, tokens, fence, last run, plain lock.
 static INSPECT_SLOTS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{SLOTS}{}",
@@ -368,7 +409,8 @@ for _, o in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], now + 1, '+inf')) do
   table.insert(out, tonumber(redis.call('ZSCORE', KEYS[1], o)) - now)
   table.insert(out, redis.call('HGET', KEYS[3], o) or '0')
 end
-return {redis.call('GET', KEYS[2]) or false, out, redis.call('GET', KEYS[4]) or false}
+return {redis.call('GET', KEYS[2]) or false, out, redis.call('GET', KEYS[4]) or false,
+  redis.call('HGETALL', KEYS[5]), redis.call('EXISTS', KEYS[6])}
 "
     ))
 });
@@ -497,6 +539,9 @@ pub struct LockInfo {
     /// The last `run`'s record (host, owner, started_ms, duration_ms, exit,
     /// token), field by field; empty if none is kept.
     pub last_run: Vec<(String, String)>,
+    /// Some(N) when the name is in use as a semaphore of N (`--limit N`)
+    /// with a live slot: then it is not a plain lock to inspect or release.
+    pub semaphore: Option<u32>,
 }
 
 /// A snapshot of a semaphore (`--limit N`).
@@ -508,6 +553,8 @@ pub struct SlotsInfo {
     pub holders: Vec<(String, Duration, u64)>,
     /// Last fencing token issued for the name.
     pub token: Option<u64>,
+    /// The last `run`'s record, as in [`LockInfo::last_run`].
+    pub last_run: Vec<(String, String)>,
 }
 
 /// What `run` records about itself when it ends.
@@ -1406,14 +1453,20 @@ impl Store {
                     .key(&keys.slots)
                     .key(&keys.limit_key)
                     .key(&keys.tokens)
+                    .key(&keys.lock)
                     .arg(owner)
                     .arg(&keys.released)
+                    .arg(keys.limit.unwrap_or(1))
                     .invoke(c)
             })?;
+            let items = array(v)?;
+            if let [Value::Int(-1), n] = items.as_slice() {
+                return Err(limit_mismatch(keys, int(n)?));
+            }
             if let Some((record, keep)) = last {
                 self.record_last_run(keys, record, keep)?;
             }
-            return match array(v)?.as_slice() {
+            return match items.as_slice() {
                 [Value::Int(1)] => Ok(Release::Released),
                 _ => Ok(Release::NotOwner(None)),
             };
@@ -1424,6 +1477,8 @@ impl Store {
                 .key(&keys.queue)
                 .key(&keys.deadlines)
                 .key(&keys.last)
+                .key(&keys.slots)
+                .key(&keys.limit_key)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
                 .arg(&keys.released);
@@ -1448,6 +1503,7 @@ impl Store {
             ))),
             [Value::Int(0)] => Ok(Release::NotOwner(None)),
             [Value::Int(0), holder] => Ok(Release::NotOwner(string(holder)?)),
+            [Value::Int(-1), n] => Err(limit_mismatch(keys, int(n)?)),
             other => bail!("unexpected reply to release: {other:?}"),
         }
     }
@@ -1481,10 +1537,16 @@ impl Store {
                     .key(&keys.slots)
                     .key(&keys.limit_key)
                     .key(&keys.tokens)
+                    .key(&keys.lock)
                     .arg(&keys.released)
+                    .arg(keys.limit.unwrap_or(1))
                     .invoke(c)
             })?;
-            let owners: Vec<String> = array(v)?
+            let items = array(v)?;
+            if let [Value::Int(-1), n] = items.as_slice() {
+                return Err(limit_mismatch(keys, int(n)?));
+            }
+            let owners: Vec<String> = items
                 .iter()
                 .filter_map(|o| string(o).ok().flatten())
                 .collect();
@@ -1496,10 +1558,17 @@ impl Store {
                 .key(&keys.meta)
                 .key(&keys.queue)
                 .key(&keys.deadlines)
+                .key(&keys.slots)
+                .key(&keys.limit_key)
                 .arg(&keys.wake_prefix)
                 .arg(&keys.released)
                 .invoke(c)
         })?;
+        if let Value::Array(items) = &v {
+            if let [Value::Int(-1), n] = items.as_slice() {
+                return Err(limit_mismatch(keys, int(n)?));
+            }
+        }
         string(&v)
     }
 
@@ -1513,10 +1582,12 @@ impl Store {
                 .key(&keys.limit_key)
                 .key(&keys.tokens)
                 .key(&keys.fence)
+                .key(&keys.last)
+                .key(&keys.lock)
                 .invoke(c)
         })?;
         let items = array(v)?;
-        let [limit, holders, token] = items.as_slice() else {
+        let [limit, holders, token, last, plain] = items.as_slice() else {
             bail!("unexpected reply to inspect: {items:?}");
         };
         let flat = array(holders.clone())?;
@@ -1530,10 +1601,14 @@ impl Store {
                 ));
             }
         }
+        if int(plain)? == 1 {
+            return Err(limit_mismatch(keys, 0));
+        }
         Ok(SlotsInfo {
             limit: string(limit)?.and_then(|l| l.parse().ok()),
             holders: out,
             token: string(token)?.and_then(|t| t.parse().ok()),
+            last_run: pairs(last),
         })
     }
 
@@ -1546,9 +1621,15 @@ impl Store {
                 .key(&keys.fence)
                 .key(&keys.meta)
                 .key(&keys.last)
+                .key(&keys.slots)
+                .key(&keys.limit_key)
                 .invoke(c)
         })?;
-        parse_info(v)
+        let info = parse_info(v)?;
+        if let Some(n) = info.semaphore {
+            return Err(limit_mismatch(keys, i64::from(n)));
+        }
+        Ok(info)
     }
 
     /// `inspect` for many locks in pipelined batches: one round trip per
@@ -1570,7 +1651,11 @@ impl Store {
                     .iter()
                     .map(|k| {
                         let mut inv = INSPECT.key(&k.lock);
-                        inv.key(&k.fence).key(&k.meta).key(&k.last);
+                        inv.key(&k.fence)
+                            .key(&k.meta)
+                            .key(&k.last)
+                            .key(&k.slots)
+                            .key(&k.limit_key);
                         inv
                     })
                     .collect();
@@ -1671,7 +1756,7 @@ impl Store {
 /// Decodes the INSPECT script's reply.
 fn parse_info(v: Value) -> Result<LockInfo> {
     let items = array(v)?;
-    let [holder, pttl, token, meta, last] = items.as_slice() else {
+    let [holder, pttl, token, meta, last, semaphore] = items.as_slice() else {
         bail!("unexpected reply to inspect: {items:?}");
     };
     let holder = string(holder)?;
@@ -1690,6 +1775,7 @@ fn parse_info(v: Value) -> Result<LockInfo> {
         token,
         meta: pairs(meta),
         last_run: pairs(last),
+        semaphore: string(semaphore)?.and_then(|n| n.parse().ok()),
     })
 }
 
