@@ -1,0 +1,1043 @@
+//! `cargo bench --bench compare`: distlock side by side with bare `true` and
+//! `flock(1)`, in one run, on one machine.
+//!
+//! It starts its own `redis-server` (free loopback port, no persistence)
+//! and needs nothing else but `flock` (util-linux) and `true` on `PATH`.
+//! Every number is a whole-process timing of the release-built binary
+//! (`CARGO_BIN_EXE_distlock`, built with the `bench` profile):
+//!
+//! 1. **Overhead**: `true`, `flock LOCKFILE true` and
+//!    `distlock run bench -- true`, interleaved round-robin (the order
+//!    rotates every round); spawn to reaped exit, p50/p95.
+//! 2. **Handoff**: a holder's CMD writes CLOCK_MONOTONIC just before it
+//!    exits; a waiter, already blocked (`flock` in the kernel, distlock
+//!    queued in Redis), runs a CMD that writes CLOCK_MONOTONIC as it starts.
+//!    Handoff = waiter start − holder end. flock and distlock alternate.
+//! 3. **Contention**: 8 workers × 25 runs on one lock (`--wait forever`),
+//!    CMD logs start/end/token; rate = runs / wall time; checks that no two
+//!    runs overlap, that fencing tokens increase strictly in start order,
+//!    and how many other acquisitions a run waited behind (from just before
+//!    its process was spawned to its CMD's start). Both tools alternate,
+//!    one 8×25 block at a time. One more, untimed, distlock block runs with
+//!    a `MONITOR` connection to check FIFO from the moment each waiter
+//!    joined the queue, as Redis saw it.
+//! 4. **Redis load from 4 blocked waiters**: `INFO stats`
+//!    `total_commands_processed` sampled over ~2s while a holder
+//!    (`--ttl 60s`, so no renewal falls in the window) keeps 4 queued
+//!    waiters blocked; the INFO calls themselves are subtracted.
+//! 5. **Peak RSS**: `VmHWM` of the distlock (and flock) process while it
+//!    holds the lock.
+//!
+//! The CMDs are this very binary, re-executed with a helper argv, so that no
+//! shell or `date` fork blurs the timestamps.
+//!
+//! Knobs: `DISTLOCK_BENCH_N` (overhead rounds, default 200),
+//! `DISTLOCK_BENCH_HANDOFF` (handoff rounds per tool, default 50),
+//! `DISTLOCK_BENCH_CONTENTION_ROUNDS` (8×25 blocks per tool, default 2).
+//!
+//! Exit status: 0 when everything ran, even if a performance target was
+//! missed (the table says PASS/FAIL); 1 when a safety check failed (two
+//! runs overlapped, or tokens went backwards).
+
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// argv[1] that turns this binary into a CMD helper.
+const HELPER: &str = "__distlock_bench_helper";
+
+const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+
+const WORKERS: usize = 8;
+const RUNS_PER_WORKER: usize = 25;
+const LOAD_WAITERS: usize = 4;
+const LOAD_WINDOW: Duration = Duration::from_secs(2);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(HELPER) {
+        helper(&args[2..]);
+    }
+    let started = Instant::now();
+    let n = env_usize("DISTLOCK_BENCH_N", 200);
+    let handoff_rounds = env_usize("DISTLOCK_BENCH_HANDOFF", 50);
+    let contention_rounds = env_usize("DISTLOCK_BENCH_CONTENTION_ROUNDS", 2);
+
+    let redis = RedisServer::start();
+    let ctx = Ctx {
+        url: redis.url(),
+        helper: std::env::current_exe().expect("current_exe"),
+        dir: redis.dir.path().join("work"),
+    };
+    fs::create_dir_all(&ctx.dir).unwrap();
+    let mut con = redis.conn();
+    let version: String = redis::cmd("INFO")
+        .arg("server")
+        .query::<String>(&mut con)
+        .ok()
+        .and_then(|s| info_field(&s, "redis_version"))
+        .unwrap_or_else(|| "?".into());
+    eprintln!(
+        "distlock bench: {DISTLOCK}\n  redis-server {version} on {}, {} CPUs, load average {}; overhead N={n}, handoff rounds={handoff_rounds}, contention {contention_rounds}×({WORKERS}×{RUNS_PER_WORKER}) per tool",
+        ctx.url,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg(),
+    );
+
+    eprintln!("[1/5] overhead …");
+    let overhead = bench_overhead(&ctx, n);
+    eprintln!("[2/5] handoff …");
+    let handoff = bench_handoff(&ctx, &redis, handoff_rounds);
+    eprintln!("[3/5] contention …");
+    let contention = bench_contention(&ctx, contention_rounds);
+    eprintln!("      FIFO check under MONITOR …");
+    let fifo = fifo_check(&ctx, &redis);
+    eprintln!("[4/5] Redis load of blocked waiters, distlock RSS …");
+    let load = bench_load(&ctx, &redis);
+    eprintln!("[5/5] flock RSS …");
+    let flock_rss = flock_rss(&ctx);
+    let elapsed = started.elapsed();
+
+    let ok = report(
+        &overhead,
+        &handoff,
+        &contention,
+        &fifo,
+        &load,
+        flock_rss,
+        n,
+        handoff_rounds,
+        contention_rounds,
+    );
+    println!(
+        "\n(bench ran {:.1}s; load average at the end: {})",
+        elapsed.as_secs_f64(),
+        loadavg()
+    );
+    drop(redis);
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The CMD helper: this binary, re-executed.
+
+/// `stamp FILE`: write CLOCK_MONOTONIC ns to FILE.
+/// `hold READY GATE [END]`: create READY, wait for GATE to exist, then
+/// write CLOCK_MONOTONIC ns to END just before exiting.
+/// `log FILE`: append `S`/`E` lines (worker, iteration, token, ns).
+fn helper(args: &[String]) -> ! {
+    let now = mono_ns();
+    match args.first().map(String::as_str) {
+        Some("stamp") => {
+            fs::write(&args[1], now.to_string()).unwrap();
+        }
+        Some("hold") => {
+            fs::write(&args[1], "").unwrap();
+            let gate = Path::new(&args[2]);
+            while !gate.exists() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if let Some(end) = args.get(3) {
+                fs::write(end, mono_ns().to_string()).unwrap();
+            }
+        }
+        Some("log") => {
+            let var = |k: &str| std::env::var(k).unwrap_or_else(|_| "-".into());
+            let (w, i, tok) = (
+                var("BENCH_WORKER"),
+                var("BENCH_ITER"),
+                var("DISTLOCK_FENCING_TOKEN"),
+            );
+            let mut f = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&args[1])
+                .unwrap();
+            // One write(2) per line on an O_APPEND file: lines never mix.
+            f.write_all(format!("S {w} {i} {tok} {now}\n").as_bytes())
+                .unwrap();
+            f.write_all(format!("E {w} {i} {tok} {}\n", mono_ns()).as_bytes())
+                .unwrap();
+        }
+        other => {
+            eprintln!("bench helper: unknown mode {other:?}");
+            std::process::exit(2);
+        }
+    }
+    std::process::exit(0)
+}
+
+/// CLOCK_MONOTONIC in ns: one clock for every process on the machine.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills ts.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+// ---------------------------------------------------------------------------
+// Commands under test.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Tool {
+    True,
+    Flock,
+    Distlock,
+}
+
+impl Tool {
+    fn name(self) -> &'static str {
+        match self {
+            Tool::True => "true",
+            Tool::Flock => "flock",
+            Tool::Distlock => "distlock",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Ctx {
+    url: String,
+    helper: PathBuf,
+    dir: PathBuf,
+}
+
+impl Ctx {
+    /// `flock LOCKFILE CMD…` or `distlock run NAME [opts] -- CMD…`, with a
+    /// clean DISTLOCK_* environment pointed at our server. Quiet stdio.
+    fn locked(&self, tool: Tool, lock: &str, opts: &[&str], cmd: &[&str]) -> Command {
+        let mut c = match tool {
+            Tool::True => {
+                let mut c = Command::new(cmd[0]);
+                c.args(&cmd[1..]);
+                c
+            }
+            Tool::Flock => {
+                let mut c = Command::new("flock");
+                c.arg(self.dir.join(format!("{lock}.lock"))).args(cmd);
+                c
+            }
+            Tool::Distlock => {
+                let mut c = Command::new(DISTLOCK);
+                c.args(["run", lock]).args(opts).arg("--").args(cmd);
+                c
+            }
+        };
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("DISTLOCK_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("DISTLOCK_REDIS_URL", &self.url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        c
+    }
+
+    /// The helper as a CMD: `[exe, HELPER, mode, args…]`.
+    fn helper_cmd<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut v = vec![self.helper.to_str().unwrap(), HELPER];
+        v.extend_from_slice(args);
+        v
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_str().unwrap().to_owned()
+    }
+}
+
+fn check(tool: Tool, what: &str, st: ExitStatus) {
+    assert!(st.success(), "{} ({what}) failed: {st}", tool.name());
+}
+
+// ---------------------------------------------------------------------------
+// 1. Overhead.
+
+fn bench_overhead(ctx: &Ctx, n: usize) -> HashMap<Tool, Vec<f64>> {
+    const TOOLS: [Tool; 3] = [Tool::True, Tool::Flock, Tool::Distlock];
+    let mut samples: HashMap<Tool, Vec<f64>> = HashMap::new();
+    let warmup = 5;
+    for i in 0..n + warmup {
+        for k in 0..TOOLS.len() {
+            let tool = TOOLS[(i + k) % TOOLS.len()];
+            let mut cmd = ctx.locked(tool, "bench", &[], &["true"]);
+            let t = Instant::now();
+            let st = cmd.status().expect("spawn");
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            check(tool, "overhead", st);
+            if i >= warmup {
+                samples.entry(tool).or_default().push(ms);
+            }
+        }
+    }
+    samples
+}
+
+// ---------------------------------------------------------------------------
+// 2. Handoff.
+
+fn bench_handoff(ctx: &Ctx, redis: &RedisServer, rounds: usize) -> HashMap<Tool, Vec<f64>> {
+    let mut out: HashMap<Tool, Vec<f64>> = HashMap::new();
+    let mut con = redis.conn();
+    for r in 0..rounds {
+        let order = if r % 2 == 0 {
+            [Tool::Flock, Tool::Distlock]
+        } else {
+            [Tool::Distlock, Tool::Flock]
+        };
+        for tool in order {
+            let ms = handoff_once(ctx, &mut con, tool, r);
+            out.entry(tool).or_default().push(ms);
+        }
+    }
+    out
+}
+
+fn handoff_once(ctx: &Ctx, con: &mut redis::Connection, tool: Tool, round: usize) -> f64 {
+    let tag = format!("handoff-{}-{round}", tool.name());
+    let (ready, gate, end, start) = (
+        ctx.path(&format!("{tag}.ready")),
+        ctx.path(&format!("{tag}.gate")),
+        ctx.path(&format!("{tag}.end")),
+        ctx.path(&format!("{tag}.start")),
+    );
+    let mut holder = ctx
+        .locked(
+            tool,
+            "handoff",
+            &[],
+            &ctx.helper_cmd(&["hold", &ready, &gate, &end]),
+        )
+        .spawn()
+        .unwrap();
+    wait_until(&format!("{} holder to start", tool.name()), || {
+        Path::new(&ready).exists()
+    });
+    let mut waiter = ctx
+        .locked(
+            tool,
+            "handoff",
+            &["--wait", "forever"],
+            &ctx.helper_cmd(&["stamp", &start]),
+        )
+        .spawn()
+        .unwrap();
+    let pid = waiter.id();
+    wait_until(&format!("{} waiter to block", tool.name()), || match tool {
+        Tool::Flock => flock_blocked(pid),
+        _ => queued(con, "handoff") == 1,
+    });
+    fs::write(&gate, "").unwrap();
+    check(tool, "handoff holder", wait_child(&mut holder));
+    check(tool, "handoff waiter", wait_child(&mut waiter));
+    let read = |p: &str| -> u64 { fs::read_to_string(p).unwrap().trim().parse().unwrap() };
+    (read(&start) as f64 - read(&end) as f64) / 1e6
+}
+
+/// Whether process `pid` is blocked waiting for a flock: /proc/locks lists
+/// blocked requests with `->`.
+fn flock_blocked(pid: u32) -> bool {
+    let locks = fs::read_to_string("/proc/locks").unwrap_or_default();
+    let pid = pid.to_string();
+    locks
+        .lines()
+        .any(|l| l.contains("->") && l.split_whitespace().any(|w| w == pid))
+}
+
+/// Number of fair waiters queued on distlock lock `name`.
+fn queued(con: &mut redis::Connection, name: &str) -> i64 {
+    redis::cmd("ZCARD")
+        .arg(format!("distlock:{{{name}}}:queue"))
+        .query(con)
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// 3. Contention.
+
+#[derive(Default)]
+struct Contention {
+    runs: usize,
+    wall: Duration,
+    overlaps: usize,
+    token_errors: usize,
+    max_behind: usize,
+    /// Largest number of *distinct* other workers acquired in between.
+    max_behind_workers: usize,
+    /// Runs that started before a run of another worker that had arrived
+    /// earlier, summed over all runs, and the most suffered by one run.
+    overtakes: usize,
+    max_overtaken: usize,
+}
+
+struct Run {
+    worker: usize,
+    iter: usize,
+    token: Option<u64>,
+    start: u64,
+    end: u64,
+}
+
+fn bench_contention(ctx: &Ctx, rounds: usize) -> HashMap<Tool, Contention> {
+    let mut out: HashMap<Tool, Contention> = HashMap::new();
+    for r in 0..rounds {
+        let order = if r % 2 == 0 {
+            [Tool::Flock, Tool::Distlock]
+        } else {
+            [Tool::Distlock, Tool::Flock]
+        };
+        for tool in order {
+            let c = contention_once(ctx, tool, r);
+            eprintln!(
+                "      {:8} round {r}: {:.1} runs/s, overlaps {}, token errors {}, max waited behind {}",
+                tool.name(),
+                c.runs as f64 / c.wall.as_secs_f64(),
+                c.overlaps,
+                c.token_errors,
+                c.max_behind
+            );
+            let acc = out.entry(tool).or_default();
+            acc.runs += c.runs;
+            acc.wall += c.wall;
+            acc.overlaps += c.overlaps;
+            acc.token_errors += c.token_errors;
+            acc.max_behind = acc.max_behind.max(c.max_behind);
+            acc.max_behind_workers = acc.max_behind_workers.max(c.max_behind_workers);
+            acc.overtakes += c.overtakes;
+            acc.max_overtaken = acc.max_overtaken.max(c.max_overtaken);
+        }
+    }
+    out
+}
+
+fn contention_once(ctx: &Ctx, tool: Tool, round: usize) -> Contention {
+    let log = ctx.path(&format!("contention-{}-{round}.log", tool.name()));
+    contention_on(ctx, tool, &format!("contention-{round}"), &log)
+}
+
+/// 8 workers × 25 runs of `tool` on lock `lock`, CMDs logging to `log`.
+fn contention_on(ctx: &Ctx, tool: Tool, lock: &str, log: &str) -> Contention {
+    let (lock, log) = (lock.to_owned(), log.to_owned());
+    let barrier = Arc::new(Barrier::new(WORKERS + 1));
+    let arrivals = Arc::new(Mutex::new(HashMap::new()));
+    let ctx = Arc::new(ctx.clone());
+    let threads: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (barrier, arrivals, ctx, log, lock) = (
+                barrier.clone(),
+                arrivals.clone(),
+                ctx.clone(),
+                log.clone(),
+                lock.clone(),
+            );
+            std::thread::spawn(move || {
+                barrier.wait();
+                for i in 0..RUNS_PER_WORKER {
+                    let mut cmd = ctx.locked(
+                        tool,
+                        &lock,
+                        &["--wait", "forever"],
+                        &ctx.helper_cmd(&["log", &log]),
+                    );
+                    cmd.env("BENCH_WORKER", w.to_string())
+                        .env("BENCH_ITER", i.to_string());
+                    let arrive = mono_ns();
+                    let st = cmd.status().expect("spawn");
+                    check(tool, "contention", st);
+                    arrivals.lock().unwrap().insert((w, i), arrive);
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let wall = t.elapsed();
+
+    let mut runs: HashMap<(usize, usize), Run> = HashMap::new();
+    for line in fs::read_to_string(log).unwrap().lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (w, i): (usize, usize) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        let ns: u64 = f[4].parse().unwrap();
+        let run = runs.entry((w, i)).or_insert(Run {
+            worker: w,
+            iter: i,
+            token: f[3].parse().ok(),
+            start: 0,
+            end: 0,
+        });
+        match f[0] {
+            "S" => run.start = ns,
+            _ => run.end = ns,
+        }
+    }
+    let mut runs: Vec<Run> = runs.into_values().collect();
+    assert_eq!(runs.len(), WORKERS * RUNS_PER_WORKER, "runs logged");
+    runs.sort_by_key(|r| r.start);
+
+    let mut c = Contention {
+        runs: runs.len(),
+        wall,
+        ..Contention::default()
+    };
+    let mut max_end = 0;
+    for (k, r) in runs.iter().enumerate() {
+        if r.start < max_end {
+            c.overlaps += 1;
+        }
+        max_end = max_end.max(r.end);
+        if tool == Tool::Distlock && k > 0 {
+            match (runs[k - 1].token, r.token) {
+                (Some(a), Some(b)) if b > a => {}
+                _ => c.token_errors += 1,
+            }
+        }
+    }
+    let arrivals = arrivals.lock().unwrap();
+    for r in &runs {
+        let arrive = arrivals[&(r.worker, r.iter)];
+        let between: Vec<&Run> = runs
+            .iter()
+            .filter(|o| o.start > arrive && o.start < r.start)
+            .collect();
+        let mut workers: Vec<usize> = between.iter().map(|o| o.worker).collect();
+        workers.sort_unstable();
+        workers.dedup();
+        c.max_behind = c.max_behind.max(between.len());
+        c.max_behind_workers = c.max_behind_workers.max(workers.len());
+        let overtaken = between
+            .iter()
+            .filter(|o| o.worker != r.worker && arrivals[&(o.worker, o.iter)] > arrive)
+            .count();
+        c.overtakes += overtaken;
+        c.max_overtaken = c.max_overtaken.max(overtaken);
+    }
+    c
+}
+
+/// FIFO as Redis saw it: one more 8×25 distlock round (not timed) with a
+/// MONITOR connection recording, in execution order, when each owner
+/// joined the queue (the first `ZADD queue NX`) and when it took the lock
+/// (`SET lock owner PX`), both issued inside the scripts.
+struct Fifo {
+    acquisitions: usize,
+    queued: usize,
+    /// Most acquisitions by others between joining the queue and acquiring.
+    max_behind: usize,
+    /// Acquisitions by an owner that joined the queue later (or never)
+    /// while an earlier one was queued.
+    violations: usize,
+    /// Safety checks of this round too.
+    overlaps: usize,
+    token_errors: usize,
+}
+
+fn fifo_check(ctx: &Ctx, redis: &RedisServer) -> Fifo {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpStream;
+    let name = "fifo";
+    let (lock_key, queue_key) = (
+        format!("distlock:{{{name}}}"),
+        format!("distlock:{{{name}}}:queue"),
+    );
+    let sentinel = "distlock-bench-monitor-done";
+    let mut mon = TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    mon.write_all(b"MONITOR\r\n").unwrap();
+    let mut reader = BufReader::new(mon.try_clone().unwrap());
+    let mut ok = String::new();
+    reader.read_line(&mut ok).unwrap();
+    assert!(ok.starts_with("+OK"), "MONITOR: {ok}");
+    let recorder = std::thread::spawn(move || {
+        let mut events: Vec<(bool, String)> = Vec::new(); // (is_enqueue, owner)
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line.contains(sentinel) {
+                return events;
+            }
+            // 1700000000.123456 [0 lua] "ZADD" "key" "NX" "score" "owner"
+            let args: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+            match args.as_slice() {
+                ["ZADD", k, "NX", _, owner] if *k == queue_key => {
+                    events.push((true, owner.to_string()))
+                }
+                ["SET", k, owner, "PX", _] if *k == lock_key => {
+                    events.push((false, owner.to_string()))
+                }
+                _ => {}
+            }
+        }
+    });
+    let c = contention_on(ctx, Tool::Distlock, name, &ctx.path("fifo.log"));
+    let _: String = redis::cmd("ECHO")
+        .arg(sentinel)
+        .query(&mut redis.conn())
+        .unwrap();
+    let events = recorder.join().unwrap();
+    drop(mon);
+
+    let mut joined: HashMap<&str, usize> = HashMap::new();
+    let mut acquired: Vec<(usize, &str)> = Vec::new();
+    for (i, (enqueue, owner)) in events.iter().enumerate() {
+        if *enqueue {
+            joined.entry(owner).or_insert(i);
+        } else {
+            acquired.push((i, owner));
+        }
+    }
+    let mut f = Fifo {
+        acquisitions: acquired.len(),
+        queued: 0,
+        max_behind: 0,
+        violations: 0,
+        overlaps: c.overlaps,
+        token_errors: c.token_errors,
+    };
+    for &(at, owner) in &acquired {
+        let Some(&since) = joined.get(owner) else {
+            continue; // took a free lock on its first attempt: waited for nobody
+        };
+        f.queued += 1;
+        let between: Vec<&str> = acquired
+            .iter()
+            .filter(|&&(i, o)| i > since && i < at && o != owner)
+            .map(|&(_, o)| o)
+            .collect();
+        f.max_behind = f.max_behind.max(between.len());
+        f.violations += between
+            .iter()
+            .filter(|o| joined.get(*o).is_none_or(|&j| j > since))
+            .count();
+    }
+    f
+}
+
+// ---------------------------------------------------------------------------
+// 4. Redis load of blocked waiters, and 5. peak RSS.
+
+struct Load {
+    cmds_per_s: f64,
+    raw_delta: i64,
+    info_calls: i64,
+    renewals: i64,
+    window: Duration,
+    holder_hwm_kib: u64,
+    holder_rss_kib: u64,
+    waiter_hwm_kib: u64,
+}
+
+fn bench_load(ctx: &Ctx, redis: &RedisServer) -> Load {
+    let mut con = redis.conn();
+    let (ready, gate) = (ctx.path("load.ready"), ctx.path("load.gate"));
+    let mut holder = ctx
+        .locked(
+            Tool::Distlock,
+            "load",
+            &["--ttl", "60s"],
+            &ctx.helper_cmd(&["hold", &ready, &gate]),
+        )
+        .spawn()
+        .unwrap();
+    wait_until("load holder to start", || Path::new(&ready).exists());
+    let mut waiters: Vec<Child> = (0..LOAD_WAITERS)
+        .map(|_| {
+            ctx.locked(Tool::Distlock, "load", &["--wait", "forever"], &["true"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    wait_until("4 waiters to queue", || {
+        queued(&mut con, "load") == LOAD_WAITERS as i64
+    });
+    // Let every waiter settle into its sleep.
+    std::thread::sleep(Duration::from_millis(300));
+
+    let pttl = |con: &mut redis::Connection| -> i64 {
+        redis::cmd("PTTL")
+            .arg("distlock:{load}")
+            .query(con)
+            .unwrap()
+    };
+    let pttl0 = pttl(&mut con);
+    let c0 = total_commands(&mut con);
+    let c0b = total_commands(&mut con);
+    let info_cost = c0b - c0; // what one INFO adds to the counter
+    let t = Instant::now();
+    std::thread::sleep(LOAD_WINDOW);
+    let c1 = total_commands(&mut con);
+    let window = t.elapsed();
+    let pttl1 = pttl(&mut con);
+    // A renewal pushes the expiry back up: without one, PTTL only falls.
+    let renewals = i64::from(pttl1 > pttl0 - window.as_millis() as i64 + 500);
+    let raw_delta = c1 - c0b;
+    let by_waiters = (raw_delta - info_cost - renewals).max(0);
+
+    let holder_hwm_kib = proc_status_kib(holder.id(), "VmHWM");
+    let holder_rss_kib = proc_status_kib(holder.id(), "VmRSS");
+    let waiter_hwm_kib = waiters
+        .iter()
+        .map(|w| proc_status_kib(w.id(), "VmHWM"))
+        .max()
+        .unwrap_or(0);
+
+    fs::write(&gate, "").unwrap();
+    check(Tool::Distlock, "load holder", wait_child(&mut holder));
+    for w in &mut waiters {
+        check(Tool::Distlock, "load waiter", wait_child(w));
+    }
+    Load {
+        cmds_per_s: by_waiters as f64 / window.as_secs_f64(),
+        raw_delta,
+        info_calls: info_cost,
+        renewals,
+        window,
+        holder_hwm_kib,
+        holder_rss_kib,
+        waiter_hwm_kib,
+    }
+}
+
+fn flock_rss(ctx: &Ctx) -> u64 {
+    let (ready, gate) = (ctx.path("rss.ready"), ctx.path("rss.gate"));
+    let mut holder = ctx
+        .locked(
+            Tool::Flock,
+            "rss",
+            &[],
+            &ctx.helper_cmd(&["hold", &ready, &gate]),
+        )
+        .spawn()
+        .unwrap();
+    wait_until("flock holder to start", || Path::new(&ready).exists());
+    let kib = proc_status_kib(holder.id(), "VmHWM");
+    fs::write(&gate, "").unwrap();
+    check(Tool::Flock, "rss holder", wait_child(&mut holder));
+    kib
+}
+
+fn total_commands(con: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    info_field(&info, "total_commands_processed")
+        .and_then(|v| v.parse().ok())
+        .expect("total_commands_processed")
+}
+
+fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
+}
+
+/// A `kB` line of /proc/PID/status, in KiB.
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+// ---------------------------------------------------------------------------
+// The report.
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    // Nearest rank.
+    let k = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
+    s[k.min(s.len()) - 1]
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    overhead: &HashMap<Tool, Vec<f64>>,
+    handoff: &HashMap<Tool, Vec<f64>>,
+    contention: &HashMap<Tool, Contention>,
+    fifo: &Fifo,
+    load: &Load,
+    flock_rss_kib: u64,
+    n: usize,
+    handoff_rounds: usize,
+    contention_rounds: usize,
+) -> bool {
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let p = |m: &HashMap<Tool, Vec<f64>>, t: Tool, q: f64| m.get(&t).map(|v| pct(v, q));
+    let pair = |m: &HashMap<Tool, Vec<f64>>, t: Tool| match (p(m, t, 50.0), p(m, t, 95.0)) {
+        (Some(a), Some(b)) => format!("{a:.2} / {b:.2}"),
+        _ => "—".into(),
+    };
+    let rate = |t: Tool| {
+        contention
+            .get(&t)
+            .map(|c| c.runs as f64 / c.wall.as_secs_f64())
+    };
+
+    println!();
+    println!(
+        "| tool | overhead p50 / p95 (ms) | handoff p50 / p95 (ms) | contention {WORKERS}×{RUNS_PER_WORKER} (runs/s) | waiters' Redis cmds/s | peak RSS holding (MiB) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| `true` | {} | — | — | — | — |",
+        pair(overhead, Tool::True)
+    );
+    println!(
+        "| `flock` | {} | {} | {:.1} | — (no Redis) | {:.2} |",
+        pair(overhead, Tool::Flock),
+        pair(handoff, Tool::Flock),
+        rate(Tool::Flock).unwrap_or(f64::NAN),
+        mib(flock_rss_kib)
+    );
+    println!(
+        "| `distlock` | {} | {} | {:.1} | {:.1} | {:.2} |",
+        pair(overhead, Tool::Distlock),
+        pair(handoff, Tool::Distlock),
+        rate(Tool::Distlock).unwrap_or(f64::NAN),
+        load.cmds_per_s,
+        mib(load.holder_hwm_kib)
+    );
+    println!();
+    println!(
+        "overhead: {n} interleaved rounds; handoff: {handoff_rounds} rounds per tool; contention: {contention_rounds} × ({WORKERS} workers × {RUNS_PER_WORKER} runs) per tool; waiters: {LOAD_WAITERS} queued for {:.2}s",
+        load.window.as_secs_f64()
+    );
+    println!();
+
+    let o = |t| p(overhead, t, 50.0).unwrap_or(f64::NAN);
+    let (o_true, o_flock, o_dl) = (o(Tool::True), o(Tool::Flock), o(Tool::Distlock));
+    let h50 = |t| p(handoff, t, 50.0).unwrap_or(f64::NAN);
+    let h95 = |t| p(handoff, t, 95.0).unwrap_or(f64::NAN);
+    let (rf, rd) = (
+        rate(Tool::Flock).unwrap_or(f64::NAN),
+        rate(Tool::Distlock).unwrap_or(f64::NAN),
+    );
+    let cf = &contention[&Tool::Flock];
+    let cd = &contention[&Tool::Distlock];
+
+    println!("Ratios to flock (distlock ÷ flock) and targets:");
+    let r = o_dl / o_flock;
+    println!(
+        "- overhead p50: {o_dl:.2} / {o_flock:.2} ms = {r:.2}× (target ≤ 1.10×) {}",
+        verdict(r <= 1.10)
+    );
+    println!(
+        "  (above bare `true` at {o_true:.2} ms: flock +{:.2} ms, distlock +{:.2} ms = {:.1}×; informative)",
+        o_flock - o_true,
+        o_dl - o_true,
+        (o_dl - o_true) / (o_flock - o_true)
+    );
+    let r = h50(Tool::Distlock) / h50(Tool::Flock);
+    println!(
+        "- handoff p50: {:.2} / {:.2} ms = {r:.2}× (target ≤ 1.25×) {}",
+        h50(Tool::Distlock),
+        h50(Tool::Flock),
+        verdict(r <= 1.25)
+    );
+    let r = h95(Tool::Distlock) / h95(Tool::Flock);
+    println!(
+        "- handoff p95: {:.2} / {:.2} ms = {r:.2}× (target ≤ 2×) {}",
+        h95(Tool::Distlock),
+        h95(Tool::Flock),
+        verdict(r <= 2.0)
+    );
+    let r = rd / rf;
+    println!(
+        "- contention rate: {rd:.1} / {rf:.1} runs/s = {r:.2}× (target ≥ 0.90×) {}",
+        verdict(r >= 0.90)
+    );
+    let safe = cd.overlaps == 0
+        && cf.overlaps == 0
+        && cd.token_errors == 0
+        && fifo.overlaps == 0
+        && fifo.token_errors == 0;
+    println!(
+        "- mutual exclusion: {} overlapping runs of {} (flock: {} of {}) {}",
+        cd.overlaps + fifo.overlaps,
+        cd.runs + fifo.acquisitions,
+        cf.overlaps,
+        cf.runs,
+        verdict(cd.overlaps + fifo.overlaps + cf.overlaps == 0)
+    );
+    println!(
+        "- fencing tokens strictly increasing in start order: {} violations {}",
+        cd.token_errors + fifo.token_errors,
+        verdict(cd.token_errors + fifo.token_errors == 0)
+    );
+    println!(
+        "- FIFO: max waited behind {} other acquisitions, from just before the process was spawned (target ≤ {}) {}; flock, unordered: {}",
+        cd.max_behind,
+        WORKERS - 1,
+        verdict(cd.max_behind < WORKERS),
+        cf.max_behind,
+    );
+    println!(
+        "- FIFO from joining the queue (MONITOR, 1 extra untimed round): {} of {} runs queued, max waited behind {} (target ≤ {}), {} out-of-order acquisitions {}",
+        fifo.queued,
+        fifo.acquisitions,
+        fifo.max_behind,
+        WORKERS - 1,
+        fifo.violations,
+        verdict(fifo.max_behind < WORKERS && fifo.violations == 0)
+    );
+    println!(
+        "  (informative: at most {} distinct workers in between; overtaken by a later arrival: {} times in {} runs, at most {} times per run; flock: {} times, at most {})",
+        cd.max_behind_workers,
+        cd.overtakes,
+        cd.runs,
+        cd.max_overtaken,
+        cf.overtakes,
+        cf.max_overtaken
+    );
+    println!(
+        "- Redis commands/s from {LOAD_WAITERS} blocked waiters: {:.1} (counter +{} over {:.2}s, minus {} for the INFO call and {} renewal(s)) (target 0) {}",
+        load.cmds_per_s,
+        load.raw_delta,
+        load.window.as_secs_f64(),
+        load.info_calls,
+        load.renewals,
+        verdict(load.cmds_per_s == 0.0)
+    );
+    println!(
+        "- peak RSS while holding: VmHWM {:.2} MiB (VmRSS {:.2} MiB; a queued waiter: {:.2} MiB; flock: {:.2} MiB) (target ≤ 4 MiB) {}",
+        mib(load.holder_hwm_kib),
+        mib(load.holder_rss_kib),
+        mib(load.waiter_hwm_kib),
+        mib(flock_rss_kib),
+        verdict(load.holder_hwm_kib <= 4096)
+    );
+    safe
+}
+
+// ---------------------------------------------------------------------------
+// Plumbing.
+
+/// The 1-minute load average: other work on the machine skews timings.
+fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a positive integer")),
+        Err(_) => default,
+    }
+}
+
+/// Polls `cond` every millisecond; panics after 20s.
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Waits for a child, killing it after 60s.
+fn wait_child(child: &mut Child) -> ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process {} did not exit within 60s", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Our own `redis-server`, killed on drop (also on panic).
+struct RedisServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port();
+            let dir = tempfile::tempdir().unwrap();
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server must be on PATH");
+            let mut server = RedisServer { child, port, dir };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if server.child.try_wait().unwrap().is_some() {
+                    break; // e.g. lost the port race: try another port
+                }
+                if server.ping() {
+                    return server;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Dropping kills it.
+        }
+        panic!("could not start redis-server");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn ping(&self) -> bool {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
+    }
+
+    fn conn(&self) -> redis::Connection {
+        let con = redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .expect("connect to our redis-server");
+        con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        con
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
