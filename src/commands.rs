@@ -164,14 +164,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         verbose: g.verbose,
         quiet: g.quiet,
     };
-    let renewer = match Renewer::start(store, spec) {
-        Ok(r) => r,
-        Err(e) => {
-            abort_child(pgid);
-            guardian.disarm();
-            return Err(e);
-        }
-    };
+    let mut renewer = Renewer::new(store, spec);
     for sig in pending {
         forward(pgid, sig);
     }
@@ -192,11 +185,14 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         stopped: false,
         killing: None,
     };
-    sup.supervise(&signals, &renewer);
+    sup.supervise(&signals, &mut renewer);
     let (lost, status) = (sup.lost, sup.status);
 
-    guardian.disarm();
-    let mut store = renewer.stop();
+    // CMD's group is empty: release first (the next holder is waiting),
+    // then stand the guardian down.
+    let mut store = renewer
+        .stop()
+        .unwrap_or_else(|| g.store(timings.renew_every.min(Duration::from_secs(5))));
     let code = match (lost, status) {
         (Some(_), _) => exit::LEASE_LOST,
         (None, Some(st)) => exit::from_status(st),
@@ -249,6 +245,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
             }
         }
     }
+    guardian.disarm();
     Ok(code)
 }
 
@@ -300,7 +297,7 @@ struct Supervisor<'a> {
 
 impl Supervisor<'_> {
     /// Runs until CMD has ended and its whole process group is gone.
-    fn supervise(&mut self, signals: &Signals, renewer: &Renewer) {
+    fn supervise(&mut self, signals: &Signals, renewer: &mut Renewer) {
         let soft = self.timings.soft_after();
         let hard = self.timings.hard_after();
         loop {
@@ -336,6 +333,9 @@ impl Supervisor<'_> {
 
             let mut wake: Option<Duration> = None;
             let mut at = |t: Duration| wake = Some(wake.map_or(t, |w| w.min(t)));
+            if let Some(t) = renewer.start_at() {
+                at(t);
+            }
             if self.lost.is_none() && self.status.is_none() {
                 at(self.t0 + soft);
                 if let Some(m) = self.max_hold_at {
@@ -351,7 +351,8 @@ impl Supervisor<'_> {
                 at(now + Duration::from_millis(10));
             }
             let timeout = wake.map(|w| w.saturating_sub(lease::now()));
-            let (sigs, _) = signals.wait(timeout, Some(renewer.wake_fd()));
+            let (sigs, _) = signals.wait(timeout, renewer.wake_fd());
+            renewer.start_if_due(lease::now());
 
             for sig in sigs {
                 match sig {
@@ -473,7 +474,7 @@ impl Supervisor<'_> {
     /// distlock was continued (`fg`, `bg`, `kill -CONT`): CMD may run again
     /// only if the lease is still good; then renew at once, hand over the
     /// terminal if we have it, and continue CMD.
-    fn on_continue(&mut self, renewer: &Renewer) {
+    fn on_continue(&mut self, renewer: &mut Renewer) {
         if self.killing.is_some() {
             return;
         }

@@ -279,9 +279,24 @@ enum Order {
     Stop,
 }
 
-/// The renewer thread and its two channels. Events come with a byte on a
-/// pipe so the supervisor can sleep in one poll on signals and events.
+/// The renewer: a thread with its own channels once started. It is
+/// started lazily, when the first renewal is due (or on `renew_now`), so a
+/// short CMD never pays for a thread. Events come with a byte on a pipe so
+/// the supervisor sleeps in one poll on signals and events.
 pub struct Renewer {
+    state: State,
+}
+
+enum State {
+    /// Not started: the store and what it will need.
+    Idle(Box<(Store, LeaseSpec)>),
+    /// The thread is running.
+    Running(Running),
+    /// Only while switching from one to the other.
+    Gone,
+}
+
+struct Running {
     orders: mpsc::Sender<Order>,
     events: mpsc::Receiver<Event>,
     wake: OwnedFd,
@@ -305,53 +320,113 @@ pub struct LeaseSpec {
 }
 
 impl Renewer {
-    /// Starts renewing every `renew_every`, retrying failures quickly. It
-    /// never sends a renewal once the kill deadline has passed: by then the
-    /// supervisor is stopping CMD and a late "renewed" would be a lie.
-    pub fn start(mut store: Store, spec: LeaseSpec) -> Result<Renewer> {
+    /// A renewer for the lease in `spec`; no thread yet.
+    pub fn new(store: Store, spec: LeaseSpec) -> Renewer {
+        Renewer {
+            state: State::Idle(Box::new((store, spec))),
+        }
+    }
+
+    /// When the thread must be running (the first renewal is due), while
+    /// it is not started.
+    pub fn start_at(&self) -> Option<Duration> {
+        match &self.state {
+            State::Idle(b) => Some(b.1.t0 + b.1.timings.renew_every),
+            _ => None,
+        }
+    }
+
+    /// Starts the thread if it is due. A thread that cannot be started
+    /// means no renewal: the supervisor's deadline then stops CMD.
+    pub fn start_if_due(&mut self, now: Duration) {
+        if self.start_at().is_some_and(|at| now >= at) {
+            self.start();
+        }
+    }
+
+    /// Starts renewing every `renew_every`, retrying failures quickly. The
+    /// thread never sends a renewal once the kill deadline has passed: by
+    /// then the supervisor is stopping CMD and a late "renewed" would be a
+    /// lie.
+    fn start(&mut self) {
+        let State::Idle(b) = std::mem::replace(&mut self.state, State::Gone) else {
+            return;
+        };
+        let (mut store, spec) = *b;
         let (order_tx, order_rx) = mpsc::channel();
         let (event_tx, event_rx) = mpsc::channel();
-        let (wake_rx, wake_tx) = pipe()?;
-        let handle = std::thread::Builder::new()
+        let Ok((wake_rx, wake_tx)) = pipe() else {
+            self.state = State::Idle(Box::new((store, spec)));
+            return;
+        };
+        let quiet = spec.quiet;
+        let spawned = std::thread::Builder::new()
             .name("renewer".into())
             .spawn(move || {
                 renew_loop(&mut store, &spec, &order_rx, &event_tx, &wake_tx);
                 store
-            })?;
-        Ok(Renewer {
-            orders: order_tx,
-            events: event_rx,
-            wake: wake_rx,
-            handle,
-        })
+            });
+        match spawned {
+            Ok(handle) => {
+                self.state = State::Running(Running {
+                    orders: order_tx,
+                    events: event_rx,
+                    wake: wake_rx,
+                    handle,
+                })
+            }
+            Err(e) => {
+                if !quiet {
+                    eprintln!("distlock: warning: cannot start the renewer thread: {e}");
+                }
+                self.state = State::Gone;
+            }
+        }
     }
 
     /// The fd that becomes readable when events are waiting.
-    pub fn wake_fd(&self) -> RawFd {
-        self.wake.as_raw_fd()
+    pub fn wake_fd(&self) -> Option<RawFd> {
+        match &self.state {
+            State::Running(r) => Some(r.wake.as_raw_fd()),
+            _ => None,
+        }
     }
 
     /// Takes every waiting event (and the wake-up bytes with them).
     pub fn events(&self) -> Vec<Event> {
-        let mut buf = [0u8; 64];
-        // SAFETY: non-blocking read into a local buffer.
-        while unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {
+        match &self.state {
+            State::Running(r) => {
+                drain_pipe(&r.wake);
+                r.events.try_iter().collect()
+            }
+            _ => Vec::new(),
         }
-        self.events.try_iter().collect()
     }
 
-    /// Asks for a renewal now.
-    pub fn renew_now(&self) {
-        let _ = self.orders.send(Order::RenewNow);
+    /// Asks for a renewal now, starting the thread if need be.
+    pub fn renew_now(&mut self) {
+        self.start();
+        if let State::Running(r) = &self.state {
+            let _ = r.orders.send(Order::RenewNow);
+        }
     }
 
     /// Stops the thread (waiting for an attempt in flight, bounded by its
-    /// timeout) and returns the store for the release.
-    pub fn stop(self) -> Store {
-        let _ = self.orders.send(Order::Stop);
-        self.handle
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    /// timeout) and returns the store for the release; None only if the
+    /// thread could not be started at all.
+    pub fn stop(self) -> Option<Store> {
+        match self.state {
+            State::Idle(b) => Some(b.0),
+            State::Running(r) => {
+                let _ = r.orders.send(Order::Stop);
+                Some(
+                    r.handle
+                        .join()
+                        .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                )
+            }
+            State::Gone => None,
+        }
     }
 }
 

@@ -396,7 +396,6 @@ pub fn stop_self(whole_group: bool) {
 /// stand down". EOF means distlock is gone; the deadline passing means
 /// distlock could not renew (or act) in time; both kill the group.
 pub struct Guardian {
-    pid: i32,
     pipe: OwnedFd,
 }
 
@@ -423,11 +422,10 @@ impl Guardian {
         match unsafe { libc::fork() } {
             -1 => Err(io::Error::last_os_error()).context("cannot fork the guardian"),
             0 => unsafe { guardian_main(read_end, pgid, nanos(deadline)) },
-            pid => {
+            _ => {
                 // SAFETY: read_end is ours to close; write_end to own.
                 unsafe { libc::close(read_end) };
                 Ok(Guardian {
-                    pid,
                     pipe: unsafe { OwnedFd::from_raw_fd(write_end) },
                 })
             }
@@ -444,16 +442,11 @@ impl Guardian {
         unsafe { libc::write(self.pipe.as_raw_fd(), msg.to_ne_bytes().as_ptr().cast(), 8) };
     }
 
-    /// Tells the guardian to exit without killing anything, and reaps it.
+    /// Tells the guardian to exit without killing anything. distlock does
+    /// not wait for it: it is about to exit itself, and the guardian reads
+    /// the message before it could see the pipe close.
     pub fn disarm(self) {
         self.send(STAND_DOWN);
-        // SAFETY: waitpid on our own child.
-        unsafe {
-            let mut status = 0;
-            while libc::waitpid(self.pid, &mut status, 0) == -1
-                && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-            {}
-        }
     }
 }
 
