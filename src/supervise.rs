@@ -404,9 +404,9 @@ const STAND_DOWN: u64 = u64::MAX;
 
 impl Guardian {
     /// Forks the guardian for `pgid`, with `deadline` on the boot-time clock
-    /// (t0 + ttl - margin). Must be called while distlock is
-    /// single-threaded (before the renewer starts), so the child may run
-    /// ordinary code until it blocks in ppoll(2).
+    /// (t0 + ttl - margin). Another thread may exist at this point (the
+    /// subscriber of a wait winds down in the background), so the child
+    /// runs only async-signal-safe system calls: no allocation, no locks.
     pub fn start(pgid: i32, deadline: Duration) -> Result<Guardian> {
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills two fds we then own.
@@ -418,7 +418,8 @@ impl Guardian {
         // guardian that is not reading, and then a message is moot.
         // SAFETY: fcntl on an fd we own.
         unsafe { libc::fcntl(write_end, libc::F_SETFL, libc::O_NONBLOCK) };
-        // SAFETY: the process is single-threaded here (see above).
+        // SAFETY: the child calls only async-signal-safe functions (see
+        // guardian_main), so other threads' locks cannot deadlock it.
         match unsafe { libc::fork() } {
             -1 => Err(io::Error::last_os_error()).context("cannot fork the guardian"),
             0 => unsafe { guardian_main(read_end, pgid, nanos(deadline)) },
