@@ -349,8 +349,11 @@ impl Renewer {
     /// then the supervisor is stopping CMD and a late "renewed" would be a
     /// lie.
     fn start(&mut self) {
-        let State::Idle(b) = std::mem::replace(&mut self.state, State::Gone) else {
+        if !matches!(self.state, State::Idle(_)) {
             return;
+        }
+        let State::Idle(b) = std::mem::replace(&mut self.state, State::Gone) else {
+            unreachable!("checked above");
         };
         let (mut store, spec) = *b;
         let (order_tx, order_rx) = mpsc::channel();

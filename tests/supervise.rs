@@ -970,6 +970,48 @@ fn sigtstp_then_sigcont_before_the_deadline_resumes_cmd_with_the_lease_kept() {
     assert_eq!(server.get(&key("resume")), None);
 }
 
+/// A continue asks the renewer for an immediate renewal; renewals must go
+/// on after it (a regression: asking for one once stopped the renewer).
+#[test]
+fn renewals_go_on_after_a_stop_and_continue() {
+    let server = server();
+    // --ttl 3s: renewals every 1s, kill deadline 2.2s after the last one.
+    let mut job = Job::start(&server, "again", &["--ttl", "3s"], &["perl", "-e", TICKER]);
+    let pid = job.pids("pid", 1)[0];
+    let owner = server.get(&key("again")).unwrap();
+
+    signal(job.pid(), libc::SIGTSTP);
+    assert!(wait_until(LIMIT, || state(pid) == Some('T')
+        && state(job.pid()) == Some('T')));
+    // Stay stopped until a renewal is due (more than 1s since the last
+    // confirmed one, as the lease's TTL shows), but continue well before
+    // the kill deadline.
+    assert!(wait_until(LIMIT, || {
+        server.cmd::<i64>(&["PTTL", &key("again")]) <= 1800
+    }));
+    signal(job.pid(), libc::SIGCONT);
+    assert!(wait_until(LIMIT, || state(pid) != Some('T')));
+
+    // Three renewals seen after the continue: the lease's TTL went up
+    // three times, and the lock never changed hands.
+    let mut last = i64::MAX;
+    let mut rises = 0;
+    let renewed = wait_until(LIMIT, || {
+        let pttl: i64 = server.cmd(&["PTTL", &key("again")]);
+        assert!(pttl > 0, "the lease ran out after the continue");
+        if pttl > last {
+            rises += 1;
+        }
+        last = pttl;
+        rises >= 3
+    });
+    assert!(renewed, "no renewals after the continue");
+    assert_eq!(server.get(&key("again")), Some(owner));
+    signal(job.pid(), libc::SIGUSR1);
+    let status = job.wait();
+    job.assert_code(status, 0);
+}
+
 #[test]
 fn sigstopped_distlock_does_not_let_cmd_outlive_the_lease() {
     let server = server();
