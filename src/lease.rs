@@ -349,13 +349,14 @@ impl Renewer {
     /// then the supervisor is stopping CMD and a late "renewed" would be a
     /// lie.
     fn start(&mut self) {
-        if !matches!(self.state, State::Idle(_)) {
-            return;
-        }
-        let State::Idle(b) = std::mem::replace(&mut self.state, State::Gone) else {
-            unreachable!("checked above");
+        let (mut store, spec) = match std::mem::replace(&mut self.state, State::Gone) {
+            State::Idle(b) => *b,
+            // Running (or gone): put it back untouched.
+            other => {
+                self.state = other;
+                return;
+            }
         };
-        let (mut store, spec) = *b;
         let (order_tx, order_rx) = mpsc::channel();
         let (event_tx, event_rx) = mpsc::channel();
         let Ok((wake_rx, wake_tx)) = pipe() else {
