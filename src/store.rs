@@ -920,13 +920,25 @@ impl Store {
             .map_err(|e| describe(e, target))?;
         conn.set_read_timeout(Some(self.timeout))?;
         conn.set_write_timeout(Some(self.timeout))?;
-        let mut pubsub = conn.as_pubsub();
-        pubsub
-            .subscribe(channel)
+        // SUBSCRIBE by hand rather than with redis-rs's PubSub::subscribe,
+        // which reads the reply and throws it away: a refusal (an ACL user
+        // without +subscribe or without the channel) would pass unnoticed,
+        // and the waiter would sleep through every wake-up meant for it.
+        let reply = conn
+            .send_packed_command(&redis::cmd("SUBSCRIBE").arg(channel).get_packed_command())
+            .and_then(|()| conn.recv_response())
+            .and_then(Value::extract_error)
             .map_err(|e| describe(e, target).context("subscribe failed"))?;
-        // Dropping the guard would UNSUBSCRIBE: the subscription must
-        // outlive this function.
-        std::mem::forget(pubsub);
+        let confirmed = match &reply {
+            Value::Array(items) => {
+                matches!(items.first().map(string), Some(Ok(Some(k))) if k == "subscribe")
+            }
+            Value::Push { kind, .. } => *kind == redis::PushKind::Subscribe,
+            _ => false,
+        };
+        if !confirmed {
+            bail!("subscribe failed: unexpected reply from redis: {reply:?}");
+        }
         Ok(conn)
     }
 
