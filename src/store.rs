@@ -763,6 +763,43 @@ pub fn redact(url: &str) -> String {
     out
 }
 
+/// The URL with its password taken out altogether (the `:password` of the
+/// userinfo, a `pass=`/`password=` query parameter), user, host, port and
+/// database kept: what CMD may see of `DISTLOCK_REDIS_URL`.
+pub fn without_password(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let rest = &out[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let cut = rest[..auth_end].rfind('@').and_then(|at| {
+            rest[..at].find(':').map(|colon| match colon {
+                // `redis://:pw@host`: no user either, drop the userinfo.
+                0 => start..start + at + 1,
+                // `redis://user:pw@host` → `redis://user@host`.
+                c => start + c..start + at,
+            })
+        });
+        if let Some(range) = cut {
+            out.replace_range(range, "");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let kept: Vec<&str> = out[q + 1..]
+            .split('&')
+            .filter(|kv| {
+                let key = kv.split_once('=').map_or(*kv, |(k, _)| k);
+                key != "pass" && key != "password"
+            })
+            .collect();
+        out = if kept.is_empty() {
+            out[..q].to_owned()
+        } else {
+            format!("{}?{}", &out[..q], kept.join("&"))
+        };
+    }
+    out
+}
+
 /// A lazily (re)connected Redis connection with a timeout on every call.
 pub struct Store {
     target: Target,
@@ -1512,6 +1549,25 @@ mod tests {
         let why = acl_refusal("Pipeline failure: [(Index 0, error: NoPerm: this user has no permissions to run the 'script|load' command)]").unwrap();
         assert!(why.contains("SCRIPT|LOAD"), "{why}");
         assert!(acl_refusal("connection refused").is_none());
+    }
+
+    #[test]
+    fn passwords_can_be_taken_out_of_a_url() {
+        assert_eq!(
+            without_password("redis://u:secret@h:1/0"),
+            "redis://u@h:1/0"
+        );
+        assert_eq!(without_password("rediss://:secret@h"), "rediss://h");
+        assert_eq!(without_password("redis://h:6379"), "redis://h:6379");
+        assert_eq!(without_password("redis://u@h"), "redis://u@h");
+        assert_eq!(
+            without_password("unix:///s.sock?db=1&pass=secret&user=u"),
+            "unix:///s.sock?db=1&user=u"
+        );
+        assert_eq!(
+            without_password("unix:///s.sock?password=x"),
+            "unix:///s.sock"
+        );
     }
 
     #[test]
