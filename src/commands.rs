@@ -15,7 +15,7 @@ use crate::cli::{
 use crate::config::{self, fmt_duration, Signal, Timings, UsageError, Wait};
 use crate::exit;
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
-use crate::store::{LastRun, LockInfo, LockKeys, Release, Security, Store, Target};
+use crate::store::{self, LastRun, LockInfo, LockKeys, Release, Security, Store, Target};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// Options shared by every subcommand, resolved.
@@ -127,12 +127,21 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let handoff = tty.as_ref().filter(|t| t.we_are_foreground());
     supervise::become_subreaper();
     let token_s = token.to_string();
-    let env = [
+    let mut env = vec![
         ("DISTLOCK_NAME", keys.name.as_str()),
         ("DISTLOCK_KEY", keys.lock.as_str()),
         ("DISTLOCK_OWNER", owner.as_str()),
         ("DISTLOCK_FENCING_TOKEN", token_s.as_str()),
     ];
+    // CMD gets no Redis credentials: DISTLOCK_REDIS_PASSWORD is removed
+    // (by spawn), and a DISTLOCK_REDIS_URL that holds a password passes on
+    // without it.
+    let url_for_cmd = std::env::var("DISTLOCK_REDIS_URL")
+        .ok()
+        .map(|u| store::without_password(&u));
+    if let Some(u) = &url_for_cmd {
+        env.push(("DISTLOCK_REDIS_URL", u.as_str()));
+    }
     let pgid = match supervise::spawn(&args.command, &env, &signals, handoff) {
         Ok(pid) => pid,
         Err(e) => {

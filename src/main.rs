@@ -63,13 +63,16 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             tls_key: g.tls_key.clone(),
             tls_insecure: g.tls_insecure,
         };
+        // Parse first: --tls-insecure with a redis:// URL is a usage error,
+        // and its one error line should not come after a warning.
+        let target = store::Target::parse(&g.redis_url, &security)?;
         if g.tls_insecure && !g.quiet {
             eprintln!(
                 "distlock: warning: --tls-insecure: the server's certificate is not verified; anyone on the path can impersonate it"
             );
         }
         Ok(commands::Global {
-            target: store::Target::parse(&g.redis_url, &security)?,
+            target,
             security,
             url: g.redis_url,
             prefix: g.prefix,

@@ -12,13 +12,47 @@
 //! after a timeout the outcome of the request (and of anything still in
 //! flight on that socket) is unknown.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use redis::{Connection, IntoConnectionInfo, Script, Value};
 
 use crate::config::UsageError;
+
+/// The source of every script built so far, by SHA1, so that an error
+/// raised inside a script (Redis names only the script's SHA and a line)
+/// can be told in words: which command on that line was refused.
+static SOURCES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// `Script::new`, remembering the source for `script_commands`.
+fn lua(code: &str) -> Script {
+    let script = Script::new(code);
+    if let Ok(mut sources) = SOURCES.lock() {
+        sources.push((script.get_hash().to_owned(), code.to_owned()));
+    }
+    script
+}
+
+/// The Redis commands called on line `line` of the script with this SHA1,
+/// upper-cased, e.g. `["PTTL", "PEXPIRE"]`.
+fn script_commands(sha: &str, line: usize) -> Vec<String> {
+    let sources = match SOURCES.lock() {
+        Ok(s) => s,
+        Err(_) => return Vec::new(),
+    };
+    let Some(text) = sources
+        .iter()
+        .find(|(h, _)| h == sha)
+        .and_then(|(_, code)| code.lines().nth(line.checked_sub(1)?))
+    else {
+        return Vec::new();
+    };
+    text.split("redis.call('")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('\'').map(|(c, _)| c.to_uppercase()))
+        .collect()
+}
 
 /// Lua shared by the scripts that can hand the lock on: drop waiters whose
 /// keep-alive deadline (server clock) has passed, then wake the oldest live
@@ -67,7 +101,7 @@ end
 /// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false}`, or
 /// `{-1, N}` when the name is in use as a semaphore of N.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{WAKE_NEXT}{}",
         r"
 local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -124,7 +158,7 @@ return {0, holder, pttl, ahead}
 /// lock is free, the next waiter is woken, since it may have been waiting
 /// behind us.
 static LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{WAKE_NEXT}{}",
         r"
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -140,16 +174,14 @@ return 1
 /// `renew`: compare-and-extend. KEYS: lock, metadata. ARGV: owner, ttl ms.
 /// Returns 1 when extended, 0 when someone else (or nobody) holds the lock.
 static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    lua(r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
 end
 return 0
-",
-    )
+")
 });
 
 /// Lua that writes the last-run record: a hash of the given field/value
@@ -187,7 +219,7 @@ end
 /// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
@@ -215,7 +247,7 @@ return {1}
 /// The last-run record on its own, for a `run` whose lease was lost (no
 /// release to carry it). KEYS: last. ARGV: keep ms, field/value pairs.
 static LAST_RUN: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{RECORD_LAST_RUN}{}",
         r"
 record_last_run(KEYS[1], ARGV[1], 2)
@@ -230,7 +262,7 @@ return 1
 /// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
 /// as a semaphore of N.
 static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{WAKE_NEXT}{SEMAPHORE_IN_USE}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
@@ -253,7 +285,7 @@ return holder
 /// {metadata…}, {last run…}, N|nil}`, N when the name is in use as a
 /// semaphore of N.
 static INSPECT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{SEMAPHORE_IN_USE}{}",
         r"
 return {
@@ -297,7 +329,7 @@ end
 /// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
 /// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
 static ACQUIRE_SLOT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{SLOTS}{}",
         r"
 local slots, limit, tokens, fence, plain = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -330,7 +362,7 @@ return {0, first[1], tonumber(first[2]) - now}
 /// `renew --limit N`: extend our slot if it is still live.
 /// KEYS: slots, limit, tokens. ARGV: owner, ttl ms. Returns 1 or 0.
 static RENEW_SLOT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{SLOTS}{}",
         r"
 local now = now_ms()
@@ -351,7 +383,7 @@ return 0
 /// Returns `{1}`, `{0}`, or `{-1, the N in use}` when users disagree on N
 /// (`{-1, 0}`: a plain lock); then nothing is released.
 static RELEASE_SLOT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{SLOTS}{}",
         r"
 local now = now_ms()
@@ -377,7 +409,7 @@ return {0}
 /// owners, or `{-1, the N in use}` as `release --limit N` does.
 /// KEYS: slots, limit, tokens, plain lock. ARGV: release channel, N.
 static FORCE_RELEASE_SLOTS: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{SLOTS}{}",
         r"
 local now = now_ms()
@@ -399,7 +431,7 @@ return all
 /// {last run…}, 1 if the name is held as a plain lock}`. KEYS: slots,
 /// limit, tokens, fence, last run, plain lock.
 static INSPECT_SLOTS: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    lua(&format!(
         "{SLOTS}{}",
         r"
 local now = now_ms()
@@ -1150,6 +1182,43 @@ pub fn redact(url: &str) -> String {
     out
 }
 
+/// The URL with its password taken out altogether (the `:password` of the
+/// userinfo, a `pass=`/`password=` query parameter), user, host, port and
+/// database kept: what CMD may see of `DISTLOCK_REDIS_URL`.
+pub fn without_password(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let rest = &out[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let cut = rest[..auth_end].rfind('@').and_then(|at| {
+            rest[..at].find(':').map(|colon| match colon {
+                // `redis://:pw@host`: no user either, drop the userinfo.
+                0 => start..start + at + 1,
+                // `redis://user:pw@host` → `redis://user@host`.
+                c => start + c..start + at,
+            })
+        });
+        if let Some(range) = cut {
+            out.replace_range(range, "");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let kept: Vec<&str> = out[q + 1..]
+            .split('&')
+            .filter(|kv| {
+                let key = kv.split_once('=').map_or(*kv, |(k, _)| k);
+                key != "pass" && key != "password"
+            })
+            .collect();
+        out = if kept.is_empty() {
+            out[..q].to_owned()
+        } else {
+            format!("{}?{}", &out[..q], kept.join("&"))
+        };
+    }
+    out
+}
+
 /// A lazily (re)connected Redis connection with a timeout on every call.
 pub struct Store {
     target: Target,
@@ -1388,13 +1457,25 @@ impl Store {
         let target = &self.target;
         conn.set_read_timeout(Some(self.timeout))?;
         conn.set_write_timeout(Some(self.timeout))?;
-        let mut pubsub = conn.as_pubsub();
-        pubsub
-            .subscribe(channel)
+        // SUBSCRIBE by hand rather than with redis-rs's PubSub::subscribe,
+        // which reads the reply and throws it away: a refusal (an ACL user
+        // without +subscribe or without the channel) would pass unnoticed,
+        // and the waiter would sleep through every wake-up meant for it.
+        let reply = conn
+            .send_packed_command(&redis::cmd("SUBSCRIBE").arg(channel).get_packed_command())
+            .and_then(|()| conn.recv_response())
+            .and_then(Value::extract_error)
             .map_err(|e| describe(e, target).context("subscribe failed"))?;
-        // Dropping the guard would UNSUBSCRIBE: the subscription must
-        // outlive this function.
-        std::mem::forget(pubsub);
+        let confirmed = match &reply {
+            Value::Array(items) => {
+                matches!(items.first().map(string), Some(Ok(Some(k))) if k == "subscribe")
+            }
+            Value::Push { kind, .. } => *kind == redis::PushKind::Subscribe,
+            _ => false,
+        };
+        if !confirmed {
+            bail!("subscribe failed: unexpected reply from redis: {reply:?}");
+        }
         Ok(conn)
     }
 
@@ -1862,20 +1943,11 @@ fn limit_mismatch(keys: &LockKeys, in_use: i64) -> anyhow::Error {
 fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
     let display = &target.display;
     let text = e.to_string();
-    if text.contains("invalid peer certificate") || text.contains("certificate") {
-        let host = target.tls_host.as_deref().unwrap_or("the server");
-        let why = if text.contains("NotValidForName") {
-            format!("it is not valid for the host name {host:?}")
-        } else if text.contains("UnknownIssuer") {
-            format!("it is not signed by {}", target.tls_trust)
-        } else if text.contains("Expired") {
-            "it has expired".to_owned()
-        } else {
-            text.replace('\n', " ")
-        };
-        return anyhow::anyhow!(
-            "redis at {display}: TLS: the server's certificate does not verify: {why}"
-        );
+    if let Some(why) = tls_failure(&text, target) {
+        return anyhow::anyhow!("redis at {display}: TLS: {why}");
+    }
+    if let Some(why) = acl_refusal(&text) {
+        return anyhow::anyhow!("redis at {display}: {why}");
     }
     let what = if e.is_timeout() {
         "timed out".to_owned()
@@ -1889,11 +1961,121 @@ fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
             e.detail().unwrap_or("refused")
         )
     } else {
-        // redis-rs messages carry the server's words (e.g. NOPERM …) and
-        // never the password; keep them on one line.
-        e.to_string().replace('\n', " ")
+        // redis-rs messages carry the server's words and never the
+        // password; keep them on one line.
+        text.replace('\n', " ")
     };
     anyhow::anyhow!("redis at {display}: {what}")
+}
+
+/// A TLS failure (rustls's words, as redis-rs passes them on) in plain
+/// words that name the host name and the CA involved.
+fn tls_failure(text: &str, target: &Target) -> Option<String> {
+    let host = target.tls_host.as_deref().unwrap_or("the server");
+    let trust = &target.tls_trust;
+    if text.contains("KeyMismatch") {
+        return Some("--tls-key is not the private key of the certificate in --tls-cert".into());
+    }
+    if let Some(alert) = text.split("received fatal alert: ").nth(1) {
+        let alert = alert.split_whitespace().next().unwrap_or("");
+        return Some(
+            if alert == "CertificateRequired" || alert == "HandshakeFailure" {
+                format!(
+                "{host} requires a client certificate (mutual TLS): pass --tls-cert and --tls-key (the server's alert: {alert})"
+            )
+            } else {
+                format!("{host} ended the handshake with the alert {alert}: if it checks client certificates, it did not accept the one in --tls-cert")
+            },
+        );
+    }
+    if !text.contains("certificate") {
+        return None;
+    }
+    let why = if let Some(rest) = text.split("not valid for name ").nth(1) {
+        match rest.split("only valid for ").nth(1) {
+            Some(names) => {
+                let names = names
+                    .replace("DnsName(", "")
+                    .replace("IpAddress(", "")
+                    .replace(['"', ')'], "");
+                format!(
+                    "it is issued for {}, not for the host name {host:?} in the URL; connect by a name it lists",
+                    names.trim()
+                )
+            }
+            None => format!("it is not valid for the host name {host:?} in the URL"),
+        }
+    } else if text.contains("NotValidForName") {
+        format!("it is not valid for the host name {host:?} in the URL")
+    } else if text.contains("UnknownIssuer") {
+        format!("it is not signed by {trust}")
+    } else if text.contains("NotValidYet") || text.contains("not valid yet") {
+        "it is not valid yet (check the clocks)".to_owned()
+    } else if text.to_lowercase().contains("expired") {
+        "it has expired".to_owned()
+    } else {
+        format!("{} (trusting {trust})", text.replace('\n', " "))
+    };
+    Some(format!("the certificate of {host} does not verify: {why}"))
+}
+
+/// A refusal by the server's ACL, naming what was refused. Redis names the
+/// command when distlock sends it, but inside a script it only says "this
+/// command" with the script's SHA1 and line: the line is looked up in
+/// distlock's own scripts.
+fn acl_refusal(text: &str) -> Option<String> {
+    const HINT: &str = "grant it (see the README's ACL SETUSER line)";
+    let between = |s: &str, from: &str, to: &str| -> Option<String> {
+        let rest = s.split(from).nth(1)?;
+        Some(rest.split(to).next()?.to_owned())
+    };
+    if let Some(cmd) = between(text, "no permissions to run the '", "'") {
+        return Some(format!(
+            "permission denied: this Redis user may not run {}; {HINT}",
+            cmd.to_uppercase()
+        ));
+    }
+    let in_script = text.contains("The user executing the script");
+    let denied_keys = text.contains("permissions to access one of the keys")
+        || text.contains("access at least one of the keys");
+    let denied_channel = text.contains("permissions to access one of the channels")
+        || text.contains("publish to the channel");
+    if !in_script && !denied_keys && !denied_channel {
+        return None;
+    }
+    let commands = match (
+        between(text, "script: ", ","),
+        between(text, "@user_script:", ".").and_then(|l| l.trim().parse().ok()),
+    ) {
+        (Some(sha), Some(line)) => script_commands(sha.trim(), line),
+        _ => Vec::new(),
+    };
+    let mut commands = commands;
+    commands.dedup();
+    let which = match commands.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => Some(format!("one of {}", many.join(", "))),
+    };
+    let in_script = if in_script {
+        " in one of distlock's scripts"
+    } else {
+        ""
+    };
+    let with = which
+        .as_ref()
+        .map(|w| format!(" with {w}"))
+        .unwrap_or_default();
+    Some(if denied_keys {
+        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see the README's ACL SETUSER line)")
+    } else if denied_channel {
+        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see the README's ACL SETUSER line)")
+    } else {
+        format!(
+            "permission denied: this Redis user may not run {}{in_script}; {HINT}",
+            which.as_deref().unwrap_or("a command")
+        )
+    })
 }
 
 fn array(v: Value) -> Result<Vec<Value>> {
@@ -1964,6 +2146,45 @@ mod tests {
             "unix:///s.sock?db=1&pass=***"
         );
         assert!(!redact("redis://a:b:c@d@h").contains("b:c"));
+    }
+
+    #[test]
+    fn acl_refusals_name_the_command_even_inside_a_script() {
+        // Line 3 of the renew script is its PEXPIRE.
+        let text = format!(
+            "ResponseError: The user executing the script can't run this command or subcommand script: {}, on @user_script:3.",
+            RENEW.get_hash()
+        );
+        let why = acl_refusal(&text).unwrap();
+        assert!(
+            why.contains("may not run PEXPIRE in one of distlock's scripts"),
+            "{why}"
+        );
+        let why = acl_refusal("NoPerm: this user has no permissions to run the 'evalsha' command")
+            .unwrap();
+        assert!(why.contains("may not run EVALSHA"), "{why}");
+        let why = acl_refusal("Pipeline failure: [(Index 0, error: NoPerm: this user has no permissions to run the 'script|load' command)]").unwrap();
+        assert!(why.contains("SCRIPT|LOAD"), "{why}");
+        assert!(acl_refusal("connection refused").is_none());
+    }
+
+    #[test]
+    fn passwords_can_be_taken_out_of_a_url() {
+        assert_eq!(
+            without_password("redis://u:secret@h:1/0"),
+            "redis://u@h:1/0"
+        );
+        assert_eq!(without_password("rediss://:secret@h"), "rediss://h");
+        assert_eq!(without_password("redis://h:6379"), "redis://h:6379");
+        assert_eq!(without_password("redis://u@h"), "redis://u@h");
+        assert_eq!(
+            without_password("unix:///s.sock?db=1&pass=secret&user=u"),
+            "unix:///s.sock?db=1&user=u"
+        );
+        assert_eq!(
+            without_password("unix:///s.sock?password=x"),
+            "unix:///s.sock"
+        );
     }
 
     #[test]
