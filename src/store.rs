@@ -1276,7 +1276,7 @@ impl Store {
         if let Some(n) = keys.limit {
             return self.acquire_slot(keys, owner, ttl_ms, n);
         }
-        let (replicas, wait_ms) = self.wait_args();
+        let (replicas, wait_ms) = self.wait_args(ttl_ms);
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE.key(&keys.lock);
             inv.key(&keys.fence)
@@ -1325,7 +1325,7 @@ impl Store {
         ttl_ms: u64,
         n: u32,
     ) -> Result<Acquire> {
-        let (replicas, wait_ms) = self.wait_args();
+        let (replicas, wait_ms) = self.wait_args(ttl_ms);
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE_SLOT.key(&keys.slots);
             inv.key(&keys.limit_key)
@@ -1402,7 +1402,7 @@ impl Store {
     /// is gone (expired, deleted, or taken by someone else).
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
         self.route(keys)?;
-        let (replicas, wait_ms) = self.wait_args();
+        let (replicas, wait_ms) = self.wait_args(ttl_ms);
         let v = self.call("renewal", |c| {
             let mut inv = if keys.limit.is_some() {
                 let mut inv = RENEW_SLOT.key(&keys.slots);
@@ -1427,10 +1427,14 @@ impl Store {
     }
 
     /// `--min-replicas` and the WAIT timeout: most of the call's timeout,
-    /// so WAIT answers before the socket gives up.
-    fn wait_args(&self) -> (u32, u64) {
-        let ms = (self.timeout.as_millis() as u64 * 8 / 10).max(1);
-        (self.min_replicas, ms)
+    /// so WAIT answers before the socket gives up, and never longer than
+    /// the lease of `ttl_ms` just set, less the safety margin (ttl/100 +
+    /// 5ms): an acknowledgement that comes once the lease may have expired
+    /// must not count as an acquisition or a renewal.
+    fn wait_args(&self, ttl_ms: u64) -> (u32, u64) {
+        let call = self.timeout.as_millis() as u64 * 8 / 10;
+        let lease = ttl_ms.saturating_sub(ttl_ms / 100 + 5);
+        (self.min_replicas, call.min(lease).max(1))
     }
 
     /// Deletes the lease if `owner` holds it (compare-and-delete).
