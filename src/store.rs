@@ -1231,6 +1231,9 @@ pub struct Store {
     slot_map: Option<Vec<SlotRange>>,
     /// Redis Cluster: the node the connection is (to be) open to.
     node: Option<(String, u16)>,
+    /// Hashes of the scripts loaded through the current connection with
+    /// `--min-replicas` (see `invoke_acked`); cleared on every reconnect.
+    loaded: Vec<&'static str>,
 }
 
 impl Store {
@@ -1244,6 +1247,7 @@ impl Store {
             min_replicas: 0,
             slot_map: None,
             node: None,
+            loaded: Vec::new(),
         }
     }
 
@@ -1305,6 +1309,7 @@ impl Store {
                 .connect(self.timeout, self.node.as_ref())
                 .map_err(|e| describe(e, &self.target))?;
             self.conn = Some(conn);
+            self.loaded.clear();
         }
         let conn = self.conn.as_mut().expect("connected above");
         // redis-rs clears the socket timeouts after connecting: set them on
@@ -1345,7 +1350,8 @@ impl Store {
         if let Some(n) = keys.limit {
             return self.acquire_slot(keys, owner, ttl_ms, n);
         }
-        let (replicas, wait_ms) = self.wait_args();
+        let (replicas, wait_ms) = self.wait_args(ttl_ms);
+        let load = self.needs_load(&ACQUIRE);
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE.key(&keys.lock);
             inv.key(&keys.fence)
@@ -1361,8 +1367,9 @@ impl Store {
             for (k, v) in meta {
                 inv.arg(*k).arg(*v);
             }
-            invoke_acked(&inv, c, replicas, wait_ms)
+            invoke_acked(&ACQUIRE, &inv, c, replicas, wait_ms, load)
         })?;
+        self.mark_loaded(&ACQUIRE);
         let (v, acks) = split_acks(v, replicas)?;
         let items = array(v)?;
         match items.as_slice() {
@@ -1394,7 +1401,8 @@ impl Store {
         ttl_ms: u64,
         n: u32,
     ) -> Result<Acquire> {
-        let (replicas, wait_ms) = self.wait_args();
+        let (replicas, wait_ms) = self.wait_args(ttl_ms);
+        let load = self.needs_load(&ACQUIRE_SLOT);
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE_SLOT.key(&keys.slots);
             inv.key(&keys.limit_key)
@@ -1404,8 +1412,9 @@ impl Store {
                 .arg(owner)
                 .arg(ttl_ms)
                 .arg(n);
-            invoke_acked(&inv, c, replicas, wait_ms)
+            invoke_acked(&ACQUIRE_SLOT, &inv, c, replicas, wait_ms, load)
         })?;
+        self.mark_loaded(&ACQUIRE_SLOT);
         let (v, acks) = split_acks(v, replicas)?;
         let items = array(v)?;
         match items.as_slice() {
@@ -1483,7 +1492,13 @@ impl Store {
     /// is gone (expired, deleted, or taken by someone else).
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
         self.route(keys)?;
-        let (replicas, wait_ms) = self.wait_args();
+        let (replicas, wait_ms) = self.wait_args(ttl_ms);
+        let script: &'static Script = if keys.limit.is_some() {
+            &RENEW_SLOT
+        } else {
+            &RENEW
+        };
+        let load = self.needs_load(script);
         let v = self.call("renewal", |c| {
             let mut inv = if keys.limit.is_some() {
                 let mut inv = RENEW_SLOT.key(&keys.slots);
@@ -1495,8 +1510,9 @@ impl Store {
                 inv
             };
             inv.arg(owner).arg(ttl_ms);
-            invoke_acked(&inv, c, replicas, wait_ms)
+            invoke_acked(script, &inv, c, replicas, wait_ms, load)
         })?;
+        self.mark_loaded(script);
         let (v, acks) = split_acks(v, replicas)?;
         let renewed = int(&v)? == 1;
         if renewed && acks < i64::from(replicas) {
@@ -1507,11 +1523,30 @@ impl Store {
         Ok(renewed)
     }
 
+    /// Whether `invoke_acked` should load `script` in the same round trip:
+    /// with `--min-replicas`, on the first use of the script on a
+    /// connection (a new connection may well reach a server that has never
+    /// seen it: restarted, or promoted by a failover).
+    fn needs_load(&self, script: &'static Script) -> bool {
+        self.min_replicas > 0 && (self.conn.is_none() || !self.loaded.contains(&script.get_hash()))
+    }
+
+    /// Records that `script` is loaded on the current connection.
+    fn mark_loaded(&mut self, script: &'static Script) {
+        if self.min_replicas > 0 && !self.loaded.contains(&script.get_hash()) {
+            self.loaded.push(script.get_hash());
+        }
+    }
+
     /// `--min-replicas` and the WAIT timeout: most of the call's timeout,
-    /// so WAIT answers before the socket gives up.
-    fn wait_args(&self) -> (u32, u64) {
-        let ms = (self.timeout.as_millis() as u64 * 8 / 10).max(1);
-        (self.min_replicas, ms)
+    /// so WAIT answers before the socket gives up, and never longer than
+    /// the lease of `ttl_ms` just set, less the safety margin (ttl/100 +
+    /// 5ms): an acknowledgement that comes once the lease may have expired
+    /// must not count as an acquisition or a renewal.
+    fn wait_args(&self, ttl_ms: u64) -> (u32, u64) {
+        let call = self.timeout.as_millis() as u64 * 8 / 10;
+        let lease = ttl_ms.saturating_sub(ttl_ms / 100 + 5);
+        (self.min_replicas, call.min(lease).max(1))
     }
 
     /// Deletes the lease if `owner` holds it (compare-and-delete).
@@ -1878,34 +1913,42 @@ fn pairs(v: &Value) -> Vec<(String, String)> {
 
 /// Runs a script; with `replicas` > 0, pipelines `WAIT replicas wait_ms`
 /// behind it (one round trip) and returns `[result, acks]`. Pipelines get
-/// no NOSCRIPT recovery from redis-rs, so on NOSCRIPT the script is loaded
-/// and the pipeline sent once more.
+/// no NOSCRIPT recovery from redis-rs, and a NOSCRIPT reply would cost a
+/// whole WAIT before the retry (WAIT waits for the replicas to catch up
+/// with the server even when our script did not run), so with `load` the
+/// script is loaded first in the same round trip (SCRIPT LOAD is
+/// idempotent). A NOSCRIPT all the same (the cache flushed under an open
+/// connection) is retried once that way.
 fn invoke_acked(
+    script: &Script,
     inv: &redis::ScriptInvocation<'_>,
     c: &mut Connection,
     replicas: u32,
     wait_ms: u64,
+    load: bool,
 ) -> redis::RedisResult<Value> {
     if replicas == 0 {
         return inv.invoke(c);
     }
-    let send = |c: &mut Connection| -> redis::RedisResult<Vec<Value>> {
-        redis::pipe()
-            .invoke_script(inv)
+    let send = |c: &mut Connection, load: bool| -> redis::RedisResult<Vec<Value>> {
+        let mut p = redis::pipe();
+        if load {
+            p.load_script(script).ignore();
+        }
+        p.invoke_script(inv)
             .cmd("WAIT")
             .arg(replicas)
             .arg(wait_ms)
             .query(c)
     };
-    let out = match send(c) {
+    let out = match send(c, load) {
         Err(e)
             if matches!(
                 e.kind(),
                 redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
             ) =>
         {
-            inv.load(c)?;
-            send(c)?
+            send(c, true)?
         }
         other => other?,
     };
