@@ -912,19 +912,27 @@ impl Sentinel {
                 });
             match asked {
                 Ok(Some((mhost, mport))) => {
-                    let mut conn = redis::Client::open(self.master_info(&mhost, mport))?
-                        .get_connection_with_timeout(timeout)?;
-                    conn.set_read_timeout(Some(timeout))?;
-                    conn.set_write_timeout(Some(timeout))?;
-                    let role: Vec<Value> = redis::cmd("ROLE").query(&mut conn)?;
-                    match role.first() {
-                        Some(Value::BulkString(b)) if b == b"master" => return Ok(conn),
-                        _ => {
+                    // A master that cannot be reached or is no longer one
+                    // means this sentinel is behind: ask the next.
+                    let checked = redis::Client::open(self.master_info(&mhost, mport))
+                        .and_then(|c| c.get_connection_with_timeout(timeout))
+                        .and_then(|mut conn| {
+                            conn.set_read_timeout(Some(timeout))?;
+                            conn.set_write_timeout(Some(timeout))?;
+                            let role: Vec<Value> = redis::cmd("ROLE").query(&mut conn)?;
+                            Ok((conn, role))
+                        });
+                    match checked {
+                        Ok((conn, role)) if matches!(role.first(), Some(Value::BulkString(b)) if b == b"master") => {
+                            return Ok(conn)
+                        }
+                        Ok(_) => {
                             last = Some(redis::RedisError::from((
                                 redis::ErrorKind::Io,
                                 "the sentinels' master is not a master (failover in progress)",
                             )))
                         }
+                        Err(e) => last = Some(e),
                     }
                 }
                 Ok(None) => {
@@ -1043,6 +1051,7 @@ impl Cluster {
     fn slot_map(&self, timeout: Duration) -> redis::RedisResult<Vec<SlotRange>> {
         let mut last = None;
         for (host, port) in &self.seeds {
+            let seed_host = host;
             let map = self.connect_node(host, *port, timeout).and_then(|mut c| {
                 redis::cmd("CLUSTER")
                     .arg("SLOTS")
@@ -1068,7 +1077,7 @@ impl Cluster {
                         let port = master.get(1).and_then(|p| int(p).ok()).unwrap_or(0);
                         // An empty host means "the node you asked".
                         let host = if host.is_empty() {
-                            self.seeds[0].0.clone()
+                            seed_host.clone()
                         } else {
                             host
                         };
