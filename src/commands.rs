@@ -15,7 +15,9 @@ use crate::cli::{
 use crate::config::{self, fmt_duration, Signal, Timings, UsageError, Wait};
 use crate::exit;
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
-use crate::store::{self, LastRun, LockInfo, LockKeys, Release, Security, Store, Target};
+use crate::store::{
+    self, LastRun, LockInfo, LockKeys, Release, Security, SlotsInfo, Store, Target,
+};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// Options shared by every subcommand, resolved.
@@ -891,25 +893,7 @@ fn inspect_slots(store: &mut Store, keys: &LockKeys, json: bool) -> Result<u8> {
         )));
     }
     if json {
-        let holders: Vec<_> = info
-            .holders
-            .iter()
-            .map(|(o, left, t)| {
-                serde_json::json!({"owner": o, "ttl_ms": left.as_millis() as u64, "fencing_token": t})
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "name": keys.name,
-                "key": keys.slots,
-                "held": !info.holders.is_empty(),
-                "limit": n,
-                "holders": holders,
-                "fencing_token": info.token,
-                "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
-            })
-        );
+        println!("{}", slots_json(keys, &info));
         return Ok(0);
     }
     println!(
@@ -926,6 +910,26 @@ fn inspect_slots(store: &mut Store, keys: &LockKeys, json: bool) -> Result<u8> {
         println!("  last run: {}", last.line());
     }
     Ok(0)
+}
+
+/// The `inspect --limit N --json` object (also in `list --json`).
+fn slots_json(keys: &LockKeys, info: &SlotsInfo) -> serde_json::Value {
+    let holders: Vec<_> = info
+        .holders
+        .iter()
+        .map(|(o, left, t)| {
+            serde_json::json!({"owner": o, "ttl_ms": left.as_millis() as u64, "fencing_token": t})
+        })
+        .collect();
+    serde_json::json!({
+        "name": keys.name,
+        "key": keys.slots,
+        "held": !info.holders.is_empty(),
+        "limit": keys.limit.unwrap_or(1),
+        "holders": holders,
+        "fencing_token": info.token,
+        "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
+    })
 }
 
 /// The last-run record as `inspect` shows it.
@@ -989,39 +993,61 @@ impl<'a> LastRunView<'a> {
 /// `distlock list`: every held lock under the prefix.
 pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
     let mut store = g.store(IO_TIMEOUT);
-    let keys: Vec<LockKeys> = store
-        .list_names(&g.prefix)?
+    let found = store.list_names(&g.prefix)?;
+    let plain: Vec<LockKeys> = found
         .iter()
-        .map(|n| LockKeys::new(&g.prefix, n))
+        .filter(|f| !f.semaphore)
+        .map(|f| LockKeys::new(&g.prefix, &f.name))
         .collect();
-    let infos = store.inspect_many(&keys)?;
-    let held: Vec<_> = keys
+    let infos = store.inspect_many(&plain)?;
+    // (name, JSON object, table row), merged and sorted by name.
+    let mut entries: Vec<(String, serde_json::Value, [String; 5])> = plain
         .iter()
         .zip(&infos)
         .filter(|(_, i)| i.holder.is_some())
-        .collect();
-    if args.json {
-        let arr: Vec<_> = held.iter().map(|(k, i)| info_json(k, i)).collect();
-        println!("{}", serde_json::Value::Array(arr));
-        return Ok(0);
-    }
-    if held.is_empty() {
-        g.say(format_args!("no locks held under prefix {}", g.prefix));
-        return Ok(0);
-    }
-    let rows: Vec<[String; 5]> = held
-        .iter()
         .map(|(k, i)| {
-            let m = Meta::of(i);
-            [
+            let row = [
                 k.name.clone(),
                 i.ttl.map_or("-".into(), fmt_ttl),
                 i.token.map_or("-".into(), |t| t.to_string()),
                 i.holder.clone().unwrap_or_default(),
-                m.command.unwrap_or("").to_owned(),
-            ]
+                Meta::of(i).command.unwrap_or("").to_owned(),
+            ];
+            (k.name.clone(), info_json(k, i), row)
         })
         .collect();
+    for f in found.iter().filter(|f| f.semaphore) {
+        // Any N above 1 reads the slots; the agreed N comes back with them.
+        let keys = LockKeys::new(&g.prefix, &f.name).with_limit(2);
+        let Ok(info) = store.inspect_slots(&keys) else {
+            continue;
+        };
+        if info.holders.is_empty() {
+            continue;
+        }
+        let n = info.limit.unwrap_or(0);
+        let keys = LockKeys::new(&g.prefix, &f.name).with_limit(n);
+        let owners: Vec<&str> = info.holders.iter().map(|h| h.0.as_str()).collect();
+        let row = [
+            f.name.clone(),
+            info.holders.first().map_or("-".into(), |h| fmt_ttl(h.1)),
+            info.token.map_or("-".into(), |t| t.to_string()),
+            format!("{} of {n} slots: {}", owners.len(), owners.join(", ")),
+            String::new(),
+        ];
+        entries.push((f.name.clone(), slots_json(&keys, &info), row));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    if args.json {
+        let arr: Vec<_> = entries.into_iter().map(|e| e.1).collect();
+        println!("{}", serde_json::Value::Array(arr));
+        return Ok(0);
+    }
+    if entries.is_empty() {
+        g.say(format_args!("no locks held under prefix {}", g.prefix));
+        return Ok(0);
+    }
+    let rows: Vec<[String; 5]> = entries.into_iter().map(|e| e.2).collect();
     let header = ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND"].map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {

@@ -576,6 +576,15 @@ pub struct LockInfo {
     pub semaphore: Option<u32>,
 }
 
+/// A lock key found by `list`: a plain lock, or a semaphore's slots.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Found {
+    /// The lock name.
+    pub name: String,
+    /// Found as `P:{N}:slots` (a semaphore) rather than `P:{N}`.
+    pub semaphore: bool,
+}
+
 /// A snapshot of a semaphore (`--limit N`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotsInfo {
@@ -1812,7 +1821,7 @@ impl Store {
     /// Names of every held lock under `prefix`, sorted. Uses SCAN (never
     /// KEYS, which blocks the server) with a glob that only matches lock
     /// keys: they are the only ones that end in `}`.
-    pub fn list_names(&mut self, prefix: &str) -> Result<Vec<String>> {
+    pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
         if let Some(cluster) = self.target.cluster.clone() {
             // SCAN sees one node: scan every master.
             let map = cluster
@@ -1840,8 +1849,8 @@ impl Store {
     }
 
     /// SCANs the node the connection points at for lock keys.
-    fn scan_names(&mut self, prefix: &str) -> Result<Vec<String>> {
-        let pattern = format!("{prefix}:{{*}}");
+    fn scan_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
+        let pattern = format!("{prefix}:{{*}}*");
         let mut cursor: u64 = 0;
         let mut names = Vec::new();
         loop {
@@ -1861,12 +1870,21 @@ impl Store {
             cursor = string(next)?.unwrap_or_default().parse().unwrap_or(0);
             for k in array(keys.clone())? {
                 if let Some(k) = string(&k)? {
-                    let inner = k
-                        .strip_prefix(prefix)
-                        .and_then(|r| r.strip_prefix(":{"))
-                        .and_then(|r| r.strip_suffix('}'));
-                    if let Some(name) = inner {
-                        names.push(name.to_owned());
+                    let Some(rest) = k.strip_prefix(prefix).and_then(|r| r.strip_prefix(":{"))
+                    else {
+                        continue;
+                    };
+                    // Names hold no braces, so the tag ends at the first one.
+                    if let Some(name) = rest.strip_suffix('}') {
+                        names.push(Found {
+                            name: name.to_owned(),
+                            semaphore: false,
+                        });
+                    } else if let Some(name) = rest.strip_suffix("}:slots") {
+                        names.push(Found {
+                            name: name.to_owned(),
+                            semaphore: true,
+                        });
                     }
                 }
             }

@@ -1206,3 +1206,59 @@ fn run_help_mentions_the_cron_options_and_hold_help_has_examples() {
     assert!(text.contains("distlock hold"), "{text}");
     assert!(text.contains("--max"), "{text}");
 }
+
+/// `list` shows held semaphores next to plain locks, sorted by name, in
+/// text and JSON; an expired or released semaphore is not listed.
+#[test]
+fn list_shows_held_semaphores_beside_plain_locks() {
+    let server = RedisServer::start();
+    let mut owners = Vec::new();
+    for _ in 0..2 {
+        let out = dl(&server, &["acquire", "--limit", "3", "--ttl", "30s", "sem"]);
+        assert_eq!(out.code, 0, "{out:?}");
+        owners.push(eval_exports(&out.stdout, &["DISTLOCK_OWNER"]).remove(0));
+    }
+    assert_eq!(dl(&server, &["acquire", "alpha"]).code, 0);
+    assert_eq!(dl(&server, &["acquire", "zulu"]).code, 0);
+
+    let out = dl(&server, &["list", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = json(&out.stdout);
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "sem", "zulu"]);
+    let sem = &v[1];
+    assert_eq!(sem["limit"], 3, "{sem}");
+    let mut listed: Vec<&str> = sem["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["owner"].as_str().unwrap())
+        .collect();
+    listed.sort();
+    let mut expected: Vec<&str> = owners.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    let text = dl(&server, &["list"]);
+    assert!(text.stdout.contains("2 of 3 slots"), "{}", text.stdout);
+
+    for owner in &owners {
+        assert_eq!(
+            dl_as(&server, owner, &["release", "--limit", "3", "sem"]).code,
+            0
+        );
+    }
+    let v = json(&dl(&server, &["list", "--json"]).stdout);
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "zulu"]);
+}
