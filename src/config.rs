@@ -232,7 +232,13 @@ impl Timings {
                 fmt_duration(ttl)
             )));
         }
-        if renew_every + kill_grace + margin >= ttl {
+        // Saturating: a huge --kill-grace is a clash to report, not an
+        // overflow.
+        if renew_every
+            .saturating_add(kill_grace)
+            .saturating_add(margin)
+            >= ttl
+        {
             return Err(UsageError(format!(
                 "--renew-every {} + --kill-grace {} + safety margin {} must be less than --ttl {}",
                 fmt_duration(renew_every),
@@ -268,10 +274,12 @@ impl Timings {
 
 /// Formats a duration for messages: `30s`, `1m 30s`, `305ms`.
 pub fn fmt_duration(d: Duration) -> String {
+    // Rounded down to 100ms (whole ms below 1s), without a detour through
+    // a u64 of milliseconds, which would wrap beyond 584 million years.
     let d = if d >= Duration::from_secs(1) {
-        Duration::from_millis(d.as_millis() as u64 / 100 * 100)
+        Duration::new(d.as_secs(), d.subsec_millis() / 100 * 100_000_000)
     } else {
-        Duration::from_millis(d.as_millis() as u64)
+        Duration::from_millis(u64::from(d.subsec_millis()))
     };
     humantime::format_duration(d).to_string()
 }
@@ -371,6 +379,18 @@ mod tests {
             e.0.contains("--kill-grace 5s") && e.0.contains("--ttl 10s"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn huge_durations_are_clashes_or_shown_as_they_are_never_overflows() {
+        let huge = Duration::from_secs(u64::MAX);
+        let e = Timings::new(Duration::from_secs(10), None, Some(huge)).unwrap_err();
+        assert!(e.0.contains("--kill-grace"), "{e}");
+        assert!(Timings::new(Duration::from_secs(10), Some(huge), None).is_err());
+        let shown = fmt_duration(Duration::from_secs(500_000_000_000 * 31_557_600));
+        assert_eq!(shown, "500000000000years");
+        assert_eq!(fmt_duration(Duration::from_millis(1_234)), "1s 200ms");
+        assert_eq!(fmt_duration(Duration::from_micros(305_900)), "305ms");
     }
 
     #[test]

@@ -80,8 +80,9 @@ pub fn acquire(
     order: WaitOrder,
     signals: &Signals,
 ) -> Result<Acquired> {
+    // A wait too long for the clock to count to is a wait without limit.
     let give_up_at = match wait {
-        Wait::For(d) => Some(now() + d),
+        Wait::For(d) => now().checked_add(d),
         Wait::Forever => None,
     };
     // Semaphore slots have no queue: their waiters listen for any release.
