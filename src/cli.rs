@@ -291,7 +291,7 @@ pub struct RunArgs {
         env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_duration
+        value_parser = config::parse_expiry
     )]
     pub ttl: Duration,
 
@@ -327,7 +327,7 @@ pub struct RunArgs {
 
     /// Keep the lock held until D after it was acquired, even if CMD ends
     /// sooner (the key keeps a TTL for the rest; no process lingers)
-    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
     pub min_hold: Option<Duration>,
 
     /// Stop CMD (kill signal, then SIGKILL after the grace) once it has held
@@ -342,7 +342,7 @@ pub struct RunArgs {
 
     /// How long Redis keeps the record of the last run (who, when, how
     /// long, exit status, token)
-    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry)]
     pub last_run_keep: Duration,
 
     /// The command and its arguments, after --
@@ -368,7 +368,7 @@ pub struct AcquireArgs {
         env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_duration
+        value_parser = config::parse_expiry
     )]
     pub ttl: Duration,
 
@@ -396,7 +396,7 @@ pub struct AcquireArgs {
 
     /// Keep the lock held until D after it was acquired, even if released
     /// sooner
-    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
     pub min_hold: Option<Duration>,
 
     /// Print one JSON object instead of export lines
@@ -426,7 +426,7 @@ pub struct HoldRenewerArgs {
     /// show in `ps`, and anyone who knows it can release the lock.
     #[arg(long, env = "DISTLOCK_OWNER", hide_env_values = true, value_parser = config::parse_owner)]
     pub owner: String,
-    #[arg(long, value_parser = config::parse_duration)]
+    #[arg(long, value_parser = config::parse_expiry)]
     pub ttl: Duration,
     /// Boot-clock nanoseconds at which the acquisition was sent.
     #[arg(long)]
@@ -458,7 +458,7 @@ pub struct RenewArgs {
         env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_duration
+        value_parser = config::parse_expiry
     )]
     pub ttl: Duration,
 }

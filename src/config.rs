@@ -62,6 +62,26 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 500ms, 30s, 2m, 1h30m)"))
 }
 
+/// Longest duration distlock sends to Redis as an expiry (a lease, a
+/// minimum hold, how long to keep the last-run record): 100000 years.
+/// Redis counts expiries in milliseconds in a signed 64-bit number, and
+/// the scripts add them to the server clock in Lua's doubles, exact only
+/// below 2^53; 100000 years stays well inside both. Beyond it the value
+/// would be cut short in the conversion, not refused.
+pub const MAX_EXPIRY: Duration = Duration::from_secs(100_000 * 31_557_600);
+
+/// `parse_duration` for a value that becomes a Redis expiry: also at most
+/// `MAX_EXPIRY`.
+pub fn parse_expiry(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > MAX_EXPIRY {
+        return Err(format!(
+            "invalid duration {s:?}: too long for a Redis expiry (at most 100000y)"
+        ));
+    }
+    Ok(d)
+}
+
 /// How long `run`/`acquire` wait for a busy lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -379,6 +399,19 @@ mod tests {
             e.0.contains("--kill-grace 5s") && e.0.contains("--ttl 10s"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn expiries_longer_than_redis_can_keep_are_refused_not_cut_short() {
+        assert_eq!(parse_expiry("100000y"), Ok(MAX_EXPIRY));
+        assert_eq!(parse_expiry("30s"), Ok(Duration::from_secs(30)));
+        // 2^64 ms and a bit: as u64 milliseconds this was about 332 days.
+        let e = parse_expiry("584542047y").unwrap_err();
+        assert!(e.contains("at most 100000y"), "{e}");
+        assert!(parse_expiry("100001y").is_err());
+        assert!(parse_expiry("30").is_err(), "units are still required");
+        // Exact in Lua's doubles even added to today's clock in ms.
+        assert!(MAX_EXPIRY.as_millis() + 2_000_000_000_000 < 1 << 53);
     }
 
     #[test]
