@@ -439,3 +439,7 @@ mod tests {
         assert!(a.contains(&format!(":{}:", std::process::id())));
     }
 }
+
+#[cfg(test)]
+#[path = "config_props.rs"]
+mod props;
