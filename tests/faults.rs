@@ -746,8 +746,10 @@ fn connection_resets_mid_run_reconnect_and_keep_the_lease() {
     let t = Timings::new(1500);
     let mut run = Run::start(&proxy.url(), "rst", &t, &[], "", "sleep 1000", UNTIL_GO);
 
+    align_on_a_renewal(&proxy);
     for round in 0..3 {
-        align_on_a_renewal(&proxy);
+        // Right after a confirmed renewal (the script is loaded by now).
+        proxy.next_reply(LIMIT).expect("no renewal reply");
         let accepted = proxy.stats().accepted;
         proxy.reset_all();
         // The next renewal fails at once on the reset connection and is
@@ -1359,14 +1361,13 @@ echo "end $DISTLOCK_FENCING_TOKEN" >> "$1""#;
 // ---------------------------------------------------------------------------
 // Soak
 
-/// VmRSS of a process, in KiB.
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+/// VmRSS of a process, in KiB; None once it has exited.
+fn rss_kib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 /// Runs CMD for `secs` seconds under `--ttl 300ms` (renewing every
@@ -1390,16 +1391,29 @@ fn soak(secs: u64) {
     // Measure once the first renewals have loaded the script and every
     // buffer has been used.
     std::thread::sleep(ms(1000));
-    let rss_start = rss_kib(pid);
+    let early = |child: &mut Child| {
+        let st = wait_with_timeout(child, LIMIT);
+        panic!(
+            "distlock ended early ({st:?}): {}",
+            std::fs::read_to_string(&err_path).unwrap()
+        )
+    };
+    let Some(rss_start) = rss_kib(pid) else {
+        early(&mut child)
+    };
     let mut owner_changes = 0;
     let first_owner = server.get(&key("soak"));
-    while begin.elapsed() < Duration::from_secs(secs) - ms(500) {
-        std::thread::sleep(ms(250));
+    // The last reading a second before CMD's time is up, so a late
+    // wake-up of this thread cannot miss distlock.
+    while begin.elapsed() + ms(1000) < Duration::from_secs(secs) {
+        std::thread::sleep(ms(100));
         if server.get(&key("soak")) != first_owner {
             owner_changes += 1;
         }
     }
-    let rss_end = rss_kib(pid);
+    let Some(rss_end) = rss_kib(pid) else {
+        early(&mut child)
+    };
     let st = wait_with_timeout(&mut child, LIMIT);
     let elapsed = begin.elapsed();
     let err = std::fs::read_to_string(&err_path).unwrap();

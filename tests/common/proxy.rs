@@ -21,7 +21,8 @@
 //!   back), including a close the peer made meanwhile.
 //! - `reset_all()`: every current connection is reset (RST to both
 //!   peers). New connections work as usual.
-//! - `heal()`: undoes `blackhole()` and `set_latency()`.
+//! - `heal()`: undoes `blackhole()` and `set_latency()` (for what is read
+//!   from then on).
 //!
 //! Deterministic: nothing is random, every fault starts and ends exactly
 //! when the test says; `blackhole()` returns only once no write is in
@@ -188,7 +189,8 @@ impl Proxy {
     }
 
     /// Lifts the blackhole and the latency; what was held is delivered in
-    /// order (and delayed chunks go out at once).
+    /// order. A chunk is delayed by the latency in force when it was read,
+    /// so replies already on their way keep their delay.
     pub fn heal(&self) {
         let mut st = self.shared.lock();
         st.blackholed = false;
