@@ -574,6 +574,54 @@ fn healing_a_blackhole_before_the_deadline_keeps_cmd_running_on_the_same_lease()
 }
 
 #[test]
+fn healing_a_blackhole_just_before_the_deadline_keeps_cmd_running() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port);
+    let t = Timings::new(1500);
+    let mut run = Run::start(
+        &proxy.url(),
+        "late-heal",
+        &t,
+        &[],
+        "",
+        "sleep 1000",
+        UNTIL_GO,
+    );
+
+    let aligned = align_on_a_renewal(&proxy);
+    proxy.blackhole();
+    let t0 = aligned.last_request_read.unwrap();
+    // The renewal at t0 + 500ms waits until t0 + 1000ms and is given up;
+    // the kill is due at t0 + 1105ms. Heal 60ms before that: a renewal
+    // sent then is answered in about a millisecond.
+    let heal_at = t0 + t.soft() - ms(60);
+    sleep_until(heal_at);
+    proxy.heal();
+    let healed = Instant::now();
+    assert!(
+        healed + ms(30) < t0 + t.soft(),
+        "the test overslept ({} ms after t0): the machine is too loaded",
+        since(healed, t0)
+    );
+
+    sleep_until(t0 + 2 * t.ttl);
+    assert!(
+        !run.watch.is_dead(),
+        "CMD was stopped although the partition healed {} ms before the kill \
+         deadline: {}",
+        since(t0 + t.soft(), healed),
+        run.stderr()
+    );
+    assert_eq!(
+        server.get(&key("late-heal")).as_deref(),
+        Some(run.owner.as_str())
+    );
+    run.go();
+    assert_eq!(run.wait(), 0, "{}", run.stderr());
+}
+
+#[test]
 fn a_renewal_lost_in_a_blackhole_is_retried_on_a_new_connection_and_cmd_keeps_running() {
     let _serial = serial();
     let server = RedisServer::start();
