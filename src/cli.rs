@@ -303,7 +303,7 @@ pub struct RunArgs {
         env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_duration
+        value_parser = config::parse_expiry
     )]
     pub ttl: Duration,
 
@@ -339,7 +339,7 @@ pub struct RunArgs {
 
     /// Keep the lock held until D after it was acquired, even if CMD ends
     /// sooner (the key keeps a TTL for the rest; no process lingers)
-    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
     pub min_hold: Option<Duration>,
 
     /// Stop CMD (kill signal, then SIGKILL after the grace) once it has held
@@ -354,7 +354,7 @@ pub struct RunArgs {
 
     /// How long Redis keeps the record of the last run (who, when, how
     /// long, exit status, token)
-    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry)]
     pub last_run_keep: Duration,
 
     /// The command and its arguments, after --
@@ -380,7 +380,7 @@ pub struct AcquireArgs {
         env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_duration
+        value_parser = config::parse_expiry
     )]
     pub ttl: Duration,
 
@@ -408,7 +408,7 @@ pub struct AcquireArgs {
 
     /// Keep the lock held until D after it was acquired, even if released
     /// sooner
-    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
     pub min_hold: Option<Duration>,
 
     /// Print one JSON object instead of export lines
@@ -438,7 +438,7 @@ pub struct HoldRenewerArgs {
     /// show in `ps`, and anyone who knows it can release the lock.
     #[arg(long, env = "DISTLOCK_OWNER", hide_env_values = true, value_parser = config::parse_owner)]
     pub owner: String,
-    #[arg(long, value_parser = config::parse_duration)]
+    #[arg(long, value_parser = config::parse_expiry)]
     pub ttl: Duration,
     /// Boot-clock nanoseconds at which the acquisition was sent.
     #[arg(long)]
@@ -470,7 +470,7 @@ pub struct RenewArgs {
         env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_duration
+        value_parser = config::parse_expiry
     )]
     pub ttl: Duration,
 }

@@ -186,7 +186,9 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         pgid,
         timings,
         kill_signal: args.kill_signal,
-        max_hold_at: args.max_hold.map(|d| t0 + d),
+        // A bound beyond the clock's range is no bound (and no panic with
+        // the lease held and CMD running).
+        max_hold_at: args.max_hold.and_then(|d| t0.checked_add(d)),
         at_risk: args.at_risk_signal,
         t0,
         tty: tty.as_ref(),
@@ -662,8 +664,15 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
+    // The renewer gets the deadline as boot-clock nanoseconds in a u64
+    // (about 584 years): one it cannot be told, or that the clock cannot
+    // count to, is no deadline, rather than a renewer that refuses its
+    // arguments and leaves the lease to expire while `hold` says it holds.
     let release_at = match args.max {
-        Wait::For(d) => Some(t.sent_at + d),
+        Wait::For(d) => t
+            .sent_at
+            .checked_add(d)
+            .filter(|at| u64::try_from(at.as_nanos()).is_ok()),
         Wait::Forever => None,
     };
     let mut cmd = std::process::Command::new(

@@ -62,6 +62,26 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 500ms, 30s, 2m, 1h30m)"))
 }
 
+/// Longest duration distlock sends to Redis as an expiry (a lease, a
+/// minimum hold, how long to keep the last-run record): 100000 years.
+/// Redis counts expiries in milliseconds in a signed 64-bit number, and
+/// the scripts add them to the server clock in Lua's doubles, exact only
+/// below 2^53; 100000 years stays well inside both. Beyond it the value
+/// would be cut short in the conversion, not refused.
+pub const MAX_EXPIRY: Duration = Duration::from_secs(100_000 * 31_557_600);
+
+/// `parse_duration` for a value that becomes a Redis expiry: also at most
+/// `MAX_EXPIRY`.
+pub fn parse_expiry(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > MAX_EXPIRY {
+        return Err(format!(
+            "invalid duration {s:?}: too long for a Redis expiry (at most 100000y)"
+        ));
+    }
+    Ok(d)
+}
+
 /// How long `run`/`acquire` wait for a busy lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -232,7 +252,13 @@ impl Timings {
                 fmt_duration(ttl)
             )));
         }
-        if renew_every + kill_grace + margin >= ttl {
+        // Saturating: a huge --kill-grace is a clash to report, not an
+        // overflow.
+        if renew_every
+            .saturating_add(kill_grace)
+            .saturating_add(margin)
+            >= ttl
+        {
             return Err(UsageError(format!(
                 "--renew-every {} + --kill-grace {} + safety margin {} must be less than --ttl {}",
                 fmt_duration(renew_every),
@@ -268,10 +294,12 @@ impl Timings {
 
 /// Formats a duration for messages: `30s`, `1m 30s`, `305ms`.
 pub fn fmt_duration(d: Duration) -> String {
+    // Rounded down to 100ms (whole ms below 1s), without a detour through
+    // a u64 of milliseconds, which would wrap beyond 584 million years.
     let d = if d >= Duration::from_secs(1) {
-        Duration::from_millis(d.as_millis() as u64 / 100 * 100)
+        Duration::new(d.as_secs(), d.subsec_millis() / 100 * 100_000_000)
     } else {
-        Duration::from_millis(d.as_millis() as u64)
+        Duration::from_millis(u64::from(d.subsec_millis()))
     };
     humantime::format_duration(d).to_string()
 }
@@ -374,6 +402,31 @@ mod tests {
     }
 
     #[test]
+    fn expiries_longer_than_redis_can_keep_are_refused_not_cut_short() {
+        assert_eq!(parse_expiry("100000y"), Ok(MAX_EXPIRY));
+        assert_eq!(parse_expiry("30s"), Ok(Duration::from_secs(30)));
+        // 2^64 ms and a bit: as u64 milliseconds this was about 332 days.
+        let e = parse_expiry("584542047y").unwrap_err();
+        assert!(e.contains("at most 100000y"), "{e}");
+        assert!(parse_expiry("100001y").is_err());
+        assert!(parse_expiry("30").is_err(), "units are still required");
+        // Exact in Lua's doubles even added to today's clock in ms.
+        assert!(MAX_EXPIRY.as_millis() + 2_000_000_000_000 < 1 << 53);
+    }
+
+    #[test]
+    fn huge_durations_are_clashes_or_shown_as_they_are_never_overflows() {
+        let huge = Duration::from_secs(u64::MAX);
+        let e = Timings::new(Duration::from_secs(10), None, Some(huge)).unwrap_err();
+        assert!(e.0.contains("--kill-grace"), "{e}");
+        assert!(Timings::new(Duration::from_secs(10), Some(huge), None).is_err());
+        let shown = fmt_duration(Duration::from_secs(500_000_000_000 * 31_557_600));
+        assert_eq!(shown, "500000000000years");
+        assert_eq!(fmt_duration(Duration::from_millis(1_234)), "1s 200ms");
+        assert_eq!(fmt_duration(Duration::from_micros(305_900)), "305ms");
+    }
+
+    #[test]
     fn owner_ids_are_host_pid_and_128_random_bits() {
         let a = new_owner_id().unwrap();
         let b = new_owner_id().unwrap();
@@ -386,3 +439,7 @@ mod tests {
         assert!(a.contains(&format!(":{}:", std::process::id())));
     }
 }
+
+#[cfg(test)]
+#[path = "config_props.rs"]
+mod props;

@@ -82,8 +82,9 @@ pub fn acquire(
     order: WaitOrder,
     signals: &Signals,
 ) -> Result<Acquired> {
+    // A wait too long for the clock to count to is a wait without limit.
     let give_up_at = match wait {
-        Wait::For(d) => Some(now() + d),
+        Wait::For(d) => now().checked_add(d),
         Wait::Forever => None,
     };
     // Semaphore slots have no queue: their waiters listen for any release.
@@ -496,7 +497,14 @@ fn renew_loop(
                         spec.keys.name
                     );
                 }
-                next = now() + retry;
+                // Retry after the usual pause, but never so late that no
+                // attempt fits before the kill deadline: half-way there at
+                // the latest. With the default timings a timed-out
+                // renewal ends at t0 + 2/3 ttl, and the pause (ttl/12)
+                // would land past the deadline (t0 + 3/4 ttl - margin).
+                let now_t = now();
+                let left = kill_at.saturating_sub(now_t);
+                next = now_t + retry.min(left / 2).max(Duration::from_millis(1));
             }
         }
     }

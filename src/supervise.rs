@@ -489,7 +489,35 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
     // The deadline is on the boot-time clock, and so is this timer: a poll
     // timeout (CLOCK_MONOTONIC) would not count a suspend and fire late.
     let timer = libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC);
+    let pollfd = |fd: RawFd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     loop {
+        // Messages first: after a stop (the guardian itself frozen), a
+        // stand-down or a later deadline that distlock sent meanwhile wins
+        // over a deadline that seems to have passed.
+        loop {
+            let mut p = [pollfd(3)];
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            if libc::ppoll(p.as_mut_ptr(), 1, &zero, std::ptr::null()) <= 0 {
+                break;
+            }
+            let mut buf = [0u8; 8];
+            match libc::read(3, buf.as_mut_ptr().cast(), 8) {
+                8 => match u64::from_ne_bytes(buf) {
+                    STAND_DOWN => libc::_exit(0),
+                    later => deadline = deadline.max(later),
+                },
+                -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+                // EOF: distlock is gone.
+                _ => kill_all(),
+            }
+        }
         if boottime_nanos() >= deadline {
             kill_all();
         }
@@ -504,34 +532,9 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
             },
         };
         libc::timerfd_settime(timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
-        let mut pfds = [
-            libc::pollfd {
-                fd: 3,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: timer,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // The timer firing or an interruption: the deadline check above
-        // decides.
-        if libc::ppoll(pfds.as_mut_ptr(), 2, std::ptr::null(), std::ptr::null()) <= 0
-            || pfds[0].revents == 0
-        {
-            continue;
-        }
-        let mut buf = [0u8; 8];
-        match libc::read(3, buf.as_mut_ptr().cast(), 8) {
-            8 => match u64::from_ne_bytes(buf) {
-                STAND_DOWN => libc::_exit(0),
-                later => deadline = deadline.max(later),
-            },
-            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
-            // EOF: distlock is gone.
-            _ => kill_all(),
-        }
+        // Wakes on a message, the pipe closing, or the deadline; the checks
+        // above decide.
+        let mut pfds = [pollfd(3), pollfd(timer)];
+        libc::ppoll(pfds.as_mut_ptr(), 2, std::ptr::null(), std::ptr::null());
     }
 }

@@ -195,22 +195,3 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
         "A must not have written: {a_stdout:?}"
     );
 }
-
-/// The pid of distlock's guardian: its child named `distlock-guard`.
-fn guardian_of(distlock: i32) -> i32 {
-    let mut found = None;
-    wait_until(Duration::from_secs(10), || {
-        let children =
-            std::fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children"))
-                .unwrap_or_default();
-        found = children
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-            .find(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "distlock-guard")
-            });
-        found.is_some()
-    });
-    found.expect("distlock's guardian process")
-}

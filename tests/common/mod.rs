@@ -235,3 +235,23 @@ pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::Ex
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// The pid of distlock's guardian: the child of `distlock` named
+/// `distlock-guard`. Tests that model a frozen host stop it with distlock.
+pub fn guardian_of(distlock: i32) -> i32 {
+    let mut found = None;
+    wait_until(Duration::from_secs(10), || {
+        let children =
+            std::fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children"))
+                .unwrap_or_default();
+        found = children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "distlock-guard")
+            });
+        found.is_some()
+    });
+    found.expect("distlock's guardian process")
+}
