@@ -1,0 +1,434 @@
+//! Every Lua script distlock runs, in one place. Each is one atomic
+//! operation on the keys of one lock (one hash tag, so one Cluster slot)
+//! and one round trip; shared Lua pieces are prepended with `format!`.
+
+use std::sync::{LazyLock, Mutex};
+
+use redis::Script;
+
+/// The source of every script built so far, by SHA1, so that an error
+/// raised inside a script (Redis names only the script's SHA and a line)
+/// can be told in words: which command on that line was refused.
+pub(super) static SOURCES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// `Script::new`, remembering the source for `script_commands`.
+fn lua(code: &str) -> Script {
+    let script = Script::new(code);
+    if let Ok(mut sources) = SOURCES.lock() {
+        sources.push((script.get_hash().to_owned(), code.to_owned()));
+    }
+    script
+}
+
+/// The Redis commands called on line `line` of the script with this SHA1,
+/// upper-cased, e.g. `["PTTL", "PEXPIRE"]`.
+pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
+    let sources = match SOURCES.lock() {
+        Ok(s) => s,
+        Err(_) => return Vec::new(),
+    };
+    let Some(text) = sources
+        .iter()
+        .find(|(h, _)| h == sha)
+        .and_then(|(_, code)| code.lines().nth(line.checked_sub(1)?))
+    else {
+        return Vec::new();
+    };
+    text.split("redis.call('")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('\'').map(|(c, _)| c.to_uppercase()))
+        .collect()
+}
+
+/// Lua shared by the scripts that can hand the lock on: drop waiters whose
+/// keep-alive deadline (server clock) has passed, then wake the oldest live
+/// waiter through its own channel. PUBLISH returns how many subscribers got
+/// the message, and a waiter is subscribed for as long as it waits, so 0
+/// means that waiter is gone: drop it and try the next. Only one waiter is
+/// woken per release: no thundering herd.
+///
+/// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
+/// keep-alive deadline (server ms). `chan`: the wake channel prefix.
+const WAKE_NEXT: &str = r"
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(queue, deadlines, now_ms)
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)) do
+    redis.call('ZREM', queue, w)
+    redis.call('ZREM', deadlines, w)
+  end
+end
+-- Drops the waiters whose deadline has passed, then wakes the oldest live
+-- waiter other than `me`; returns it, or false. Pruning first matters: a
+-- stopped waiter (Ctrl-Z) keeps its connection, so PUBLISH would count it
+-- and the live waiters behind it would sleep until their backstop.
+local function wake_next(queue, deadlines, chan, me)
+  prune(queue, deadlines, math.floor(now_us() / 1000))
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head or head == me then return false end
+    if redis.call('PUBLISH', chan .. head, 'wake') > 0 then return head end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', deadlines, head)
+  end
+end
+";
+
+/// `acquire`: take the lease if it is free and no live waiter is ahead, or
+/// refresh it if this owner already holds it (a retry after a lost reply
+/// must not burn a token).
+///
+/// KEYS: lock, fence, meta, queue, deadlines, slots, limit (the last two
+/// only to refuse a name in use as a semaphore). ARGV: owner, ttl ms, mode
+/// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
+/// queue), wake channel prefix, then metadata field/value pairs.
+/// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false}`, or
+/// `{-1, N}` when the name is in use as a semaphore of N.
+pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{WAKE_NEXT}{}",
+        r"
+local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local owner, ttl, mode, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local holder = redis.call('GET', lock)
+if holder == false and redis.call('EXISTS', KEYS[6]) == 1 then
+  local t = redis.call('TIME')
+  if redis.call('ZCOUNT', KEYS[6], tonumber(t[1]) * 1000 + 1, '+inf') > 0 then
+    return {-1, tonumber(redis.call('GET', KEYS[7]) or '0')}
+  end
+end
+if holder == owner then
+  redis.call('PEXPIRE', lock, ttl)
+  redis.call('PEXPIRE', meta, ttl)
+  return {1, tonumber(redis.call('GET', fence) or '0')}
+end
+local now = now_us()
+local ahead = false
+if holder == false and mode ~= 'any' then
+  ahead = wake_next(queue, deadlines, chan, owner)
+end
+if holder == false and not ahead then
+  redis.call('SET', lock, owner, 'PX', ttl)
+  local token = redis.call('INCR', fence)
+  redis.call('ZREM', queue, owner)
+  redis.call('ZREM', deadlines, owner)
+  redis.call('DEL', meta)
+  if #ARGV > 4 then
+    redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)),
+      'token', token, unpack(ARGV, 5))
+    redis.call('PEXPIRE', meta, ttl)
+  end
+  return {1, token}
+end
+local pttl = -2
+if holder then pttl = redis.call('PTTL', lock) end
+if mode == 'fair' then
+  -- Keep our place while we wait: we try again at least once per
+  -- max(pttl, ttl), so twice that plus slack only lapses if we are gone.
+  local keep = 2 * math.max(pttl, tonumber(ttl)) + 2000
+  redis.call('ZADD', queue, 'NX', now, owner)
+  redis.call('ZADD', deadlines, math.floor(now / 1000) + keep, owner)
+  for _, k in ipairs({queue, deadlines}) do
+    if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, keep) end
+  end
+end
+return {0, holder, pttl, ahead}
+"
+    ))
+});
+
+/// `leave`: a waiter gives up (its wait ran out, or it was interrupted).
+/// KEYS: lock, queue, deadlines. ARGV: owner, wake channel prefix. If the
+/// lock is free, the next waiter is woken, since it may have been waiting
+/// behind us.
+pub(super) static LEAVE: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{WAKE_NEXT}{}",
+        r"
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  wake_next(KEYS[2], KEYS[3], ARGV[2], ARGV[1])
+end
+return 1
+"
+    ))
+});
+
+/// `renew`: compare-and-extend. KEYS: lock, metadata. ARGV: owner, ttl ms.
+/// Returns 1 when extended, 0 when someone else (or nobody) holds the lock.
+pub(super) static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    lua(r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+")
+});
+
+/// Lua that writes the last-run record: a hash of the given field/value
+/// pairs, replacing the previous one, kept for `keep` ms.
+const RECORD_LAST_RUN: &str = r"
+local function record_last_run(key, keep, first)
+  redis.call('DEL', key)
+  redis.call('HSET', key, unpack(ARGV, first))
+  redis.call('PEXPIRE', key, keep)
+end
+";
+
+/// Lua for the plain-lock scripts that must refuse a name in use as a
+/// semaphore (users must agree on `--limit`): the semaphore's N when one of
+/// its slots is live by the server's clock, else false.
+const SEMAPHORE_IN_USE: &str = r"
+local function semaphore_in_use(slots, limit)
+  if redis.call('EXISTS', slots) == 0 then return false end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if redis.call('ZCOUNT', slots, now + 1, '+inf') == 0 then return false end
+  return tonumber(redis.call('GET', limit) or '0')
+end
+";
+
+/// `release`: compare-and-delete, then wake the next waiter in line and
+/// tell `--wait-order any` waiters, in the same round trip. A lease taken
+/// with a minimum hold (`min_hold_ms` in its metadata) that has not run
+/// yet is kept, by the server's clock, until the minimum has passed. `run`
+/// also writes its last-run record here, so ending costs one round trip.
+///
+/// KEYS: lock, meta, queue, deadlines, last, slots, limit. ARGV: owner,
+/// wake channel prefix, release channel, last-run keep ms ('' for no
+/// record), then the record's field/value pairs. Returns `{1}` when
+/// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
+/// name is in use as a semaphore of N, else `{0, holder|false}`.
+pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{}",
+        r"
+local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  local n = semaphore_in_use(KEYS[6], KEYS[7])
+  if n then return {-1, n} end
+end
+if holder ~= ARGV[1] then return {0, holder} end
+if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 5) end
+local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms')
+local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
+if tonumber(m[2]) and left > 0 then
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return {2, left}
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+wake_next(KEYS[3], KEYS[4], ARGV[2], false)
+redis.call('PUBLISH', ARGV[3], 'released')
+return {1}
+"
+    ))
+});
+
+/// The last-run record on its own, for a `run` whose lease was lost (no
+/// release to carry it). KEYS: last. ARGV: keep ms, field/value pairs.
+pub(super) static LAST_RUN: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{RECORD_LAST_RUN}{}",
+        r"
+record_last_run(KEYS[1], ARGV[1], 2)
+return 1
+"
+    ))
+});
+
+/// `release --force`: delete whoever holds the lock, leave the fencing
+/// counter alone, wake the next waiter. KEYS: lock, meta, queue,
+/// deadlines, slots, limit; ARGV: wake channel prefix, release channel.
+/// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
+/// as a semaphore of N.
+pub(super) static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{WAKE_NEXT}{SEMAPHORE_IN_USE}{}",
+        r"
+local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  local n = semaphore_in_use(KEYS[5], KEYS[6])
+  if n then return {-1, n} end
+end
+if holder then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  wake_next(KEYS[3], KEYS[4], ARGV[1], false)
+  redis.call('PUBLISH', ARGV[2], 'released')
+end
+return holder
+"
+    ))
+});
+
+/// `inspect`: one consistent snapshot. KEYS: lock, fence, metadata, last
+/// run, slots, limit. Returns `{holder|nil, pttl, last token|nil,
+/// {metadata…}, {last run…}, N|nil}`, N when the name is in use as a
+/// semaphore of N.
+pub(super) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{SEMAPHORE_IN_USE}{}",
+        r"
+return {
+  redis.call('GET', KEYS[1]),
+  redis.call('PTTL', KEYS[1]),
+  redis.call('GET', KEYS[2]),
+  redis.call('HGETALL', KEYS[3]),
+  redis.call('HGETALL', KEYS[4]),
+  semaphore_in_use(KEYS[5], KEYS[6]),
+}
+"
+    ))
+});
+
+/// Lua shared by the semaphore scripts (`--limit N`). Each holder has its
+/// own slot: `slots` is a zset owner → expiry (server ms), so expired slots
+/// are reclaimed on the server's clock, never a client's. `tokens` maps
+/// owner → fencing token; `limit` holds the N every user must agree on.
+/// All three keys expire with the latest slot.
+const SLOTS: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function reclaim(slots, tokens, now)
+  for _, o in ipairs(redis.call('ZRANGEBYSCORE', slots, '-inf', now)) do
+    redis.call('ZREM', slots, o)
+    redis.call('HDEL', tokens, o)
+  end
+end
+local function keep(slots, limit, tokens, now)
+  local top = redis.call('ZRANGE', slots, -1, -1, 'WITHSCORES')[2]
+  if not top then return end
+  local left = math.max(tonumber(top) - now, 1)
+  for _, k in ipairs({slots, limit, tokens}) do redis.call('PEXPIRE', k, left) end
+end
+";
+
+/// `acquire --limit N`: take a free slot, or refresh ours.
+/// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N.
+/// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
+/// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
+pub(super) static ACQUIRE_SLOT: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{SLOTS}{}",
+        r"
+local slots, limit, tokens, fence, plain = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+reclaim(slots, tokens, now)
+if redis.call('EXISTS', plain) == 1 then return {-1, 0} end
+local held = redis.call('ZCARD', slots)
+local agreed = tonumber(redis.call('GET', limit))
+if held > 0 and agreed and agreed ~= n then return {-1, agreed} end
+if redis.call('ZSCORE', slots, owner) then
+  redis.call('ZADD', slots, 'XX', now + ttl, owner)
+  keep(slots, limit, tokens, now)
+  return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
+end
+if held < n then
+  redis.call('ZADD', slots, now + ttl, owner)
+  local token = redis.call('INCR', fence)
+  redis.call('HSET', tokens, owner, token)
+  redis.call('SET', limit, n)
+  keep(slots, limit, tokens, now)
+  return {1, token}
+end
+local first = redis.call('ZRANGE', slots, 0, 0, 'WITHSCORES')
+return {0, first[1], tonumber(first[2]) - now}
+"
+    ))
+});
+
+/// `renew --limit N`: extend our slot if it is still live.
+/// KEYS: slots, limit, tokens. ARGV: owner, ttl ms. Returns 1 or 0.
+pub(super) static RENEW_SLOT: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if s and tonumber(s) > now then
+  redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+  keep(KEYS[1], KEYS[2], KEYS[3], now)
+  return 1
+end
+reclaim(KEYS[1], KEYS[3], now)
+return 0
+"
+    ))
+});
+
+/// `release --limit N`: free our slot and tell waiters.
+/// KEYS: slots, limit, tokens, plain lock. ARGV: owner, release channel, N.
+/// Returns `{1}`, `{0}`, or `{-1, the N in use}` when users disagree on N
+/// (`{-1, 0}`: a plain lock); then nothing is released.
+pub(super) static RELEASE_SLOT: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+reclaim(KEYS[1], KEYS[3], now)
+if redis.call('EXISTS', KEYS[4]) == 1 then return {-1, 0} end
+local agreed = tonumber(redis.call('GET', KEYS[2]))
+if agreed and agreed ~= tonumber(ARGV[3]) and redis.call('ZCARD', KEYS[1]) > 0 then
+  return {-1, agreed}
+end
+if s and tonumber(s) > now then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('PUBLISH', ARGV[2], 'released')
+  return {1}
+end
+return {0}
+"
+    ))
+});
+
+/// `release --force --limit N`: free every slot; returns the evicted
+/// owners, or `{-1, the N in use}` as `release --limit N` does.
+/// KEYS: slots, limit, tokens, plain lock. ARGV: release channel, N.
+pub(super) static FORCE_RELEASE_SLOTS: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+reclaim(KEYS[1], KEYS[3], now)
+if redis.call('EXISTS', KEYS[4]) == 1 then return {-1, 0} end
+local agreed = tonumber(redis.call('GET', KEYS[2]))
+if agreed and agreed ~= tonumber(ARGV[2]) and redis.call('ZCARD', KEYS[1]) > 0 then
+  return {-1, agreed}
+end
+local all = redis.call('ZRANGE', KEYS[1], 0, -1)
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if #all > 0 then redis.call('PUBLISH', ARGV[1], 'released') end
+return all
+"
+    ))
+});
+
+/// `inspect` of a semaphore: `{N|nil, {owner, ms left, token, …}, last token,
+/// {last run…}, 1 if the name is held as a plain lock}`. KEYS: slots,
+/// limit, tokens, fence, last run, plain lock.
+pub(super) static INSPECT_SLOTS: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{SLOTS}{}",
+        r"
+local now = now_ms()
+local out = {}
+for _, o in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], now + 1, '+inf')) do
+  table.insert(out, o)
+  table.insert(out, tonumber(redis.call('ZSCORE', KEYS[1], o)) - now)
+  table.insert(out, redis.call('HGET', KEYS[3], o) or '0')
+end
+return {redis.call('GET', KEYS[2]) or false, out, redis.call('GET', KEYS[4]) or false,
+  redis.call('HGETALL', KEYS[5]), redis.call('EXISTS', KEYS[6])}
+"
+    ))
+});

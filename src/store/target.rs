@@ -1,0 +1,851 @@
+//! Where Redis is and how to reach it: URLs (plain, TLS, Unix socket,
+//! Sentinel, Cluster), passwords and TLS files, connecting with timeouts,
+//! and turning redis-rs errors into one plain sentence without secrets.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use redis::{Connection, IntoConnectionInfo, Value};
+
+use super::scripts::script_commands;
+use super::{int, string};
+use crate::config::UsageError;
+
+/// Where Redis is, parsed once; the password never leaves this struct.
+#[derive(Clone)]
+pub struct Target {
+    pub(super) client: redis::Client,
+    /// With `redis+sentinel://`: where to ask for the current master.
+    pub(super) sentinel: Option<Sentinel>,
+    /// With `redis+cluster://`: seed nodes to learn the slot map from.
+    pub(super) cluster: Option<Cluster>,
+    /// The same target without the password from DISTLOCK_REDIS_PASSWORD,
+    /// for a server that has none configured (see `Store::conn`).
+    pub(super) without_env_password: Option<redis::Client>,
+    /// The URL with any password replaced by `***`, for messages.
+    pub display: String,
+    /// Host name the TLS certificate must match (for messages).
+    pub(super) tls_host: Option<String>,
+    /// Where trust comes from (for messages): a CA file or the system's.
+    pub(super) tls_trust: String,
+}
+
+/// TLS and password settings from the command line and environment.
+#[derive(Debug, Default, Clone)]
+pub struct Security {
+    /// A password from --redis-password-file or DISTLOCK_REDIS_PASSWORD;
+    /// overrides one in the URL.
+    pub password: Option<String>,
+    /// The password came from DISTLOCK_REDIS_PASSWORD, which may be set in
+    /// an environment shared with servers that need none.
+    pub password_from_env: bool,
+    /// PEM file of the CA(s) to trust instead of the system's.
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// PEM client certificate and key, for mutual TLS.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// See `tls_cert`.
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Skip certificate verification (testing only).
+    pub tls_insecure: bool,
+}
+
+impl Target {
+    /// Parses a Redis URL and applies `sec`. Errors are usage errors and
+    /// never echo a password.
+    pub fn parse(url: &str, sec: &Security) -> Result<Target> {
+        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            return Sentinel::parse(url, rest, sec);
+        }
+        if let Some(rest) = url.strip_prefix("redis+cluster://") {
+            return Cluster::parse(url, rest, sec);
+        }
+        let Some((scheme, _)) = url.split_once("://") else {
+            // Without a scheme we cannot tell which part might be a
+            // password, so the value is not echoed.
+            bail!(UsageError(
+                "invalid redis URL: it must start with redis://, rediss://, redis+unix:// or unix://"
+                    .into()
+            ));
+        };
+        let display = redact(url);
+        let tls = match scheme {
+            "redis" | "redis+unix" | "unix" => false,
+            "rediss" => true,
+            _ => {
+                return Err(UsageError(format!(
+                    "invalid redis URL {display}: use redis://host:port, rediss://host:port, redis+unix:///path or unix:///path"
+                ))
+                .into())
+            }
+        };
+        let uses_tls_options = sec.tls_ca.is_some()
+            || sec.tls_cert.is_some()
+            || sec.tls_key.is_some()
+            || sec.tls_insecure;
+        if !tls && uses_tls_options {
+            bail!(UsageError(format!(
+                "--tls-ca, --tls-cert, --tls-key and --tls-insecure need a rediss:// URL, not {display}"
+            )));
+        }
+        if sec.tls_cert.is_some() != sec.tls_key.is_some() {
+            bail!(UsageError(
+                "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
+            ));
+        }
+        let info = url.into_connection_info().map_err(|_| {
+            UsageError(format!(
+                "invalid redis URL {display}: expected redis://[user[:password]@]host[:port][/db]"
+            ))
+        })?;
+        // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
+        // trip on every start.
+        let mut info = info;
+        let mut tls_host = None;
+        if let redis::ConnectionAddr::TcpTls { host, port, .. } = info.addr().clone() {
+            tls_host = Some(host.clone());
+            if sec.tls_insecure {
+                info = info.set_addr(redis::ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: true,
+                    tls_params: None,
+                });
+            }
+        }
+        let redis = info.redis_settings().clone().set_skip_set_lib_name();
+        let url_has_password = redis.password().is_some();
+        info = info.set_redis_settings(redis.clone());
+        let mut plain_info = None;
+        if let Some(p) = &sec.password {
+            if sec.password_from_env && !url_has_password {
+                plain_info = Some(info.clone());
+            }
+            info = info.set_redis_settings(redis.set_password(p));
+        }
+        let read = |what: &str, p: &Option<std::path::PathBuf>| -> Result<Option<Vec<u8>>> {
+            match p {
+                None => Ok(None),
+                Some(p) => std::fs::read(p).map(Some).map_err(|e| {
+                    UsageError(format!("cannot read {what} {}: {e}", p.display())).into()
+                }),
+            }
+        };
+        let build = |info: redis::ConnectionInfo| -> Result<redis::Client> {
+            if !tls {
+                return redis::Client::open(info)
+                    .map_err(|_| UsageError(format!("invalid redis URL {display}")).into());
+            }
+            install_crypto_provider();
+            let root_cert = read("--tls-ca", &sec.tls_ca)?;
+            let client_tls = match (
+                read("--tls-cert", &sec.tls_cert)?,
+                read("--tls-key", &sec.tls_key)?,
+            ) {
+                (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                }),
+                _ => None,
+            };
+            if root_cert.is_none() && client_tls.is_none() {
+                redis::Client::open(info)
+            } else {
+                redis::Client::build_with_tls(
+                    info,
+                    redis::TlsCertificates {
+                        client_tls,
+                        root_cert,
+                    },
+                )
+            }
+            .map_err(|e| {
+                UsageError(format!(
+                    "invalid TLS files for {display}: {}",
+                    e.to_string().replace('\n', " ")
+                ))
+                .into()
+            })
+        };
+        let client = build(info)?;
+        let without_env_password = plain_info.map(build).transpose()?;
+        Ok(Target {
+            client,
+            sentinel: None,
+            cluster: None,
+            without_env_password,
+            display,
+            tls_host,
+            tls_trust: match &sec.tls_ca {
+                Some(p) => format!("the CA in {}", p.display()),
+                None => "the system's trusted CAs".into(),
+            },
+        })
+    }
+}
+
+/// A Redis Sentinel set and the master it watches.
+#[derive(Clone, Debug)]
+pub(super) struct Sentinel {
+    /// Sentinel addresses, asked in order until one answers.
+    nodes: Vec<(String, u16)>,
+    /// The master's name as the sentinels know it.
+    master: String,
+    /// How to talk to the master once found (user, password, db).
+    redis: redis::RedisConnectionInfo,
+}
+
+impl Sentinel {
+    /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]`,
+    /// as other Redis clients spell it; sentinel ports default to 26379.
+    /// The credentials and db are the master's.
+    fn parse(url: &str, rest: &str, sec: &Security) -> Result<Target> {
+        let display = redact(url);
+        let bad = |why: &str| -> anyhow::Error {
+            UsageError(format!(
+                "invalid sentinel URL {display}: {why} (expected redis+sentinel://host:26379,host:26379/mastername[/db])"
+            ))
+            .into()
+        };
+        if sec.tls_ca.is_some()
+            || sec.tls_cert.is_some()
+            || sec.tls_key.is_some()
+            || sec.tls_insecure
+        {
+            return Err(bad("TLS with sentinels is not supported"));
+        }
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((a, r)) => (Some(a), r),
+            None => (None, rest),
+        };
+        let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
+        let mut parts = path.split('/');
+        let master = parts
+            .next()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| bad("no master name"))?;
+        let db: i64 = match parts.next().filter(|d| !d.is_empty()) {
+            Some(d) => d.parse().map_err(|_| bad("the db is not a number"))?,
+            None => 0,
+        };
+        let mut nodes = Vec::new();
+        for h in hosts.split(',').filter(|h| !h.is_empty()) {
+            let (host, port) = match h.rsplit_once(':') {
+                Some((host, port)) => (host, port.parse().map_err(|_| bad("bad port"))?),
+                None => (h, 26379),
+            };
+            nodes.push((host.trim_matches(['[', ']']).to_owned(), port));
+        }
+        if nodes.is_empty() {
+            return Err(bad("no sentinel address"));
+        }
+        let mut redis = redis::RedisConnectionInfo::default()
+            .set_db(db)
+            .set_skip_set_lib_name();
+        if let Some(auth) = auth {
+            let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
+            if !user.is_empty() {
+                redis = redis.set_username(user);
+            }
+            if !pass.is_empty() {
+                redis = redis.set_password(pass);
+            }
+        }
+        if let Some(p) = &sec.password {
+            redis = redis.set_password(p);
+        }
+        let sentinel = Sentinel {
+            nodes,
+            master: master.to_owned(),
+            redis,
+        };
+        // A placeholder: every connection asks the sentinels first.
+        let client = redis::Client::open(sentinel.master_info("127.0.0.1", 6379))
+            .map_err(|_| bad("unusable"))?;
+        Ok(Target {
+            client,
+            sentinel: Some(sentinel),
+            cluster: None,
+            without_env_password: None,
+            display,
+            tls_host: None,
+            tls_trust: String::new(),
+        })
+    }
+
+    fn master_info(&self, host: &str, port: u16) -> redis::ConnectionInfo {
+        redis::ConnectionAddr::Tcp(host.to_owned(), port)
+            .into_connection_info()
+            .expect("a TCP address is always a valid connection info")
+            .set_redis_settings(self.redis.clone())
+    }
+
+    /// Asks the sentinels, in order, where the master is, then connects to
+    /// it and checks that it is a master (a sentinel can be behind a
+    /// failover). Every step is bounded by `timeout`: redis-rs's own
+    /// sentinel code connects without timeouts.
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
+        let mut last = None;
+        for (host, port) in &self.nodes {
+            let asked = redis::ConnectionAddr::Tcp(host.clone(), *port)
+                .into_connection_info()
+                .map(|i| {
+                    let r = i.redis_settings().clone().set_skip_set_lib_name();
+                    i.set_redis_settings(r)
+                })
+                .and_then(redis::Client::open)
+                .and_then(|c| c.get_connection_with_timeout(timeout))
+                .and_then(|mut c| {
+                    c.set_read_timeout(Some(timeout))?;
+                    c.set_write_timeout(Some(timeout))?;
+                    redis::cmd("SENTINEL")
+                        .arg("get-master-addr-by-name")
+                        .arg(&self.master)
+                        .query::<Option<(String, u16)>>(&mut c)
+                });
+            match asked {
+                Ok(Some((mhost, mport))) => {
+                    // A master that cannot be reached or is no longer one
+                    // means this sentinel is behind: ask the next.
+                    let checked = redis::Client::open(self.master_info(&mhost, mport))
+                        .and_then(|c| c.get_connection_with_timeout(timeout))
+                        .and_then(|mut conn| {
+                            conn.set_read_timeout(Some(timeout))?;
+                            conn.set_write_timeout(Some(timeout))?;
+                            let role: Vec<Value> = redis::cmd("ROLE").query(&mut conn)?;
+                            Ok((conn, role))
+                        });
+                    match checked {
+                        Ok((conn, role)) if matches!(role.first(), Some(Value::BulkString(b)) if b == b"master") => {
+                            return Ok(conn)
+                        }
+                        Ok(_) => {
+                            last = Some(redis::RedisError::from((
+                                redis::ErrorKind::Io,
+                                "the sentinels' master is not a master (failover in progress)",
+                            )))
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Ok(None) => {
+                    last = Some(redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "sentinel knows no master by that name",
+                    )))
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Io, "no sentinel answered"))
+        }))
+    }
+}
+
+/// A Redis Cluster, reached through seed nodes. distlock routes each lock
+/// to the master that owns the slot of its `{NAME}` hash tag, with a plain
+/// connection and its own timeouts (redis-rs's sync cluster client has no
+/// response timeout by default), and relearns the slot map after any error
+/// (MOVED after a resharding or failover included).
+#[derive(Clone, Debug)]
+pub(super) struct Cluster {
+    /// Seed nodes, asked in order for the slot map.
+    seeds: Vec<(String, u16)>,
+    /// User, password (and no db: Cluster has only db 0).
+    redis: redis::RedisConnectionInfo,
+}
+
+/// One range of the slot map: slots `start..=end` live on `host:port`.
+pub(super) type SlotRange = (u16, u16, String, u16);
+
+impl Cluster {
+    /// `redis+cluster://[[user]:password@]host:port[,host:port…]`.
+    fn parse(url: &str, rest: &str, sec: &Security) -> Result<Target> {
+        let display = redact(url);
+        let bad = |why: &str| -> anyhow::Error {
+            UsageError(format!(
+                "invalid cluster URL {display}: {why} (expected redis+cluster://host:port,host:port)"
+            ))
+            .into()
+        };
+        if sec.tls_ca.is_some()
+            || sec.tls_cert.is_some()
+            || sec.tls_key.is_some()
+            || sec.tls_insecure
+        {
+            return Err(bad("TLS with Redis Cluster is not supported"));
+        }
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((a, r)) => (Some(a), r),
+            None => (None, rest),
+        };
+        let hosts = rest.trim_end_matches('/');
+        let mut seeds = Vec::new();
+        for h in hosts.split(',').filter(|h| !h.is_empty()) {
+            let (host, port) = h
+                .rsplit_once(':')
+                .ok_or_else(|| bad("a seed without a port"))?;
+            let port = port.parse().map_err(|_| bad("bad port"))?;
+            seeds.push((host.trim_matches(['[', ']']).to_owned(), port));
+        }
+        if seeds.is_empty() {
+            return Err(bad("no seed node"));
+        }
+        let mut redis = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some(auth) = auth {
+            let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
+            if !user.is_empty() {
+                redis = redis.set_username(user);
+            }
+            if !pass.is_empty() {
+                redis = redis.set_password(pass);
+            }
+        }
+        if let Some(p) = &sec.password {
+            redis = redis.set_password(p);
+        }
+        let cluster = Cluster { seeds, redis };
+        let (h, p) = cluster.seeds[0].clone();
+        let client = redis::Client::open(cluster.node_info(&h, p)).map_err(|_| bad("unusable"))?;
+        Ok(Target {
+            client,
+            sentinel: None,
+            cluster: Some(cluster),
+            without_env_password: None,
+            display,
+            tls_host: None,
+            tls_trust: String::new(),
+        })
+    }
+
+    fn node_info(&self, host: &str, port: u16) -> redis::ConnectionInfo {
+        redis::ConnectionAddr::Tcp(host.to_owned(), port)
+            .into_connection_info()
+            .expect("a TCP address is always a valid connection info")
+            .set_redis_settings(self.redis.clone())
+    }
+
+    /// A connection to one node, with timeouts.
+    fn connect_node(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> redis::RedisResult<Connection> {
+        let c = redis::Client::open(self.node_info(host, port))?
+            .get_connection_with_timeout(timeout)?;
+        c.set_read_timeout(Some(timeout))?;
+        c.set_write_timeout(Some(timeout))?;
+        Ok(c)
+    }
+
+    /// The slot map (masters only), from the first seed that answers.
+    pub(super) fn slot_map(&self, timeout: Duration) -> redis::RedisResult<Vec<SlotRange>> {
+        let mut last = None;
+        for (host, port) in &self.seeds {
+            let seed_host = host;
+            let map = self.connect_node(host, *port, timeout).and_then(|mut c| {
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query::<Vec<Value>>(&mut c)
+            });
+            match map {
+                Ok(ranges) => {
+                    let mut out = Vec::new();
+                    for r in ranges {
+                        let Value::Array(r) = r else { continue };
+                        let (Some(start), Some(end), Some(Value::Array(master))) =
+                            (r.first(), r.get(1), r.get(2))
+                        else {
+                            continue;
+                        };
+                        let (Ok(start), Ok(end)) = (int(start), int(end)) else {
+                            continue;
+                        };
+                        let host = master
+                            .first()
+                            .and_then(|h| string(h).ok().flatten())
+                            .unwrap_or_default();
+                        let port = master.get(1).and_then(|p| int(p).ok()).unwrap_or(0);
+                        // An empty host means "the node you asked".
+                        let host = if host.is_empty() {
+                            seed_host.clone()
+                        } else {
+                            host
+                        };
+                        out.push((start as u16, end as u16, host, port as u16));
+                    }
+                    return Ok(out);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Io, "no seed node answered"))
+        }))
+    }
+}
+
+/// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, the
+/// part between the first `{` and the next `}` when not empty, mod 16384.
+pub(super) fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = key
+        .find('{')
+        .and_then(|open| key[open + 1..].find('}').map(|len| (open + 1, len)))
+        .filter(|&(_, len)| len > 0)
+        .map_or(bytes, |(start, len)| &bytes[start..start + len]);
+    let mut crc: u16 = 0;
+    for &b in tagged {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+impl Target {
+    /// A new connection: through the sentinels when there are some, else
+    /// directly (with the DISTLOCK_REDIS_PASSWORD fallback of `Store::conn`).
+    pub(super) fn connect(
+        &mut self,
+        timeout: Duration,
+        node: Option<&(String, u16)>,
+    ) -> redis::RedisResult<Connection> {
+        if let Some(s) = &self.sentinel {
+            return s.connect(timeout);
+        }
+        if let Some(c) = &self.cluster {
+            let (host, port) = match node {
+                Some(n) => n.clone(),
+                None => c.seeds[0].clone(),
+            };
+            return c.connect_node(&host, port, timeout);
+        }
+        match self.client.get_connection_with_timeout(timeout) {
+            // DISTLOCK_REDIS_PASSWORD is an ambient setting, and a
+            // server with no password at all refuses AUTH rather than
+            // ignoring it (redis-rs reports both refusals alike). Try
+            // once without it: a server that does want a password then
+            // answers the first command with NOAUTH, exit 125 still.
+            Err(e) if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) => {
+                match self.without_env_password.take() {
+                    Some(plain) => {
+                        self.client = plain;
+                        self.client.get_connection_with_timeout(timeout)
+                    }
+                    None => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// rustls needs a process-wide crypto provider; distlock builds with ring
+/// only. Installing twice is harmless (the second call reports an error we
+/// ignore).
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Replaces the password of a Redis URL with `***`, both in the userinfo
+/// (`redis://user:pass@host`) and in a `pass=`/`password=` query parameter
+/// (`unix:///s?pass=…`). Works on unparsable input too, since it is used in
+/// the error for an unparsable URL.
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let rest = &out[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                out.replace_range(start + colon + 1..start + at, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", query.join("&"));
+    }
+    out
+}
+
+/// The URL with its password taken out altogether (the `:password` of the
+/// userinfo, a `pass=`/`password=` query parameter), user, host, port and
+/// database kept: what CMD may see of `DISTLOCK_REDIS_URL`.
+pub fn without_password(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let rest = &out[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let cut = rest[..auth_end].rfind('@').and_then(|at| {
+            rest[..at].find(':').map(|colon| match colon {
+                // `redis://:pw@host`: no user either, drop the userinfo.
+                0 => start..start + at + 1,
+                // `redis://user:pw@host` → `redis://user@host`.
+                c => start + c..start + at,
+            })
+        });
+        if let Some(range) = cut {
+            out.replace_range(range, "");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let kept: Vec<&str> = out[q + 1..]
+            .split('&')
+            .filter(|kv| {
+                let key = kv.split_once('=').map_or(*kv, |(k, _)| k);
+                key != "pass" && key != "password"
+            })
+            .collect();
+        out = if kept.is_empty() {
+            out[..q].to_owned()
+        } else {
+            format!("{}?{}", &out[..q], kept.join("&"))
+        };
+    }
+    out
+}
+
+/// Turns a redis-rs error into one plain sentence that names the server
+/// (password redacted) but never the password itself.
+pub(super) fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
+    let display = &target.display;
+    let text = e.to_string();
+    if let Some(why) = tls_failure(&text, target) {
+        return anyhow::anyhow!("redis at {display}: TLS: {why}");
+    }
+    if let Some(why) = acl_refusal(&text) {
+        return anyhow::anyhow!("redis at {display}: {why}");
+    }
+    let what = if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connection_refusal() {
+        "connection refused".to_owned()
+    } else if text.contains("NOAUTH") || text.contains("unauthenticated") {
+        "authentication required: the server refused the password, or got none".to_owned()
+    } else if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) {
+        format!(
+            "authentication failed ({})",
+            e.detail().unwrap_or("refused")
+        )
+    } else {
+        // redis-rs messages carry the server's words and never the
+        // password; keep them on one line.
+        text.replace('\n', " ")
+    };
+    anyhow::anyhow!("redis at {display}: {what}")
+}
+
+/// A TLS failure (rustls's words, as redis-rs passes them on) in plain
+/// words that name the host name and the CA involved.
+fn tls_failure(text: &str, target: &Target) -> Option<String> {
+    let host = target.tls_host.as_deref().unwrap_or("the server");
+    let trust = &target.tls_trust;
+    if text.contains("KeyMismatch") {
+        return Some("--tls-key is not the private key of the certificate in --tls-cert".into());
+    }
+    if let Some(alert) = text.split("received fatal alert: ").nth(1) {
+        let alert = alert.split_whitespace().next().unwrap_or("");
+        return Some(
+            if alert == "CertificateRequired" || alert == "HandshakeFailure" {
+                format!(
+                "{host} requires a client certificate (mutual TLS): pass --tls-cert and --tls-key (the server's alert: {alert})"
+            )
+            } else {
+                format!("{host} ended the handshake with the alert {alert}: if it checks client certificates, it did not accept the one in --tls-cert")
+            },
+        );
+    }
+    if !text.contains("certificate") {
+        return None;
+    }
+    let why = if let Some(rest) = text.split("not valid for name ").nth(1) {
+        match rest.split("only valid for ").nth(1) {
+            Some(names) => {
+                let names = names
+                    .replace("DnsName(", "")
+                    .replace("IpAddress(", "")
+                    .replace(['"', ')'], "");
+                format!(
+                    "it is issued for {}, not for the host name {host:?} in the URL; connect by a name it lists",
+                    names.trim()
+                )
+            }
+            None => format!("it is not valid for the host name {host:?} in the URL"),
+        }
+    } else if text.contains("NotValidForName") {
+        format!("it is not valid for the host name {host:?} in the URL")
+    } else if text.contains("UnknownIssuer") {
+        format!("it is not signed by {trust}")
+    } else if text.contains("NotValidYet") || text.contains("not valid yet") {
+        "it is not valid yet (check the clocks)".to_owned()
+    } else if text.to_lowercase().contains("expired") {
+        "it has expired".to_owned()
+    } else {
+        format!("{} (trusting {trust})", text.replace('\n', " "))
+    };
+    Some(format!("the certificate of {host} does not verify: {why}"))
+}
+
+/// A refusal by the server's ACL, naming what was refused. Redis names the
+/// command when distlock sends it, but inside a script it only says "this
+/// command" with the script's SHA1 and line: the line is looked up in
+/// distlock's own scripts.
+fn acl_refusal(text: &str) -> Option<String> {
+    const HINT: &str = "grant it (see the README's ACL SETUSER line)";
+    let between = |s: &str, from: &str, to: &str| -> Option<String> {
+        let rest = s.split(from).nth(1)?;
+        Some(rest.split(to).next()?.to_owned())
+    };
+    if let Some(cmd) = between(text, "no permissions to run the '", "'") {
+        return Some(format!(
+            "permission denied: this Redis user may not run {}; {HINT}",
+            cmd.to_uppercase()
+        ));
+    }
+    let in_script = text.contains("The user executing the script");
+    let denied_keys = text.contains("permissions to access one of the keys")
+        || text.contains("access at least one of the keys");
+    let denied_channel = text.contains("permissions to access one of the channels")
+        || text.contains("publish to the channel");
+    if !in_script && !denied_keys && !denied_channel {
+        return None;
+    }
+    let commands = match (
+        between(text, "script: ", ","),
+        between(text, "@user_script:", ".").and_then(|l| l.trim().parse().ok()),
+    ) {
+        (Some(sha), Some(line)) => script_commands(sha.trim(), line),
+        _ => Vec::new(),
+    };
+    let mut commands = commands;
+    commands.dedup();
+    let which = match commands.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => Some(format!("one of {}", many.join(", "))),
+    };
+    let in_script = if in_script {
+        " in one of distlock's scripts"
+    } else {
+        ""
+    };
+    let with = which
+        .as_ref()
+        .map(|w| format!(" with {w}"))
+        .unwrap_or_default();
+    Some(if denied_keys {
+        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see the README's ACL SETUSER line)")
+    } else if denied_channel {
+        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see the README's ACL SETUSER line)")
+    } else {
+        format!(
+            "permission denied: this Redis user may not run {}{in_script}; {HINT}",
+            which.as_deref().unwrap_or("a command")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scripts::RENEW;
+    use super::*;
+
+    #[test]
+    fn cluster_slots_follow_the_hash_tag() {
+        // Values from the Redis Cluster specification.
+        assert_eq!(key_slot("123456789"), 12739);
+        assert_eq!(
+            key_slot("{user1000}.following"),
+            key_slot("{user1000}.followers")
+        );
+        assert_eq!(
+            key_slot("distlock:{deploy}:fence"),
+            key_slot("distlock:{deploy}")
+        );
+        assert_eq!(key_slot("foo{}{bar}"), key_slot("foo{}{bar}"));
+        assert_ne!(key_slot("foo{}{bar}"), key_slot("bar"));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://:secret@h"), "redis://:***@h");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(
+            redact("unix:///s.sock?db=1&pass=secret"),
+            "unix:///s.sock?db=1&pass=***"
+        );
+        assert!(!redact("redis://a:b:c@d@h").contains("b:c"));
+    }
+
+    #[test]
+    fn acl_refusals_name_the_command_even_inside_a_script() {
+        // Line 3 of the renew script is its PEXPIRE.
+        let text = format!(
+            "ResponseError: The user executing the script can't run this command or subcommand script: {}, on @user_script:3.",
+            RENEW.get_hash()
+        );
+        let why = acl_refusal(&text).unwrap();
+        assert!(
+            why.contains("may not run PEXPIRE in one of distlock's scripts"),
+            "{why}"
+        );
+        let why = acl_refusal("NoPerm: this user has no permissions to run the 'evalsha' command")
+            .unwrap();
+        assert!(why.contains("may not run EVALSHA"), "{why}");
+        let why = acl_refusal("Pipeline failure: [(Index 0, error: NoPerm: this user has no permissions to run the 'script|load' command)]").unwrap();
+        assert!(why.contains("SCRIPT|LOAD"), "{why}");
+        assert!(acl_refusal("connection refused").is_none());
+    }
+
+    #[test]
+    fn passwords_can_be_taken_out_of_a_url() {
+        assert_eq!(
+            without_password("redis://u:secret@h:1/0"),
+            "redis://u@h:1/0"
+        );
+        assert_eq!(without_password("rediss://:secret@h"), "rediss://h");
+        assert_eq!(without_password("redis://h:6379"), "redis://h:6379");
+        assert_eq!(without_password("redis://u@h"), "redis://u@h");
+        assert_eq!(
+            without_password("unix:///s.sock?db=1&pass=secret&user=u"),
+            "unix:///s.sock?db=1&user=u"
+        );
+        assert_eq!(
+            without_password("unix:///s.sock?password=x"),
+            "unix:///s.sock"
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_usage_errors_without_the_password() {
+        for bad in [
+            "http://u:hunter2@h",
+            "redis//x",
+            "hunter2",
+            "redis://u:hunter2@[::",
+        ] {
+            let e = Target::parse(bad, &Security::default()).err().unwrap();
+            assert!(e.is::<UsageError>(), "{bad}: {e:#}");
+            assert!(!format!("{e:#}").contains("hunter2"), "{e:#}");
+        }
+        assert!(Target::parse("redis://127.0.0.1:6379/2", &Security::default()).is_ok());
+        assert!(Target::parse("unix:///tmp/r.sock", &Security::default()).is_ok());
+        assert!(Target::parse("redis+unix:///tmp/r.sock?db=3", &Security::default()).is_ok());
+    }
+}
