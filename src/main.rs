@@ -8,10 +8,13 @@
 //!
 //! - `cli`: the clap definition; no I/O.
 //! - `config`: checked values (names, durations, signals, timings, owner ids).
-//! - `store`: the only Redis code: connections with timeouts, the Lua scripts.
+//! - `store`: the only Redis code: `Store` (the lock operations), `scripts`
+//!   (every Lua script, one round trip each), `target` (URLs, TLS, Sentinel,
+//!   Cluster, connecting with timeouts, error sentences without secrets).
 //! - `lease`: taking the lease (and waiting), the renewer thread, the clock.
 //! - `supervise`: signals, spawning CMD, the terminal, the guardian, reaping.
-//! - `commands`: one function per subcommand.
+//! - `commands`: the subcommands: `run` (with its supervisor), `manual`
+//!   (acquire, hold, renew, release, inspect, list), `doctor`, `man`.
 //! - `exit`: the exit status table.
 //!
 //! Errors are printed once, here, as `distlock: …`, and mapped to 2 (usage)

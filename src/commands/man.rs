@@ -1,0 +1,113 @@
+//! `distlock man --dir D`: the man pages, from the clap definition.
+
+use anyhow::Result;
+
+/// `distlock man --dir D`: writes `distlock.1` and one page per visible
+/// subcommand. clap_mangen renders the usual sections; we add EXAMPLES (from
+/// each command's long help), EXIT STATUS and ENVIRONMENT, as flock(1) has.
+pub fn man(dir: &std::path::Path) -> Result<()> {
+    use clap::CommandFactory;
+    fn page(cmd: &clap::Command, dir: &std::path::Path) -> Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            page(sub, dir)?;
+        }
+        let man = clap_mangen::Man::new(cmd.clone())
+            .date("")
+            .source("distlock");
+        let mut out = Vec::new();
+        man.render_title(&mut out)?;
+        man.render_name_section(&mut out)?;
+        man.render_synopsis_section(&mut out)?;
+        man.render_description_section(&mut out)?;
+        if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+            man.render_options_section(&mut out)?;
+        }
+        if cmd.has_subcommands() {
+            man.render_subcommands_section(&mut out)?;
+        }
+        if let Some(examples) = cmd.get_after_long_help() {
+            let text = examples.to_string();
+            let body = text.strip_prefix("Examples:\n").unwrap_or(&text);
+            out.extend_from_slice(b".SH EXAMPLES\n.nf\n");
+            out.extend_from_slice(roff_escape(body).as_bytes());
+            out.extend_from_slice(b"\n.fi\n");
+        }
+        out.extend_from_slice(MAN_EXIT_AND_ENV.as_bytes());
+        man.render_version_section(&mut out)?;
+        std::fs::write(dir.join(man.get_filename()), out)?;
+        Ok(())
+    }
+    std::fs::create_dir_all(dir)?;
+    let mut cmd = crate::cli::Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    page(&cmd, dir)
+}
+
+/// Escapes text for a roff `.nf` block: backslashes, and leading dots or
+/// quotes that roff would read as requests.
+fn roff_escape(s: &str) -> String {
+    s.lines()
+        .map(|l| {
+            let l = l.replace('\\', r"\e").replace('-', r"\-");
+            if l.starts_with('.') || l.starts_with('\'') {
+                format!(r"\&{l}")
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The EXIT STATUS and ENVIRONMENT sections, word for word the table in
+/// `exit.rs` and the README.
+const MAN_EXIT_AND_ENV: &str = r#".SH "EXIT STATUS"
+.TP
+CMD's own status
+run: CMD exited by itself; 128+N if signal N ended it.
+.TP
+0
+The subcommand succeeded.
+.TP
+1
+renew/release: the lock is not held by that owner.
+.TP
+2
+Usage error: bad option, name, duration or URL.
+.TP
+75
+Lock not acquired (busy, or the wait ran out); \-E changes it.
+.TP
+124
+run: the lease was lost and CMD was stopped.
+.TP
+125
+distlock failed: Redis unreachable, authentication refused, protocol error.
+.TP
+126
+CMD was found but could not be executed.
+.TP
+127
+CMD was not found.
+.SH ENVIRONMENT
+.TP
+DISTLOCK_REDIS_URL
+Default for \-\-redis\-url (redis://127.0.0.1:6379).
+.TP
+DISTLOCK_PREFIX
+Default for \-\-prefix (distlock).
+.TP
+DISTLOCK_TTL
+Default for \-\-ttl of run, acquire and renew (30s).
+.TP
+DISTLOCK_OWNER
+Default for \-\-owner of renew and release; set by eval of acquire's output.
+.TP
+DISTLOCK_NAME, DISTLOCK_KEY, DISTLOCK_OWNER, DISTLOCK_FENCING_TOKEN
+Set by run in CMD's environment: the lock name, its Redis key, the owner id
+and the fencing token of this acquisition. Pass the token to the storage CMD
+writes to, so a late writer is turned away.
+.TP
+DISTLOCK_REDIS_PASSWORD
+Removed from CMD's environment.
+"#;

@@ -1,0 +1,623 @@
+//! The manual subcommands for shell scripts: `acquire`, `hold` (and its
+//! background renewer), `renew`, `release`, `inspect`, `list`.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::{busy_line, release_quietly, require_owner, Global, IO_TIMEOUT};
+use crate::cli::{
+    AcquireArgs, HoldArgs, HoldRenewerArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs,
+};
+use crate::config::{self, fmt_duration, UsageError, Wait};
+use crate::exit;
+use crate::lease::{self, Acquired};
+use crate::store::{LockInfo, LockKeys, Release, SlotsInfo, Store};
+use crate::supervise::{self, Signals};
+
+/// A lease taken by `acquire` or `hold`.
+struct Taken {
+    keys: LockKeys,
+    owner: String,
+    token: u64,
+    ttl_ms: u64,
+    sent_at: Duration,
+}
+
+/// The common part of `acquire` and `hold`: take the lease, waiting as
+/// asked. Err(code) is the exit status of a known outcome (busy, signal).
+fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
+    if args.ttl.as_millis() < 1 {
+        bail!(UsageError("--ttl must be at least 1ms".into()));
+    }
+    // Waiting is interruptible by SIGINT/SIGTERM/SIGHUP (exit 128+N).
+    let signals = Signals::install()?;
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let owner = match &args.owner {
+        Some(o) => o.clone(),
+        None => config::new_owner_id()?,
+    };
+    let ttl_ms = args.ttl.as_millis() as u64;
+    let mut store = g.store(IO_TIMEOUT);
+    let host = config::hostname();
+    let pid = std::process::id().to_string();
+    let min_hold = args.min_hold.map(|d| d.as_millis().to_string());
+    let mut meta = vec![("host", host.as_str()), ("pid", pid.as_str())];
+    if let Some(ms) = &min_hold {
+        meta.push(("min_hold_ms", ms.as_str()));
+    }
+    match lease::acquire(
+        &mut store,
+        &keys,
+        &owner,
+        ttl_ms,
+        &meta,
+        args.wait,
+        args.wait_order,
+        &signals,
+    )? {
+        Acquired::Yes { token, sent_at } => Ok(Ok(Taken {
+            keys,
+            owner,
+            token,
+            ttl_ms,
+            sent_at,
+        })),
+        Acquired::Busy {
+            holder,
+            ahead,
+            unacked,
+        } => {
+            g.say(format_args!(
+                "{}",
+                busy_line(&keys.name, holder, ahead, unacked)
+            ));
+            Ok(Err(args.conflict_exit_code))
+        }
+        Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),
+    }
+}
+
+/// Prints a taken lease as `export` lines or one JSON object; `extra` adds
+/// fields (the renewer's pid for `hold`).
+fn print_taken(t: &Taken, json: bool, extra: &[(&str, u64)]) {
+    if json {
+        let mut obj = serde_json::json!({
+            "name": t.keys.name,
+            "key": t.keys.lock,
+            "owner": t.owner,
+            "fencing_token": t.token,
+            "ttl_ms": t.ttl_ms,
+        });
+        for (k, v) in extra {
+            obj[*k] = (*v).into();
+        }
+        println!("{obj}");
+        return;
+    }
+    let mut out = format!(
+        "export DISTLOCK_NAME={}\nexport DISTLOCK_OWNER={}\nexport DISTLOCK_FENCING_TOKEN={}",
+        shell_quote(&t.keys.name),
+        shell_quote(&t.owner),
+        shell_quote(&t.token.to_string())
+    );
+    for (k, v) in extra {
+        let var = match *k {
+            "renewer_pid" => "DISTLOCK_HOLD_PID",
+            other => other,
+        };
+        out.push_str(&format!("\nexport {var}={}", shell_quote(&v.to_string())));
+    }
+    println!("{out}");
+}
+
+/// `distlock acquire`: take the lease and print how to use it.
+pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
+    match take(g, &args)? {
+        Ok(t) => {
+            print_taken(&t, args.json, &[]);
+            Ok(0)
+        }
+        Err(code) => Ok(code),
+    }
+}
+
+/// `distlock hold`: `acquire`, plus a detached process that renews the
+/// lease until it is released, `--max` passes or renewal fails.
+pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
+    let t = match take(g, &args.acquire)? {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    // The renewer gets the deadline as boot-clock nanoseconds in a u64
+    // (about 584 years): one it cannot be told, or that the clock cannot
+    // count to, is no deadline, rather than a renewer that refuses its
+    // arguments and leaves the lease to expire while `hold` says it holds.
+    let release_at = match args.max {
+        Wait::For(d) => t
+            .sent_at
+            .checked_add(d)
+            .filter(|at| u64::try_from(at.as_nanos()).is_ok()),
+        Wait::Forever => None,
+    };
+    let mut cmd = std::process::Command::new(
+        std::env::current_exe().context("cannot find distlock's own executable")?,
+    );
+    cmd.arg("__hold-renewer")
+        .arg(&t.keys.name)
+        .arg("--limit")
+        .arg(t.keys.limit.unwrap_or(1).to_string())
+        .env("DISTLOCK_OWNER", &t.owner)
+        .arg("--ttl")
+        .arg(format!("{}ms", t.ttl_ms))
+        .arg("--t0-ns")
+        .arg(t.sent_at.as_nanos().to_string());
+    if let Some(at) = release_at {
+        cmd.arg("--release-at-ns").arg(at.as_nanos().to_string());
+    }
+    // The URL travels in the environment, never on a command line that
+    // `ps` shows; the renewer detaches from the terminal and from the
+    // caller's stdout (a `$(distlock hold …)` must not wait for it).
+    cmd.env("DISTLOCK_REDIS_URL", &g.url)
+        .env("DISTLOCK_PREFIX", &g.prefix)
+        .env("DISTLOCK_MIN_REPLICAS", g.min_replicas.to_string())
+        .env_remove("DISTLOCK_REDIS_PASSWORD_FILE");
+    let s = &g.security;
+    for (var, val) in [
+        ("DISTLOCK_TLS_CA", &s.tls_ca),
+        ("DISTLOCK_TLS_CERT", &s.tls_cert),
+        ("DISTLOCK_TLS_KEY", &s.tls_key),
+    ] {
+        match val {
+            Some(p) => cmd.env(var, p),
+            None => cmd.env_remove(var),
+        };
+    }
+    match &s.password {
+        Some(p) => cmd.env("DISTLOCK_REDIS_PASSWORD", p),
+        None => cmd.env_remove("DISTLOCK_REDIS_PASSWORD"),
+    };
+    if s.tls_insecure {
+        cmd.arg("--tls-insecure").arg("--quiet");
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let mut store = g.store(IO_TIMEOUT);
+            release_quietly(g, &mut store, &t.keys, &t.owner);
+            return Err(e).context("cannot start the background renewer");
+        }
+    };
+    print_taken(
+        &t,
+        args.acquire.json,
+        &[("renewer_pid", u64::from(child.id()))],
+    );
+    Ok(0)
+}
+
+/// The background renewer of `hold`. Exits when the lease is released by
+/// someone (renewal says "not owner"), at `--release-at-ns` (then it
+/// releases), on SIGTERM/SIGINT/SIGHUP (releases), or when no renewal was
+/// confirmed before the lease could expire.
+pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
+    let signals = Signals::install()?;
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let ttl = Duration::from_millis(args.ttl.as_millis().max(1) as u64);
+    let renew_every = ttl / 3;
+    let margin = ttl / 100 + Duration::from_millis(5);
+    let retry = (renew_every / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
+    let release_at = args.release_at_ns.map(Duration::from_nanos);
+    let mut store = g.store(renew_every);
+    let mut last_ok = Duration::from_nanos(args.t0_ns);
+    let mut next = last_ok + renew_every;
+    loop {
+        let wake = release_at.map_or(next, |r| r.min(next));
+        let (sigs, _) = signals.wait(Some(wake.saturating_sub(lease::now())), None);
+        let now = lease::now();
+        let stop = sigs.iter().any(|s| supervise::WAIT_ENDERS.contains(s));
+        if stop || release_at.is_some_and(|r| now >= r) {
+            let _ = store.release(&keys, &args.owner);
+            return Ok(0);
+        }
+        if now >= last_ok + ttl - margin {
+            return Ok(exit::LEASE_LOST);
+        }
+        if now < next {
+            continue;
+        }
+        store.set_timeout((last_ok + ttl - margin - now).min(renew_every));
+        match store.renew(&keys, &args.owner, ttl.as_millis() as u64) {
+            Ok(true) => {
+                last_ok = now;
+                next = now + renew_every;
+            }
+            Ok(false) => return Ok(0),
+            Err(_) => next = now + retry,
+        }
+    }
+}
+
+/// `distlock renew`: compare-and-extend.
+pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
+    let owner = require_owner(args.owner)?;
+    if args.ttl.as_millis() < 1 {
+        bail!(UsageError("--ttl must be at least 1ms".into()));
+    }
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let mut store = g.store(IO_TIMEOUT);
+    if store.renew(&keys, &owner, args.ttl.as_millis() as u64)? {
+        return Ok(0);
+    }
+    g.say(format_args!("{} is not held by {owner}", keys.name));
+    Ok(exit::NOT_OWNER)
+}
+
+/// `distlock release`: compare-and-delete, or `--force`.
+pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let mut store = g.store(IO_TIMEOUT);
+    if args.force {
+        return Ok(match store.force_release(&keys)? {
+            Some(holder) => {
+                println!("released {}, held by {holder}", keys.name);
+                0
+            }
+            None => {
+                g.say(format_args!("{} was not held", keys.name));
+                exit::NOT_OWNER
+            }
+        });
+    }
+    let owner = require_owner(args.owner)?;
+    match store.release(&keys, &owner)? {
+        Release::Released => Ok(0),
+        Release::Kept(left) => {
+            g.say(format_args!(
+                "{} stays held for another {} (--min-hold)",
+                keys.name,
+                fmt_duration(left)
+            ));
+            Ok(0)
+        }
+        Release::NotOwner(holder) => {
+            g.say(format_args!(
+                "{} is not held by {owner}; {}",
+                keys.name,
+                match holder {
+                    Some(h) => format!("held by {h}, left alone"),
+                    None => "it is free".to_owned(),
+                }
+            ));
+            Ok(exit::NOT_OWNER)
+        }
+    }
+}
+
+/// `distlock inspect`: one lock, for people or (with --json) programs.
+pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let mut store = g.store(IO_TIMEOUT);
+    if keys.limit.is_some() {
+        return inspect_slots(&mut store, &keys, args.json);
+    }
+    let info = store.inspect(&keys)?;
+    if args.json {
+        println!("{}", info_json(&keys, &info));
+        return Ok(0);
+    }
+    let token = match info.token {
+        Some(t) => format!("token {t}"),
+        None => "never acquired".to_owned(),
+    };
+    match &info.holder {
+        Some(owner) => {
+            let expires = info.ttl.map_or("no expiry".to_owned(), |t| {
+                format!("expires in {}", fmt_ttl(t))
+            });
+            println!("{}: held by {owner}, {expires}, {token}", keys.name);
+            let m = Meta::of(&info);
+            if let Some(at) = m.acquired_at() {
+                let mut line = format!("  acquired {at}");
+                if let Some(host) = m.host {
+                    line.push_str(&format!(" on {host}"));
+                }
+                if let Some(pid) = m.pid {
+                    line.push_str(&format!(", pid {pid}"));
+                }
+                if let Some(cmd) = m.command {
+                    line.push_str(&format!(": {cmd}"));
+                }
+                println!("{line}");
+            }
+        }
+        None => {
+            let last = match info.token {
+                Some(t) => format!("last token {t}"),
+                None => token,
+            };
+            println!("{}: free, {last}", keys.name);
+        }
+    }
+    if let Some(last) = LastRunView::of(&info.last_run) {
+        println!("  last run: {}", last.line());
+    }
+    Ok(0)
+}
+
+/// `inspect --limit N`: a semaphore's holders.
+fn inspect_slots(store: &mut Store, keys: &LockKeys, json: bool) -> Result<u8> {
+    let info = store.inspect_slots(keys)?;
+    let n = keys.limit.unwrap_or(1);
+    if let Some(agreed) = info.limit.filter(|&l| l != n && !info.holders.is_empty()) {
+        bail!(UsageError(format!(
+            "{} is a semaphore with --limit {agreed}, not {n}",
+            keys.name
+        )));
+    }
+    if json {
+        println!("{}", slots_json(keys, &info));
+        return Ok(0);
+    }
+    println!(
+        "{}: {} of {n} slots held{}",
+        keys.name,
+        info.holders.len(),
+        info.token
+            .map_or(", never acquired".into(), |t| format!(", last token {t}"))
+    );
+    for (o, left, t) in &info.holders {
+        println!("  {o}, expires in {}, token {t}", fmt_ttl(*left));
+    }
+    if let Some(last) = LastRunView::of(&info.last_run) {
+        println!("  last run: {}", last.line());
+    }
+    Ok(0)
+}
+
+/// The `inspect --limit N --json` object (also in `list --json`).
+fn slots_json(keys: &LockKeys, info: &SlotsInfo) -> serde_json::Value {
+    let holders: Vec<_> = info
+        .holders
+        .iter()
+        .map(|(o, left, t)| {
+            serde_json::json!({"owner": o, "ttl_ms": left.as_millis() as u64, "fencing_token": t})
+        })
+        .collect();
+    serde_json::json!({
+        "name": keys.name,
+        "key": keys.slots,
+        "held": !info.holders.is_empty(),
+        "limit": keys.limit.unwrap_or(1),
+        "holders": holders,
+        "fencing_token": info.token,
+        "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
+    })
+}
+
+/// The last-run record as `inspect` shows it.
+struct LastRunView<'a> {
+    host: &'a str,
+    owner: &'a str,
+    started_ms: Option<u64>,
+    duration_ms: Option<u64>,
+    exit: Option<u8>,
+    token: Option<u64>,
+}
+
+impl<'a> LastRunView<'a> {
+    fn of(record: &'a [(String, String)]) -> Option<LastRunView<'a>> {
+        let get = |f: &str| record.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+        get("owner")?;
+        Some(LastRunView {
+            host: get("host").unwrap_or(""),
+            owner: get("owner").unwrap_or(""),
+            started_ms: get("started_ms").and_then(|v| v.parse().ok()),
+            duration_ms: get("duration_ms").and_then(|v| v.parse().ok()),
+            exit: get("exit").and_then(|v| v.parse().ok()),
+            token: get("token").and_then(|v| v.parse().ok()),
+        })
+    }
+
+    fn started_at(&self) -> Option<String> {
+        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.started_ms?);
+        Some(humantime::format_rfc3339_seconds(t).to_string())
+    }
+
+    /// `web-2, 2026-12-02 00:00:01 UTC, 31.2s, exit 0, token 41`
+    fn line(&self) -> String {
+        let started = self
+            .started_at()
+            .map(|s| s.replace('T', " ").replace('Z', " UTC"))
+            .unwrap_or_else(|| "unknown time".into());
+        let took = self
+            .duration_ms
+            .map_or("?".into(), |ms| fmt_ttl(Duration::from_millis(ms)));
+        let exit = self.exit.map_or("?".into(), |e| e.to_string());
+        let token = self.token.map_or("?".into(), |t| t.to_string());
+        format!(
+            "{}, {started}, {took}, exit {exit}, token {token}",
+            self.host
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "host": self.host,
+            "owner": self.owner,
+            "started_at": self.started_at(),
+            "duration_ms": self.duration_ms,
+            "exit": self.exit,
+            "fencing_token": self.token,
+        })
+    }
+}
+
+/// `distlock list`: every held lock under the prefix.
+pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
+    let mut store = g.store(IO_TIMEOUT);
+    let found = store.list_names(&g.prefix)?;
+    let plain: Vec<LockKeys> = found
+        .iter()
+        .filter(|f| !f.semaphore)
+        .map(|f| LockKeys::new(&g.prefix, &f.name))
+        .collect();
+    let infos = store.inspect_many(&plain)?;
+    // (name, JSON object, table row), merged and sorted by name.
+    let mut entries: Vec<(String, serde_json::Value, [String; 5])> = plain
+        .iter()
+        .zip(&infos)
+        .filter(|(_, i)| i.holder.is_some())
+        .map(|(k, i)| {
+            let row = [
+                k.name.clone(),
+                i.ttl.map_or("-".into(), fmt_ttl),
+                i.token.map_or("-".into(), |t| t.to_string()),
+                i.holder.clone().unwrap_or_default(),
+                Meta::of(i).command.unwrap_or("").to_owned(),
+            ];
+            (k.name.clone(), info_json(k, i), row)
+        })
+        .collect();
+    for f in found.iter().filter(|f| f.semaphore) {
+        // Any N above 1 reads the slots; the agreed N comes back with them.
+        let keys = LockKeys::new(&g.prefix, &f.name).with_limit(2);
+        let Ok(info) = store.inspect_slots(&keys) else {
+            continue;
+        };
+        if info.holders.is_empty() {
+            continue;
+        }
+        let n = info.limit.unwrap_or(0);
+        let keys = LockKeys::new(&g.prefix, &f.name).with_limit(n);
+        let owners: Vec<&str> = info.holders.iter().map(|h| h.0.as_str()).collect();
+        let row = [
+            f.name.clone(),
+            info.holders.first().map_or("-".into(), |h| fmt_ttl(h.1)),
+            info.token.map_or("-".into(), |t| t.to_string()),
+            format!("{} of {n} slots: {}", owners.len(), owners.join(", ")),
+            String::new(),
+        ];
+        entries.push((f.name.clone(), slots_json(&keys, &info), row));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    if args.json {
+        let arr: Vec<_> = entries.into_iter().map(|e| e.1).collect();
+        println!("{}", serde_json::Value::Array(arr));
+        return Ok(0);
+    }
+    if entries.is_empty() {
+        g.say(format_args!("no locks held under prefix {}", g.prefix));
+        return Ok(0);
+    }
+    let rows: Vec<[String; 5]> = entries.into_iter().map(|e| e.2).collect();
+    let header = ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    for r in std::iter::once(&header).chain(&rows) {
+        let line = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        println!("{}", line.trim_end());
+    }
+    Ok(0)
+}
+
+/// Holder metadata, as the acquire script stored it.
+struct Meta<'a> {
+    acquired_ms: Option<u64>,
+    host: Option<&'a str>,
+    pid: Option<u32>,
+    command: Option<&'a str>,
+}
+
+impl<'a> Meta<'a> {
+    fn of(info: &'a LockInfo) -> Meta<'a> {
+        let get = |f: &str| {
+            info.meta
+                .iter()
+                .find(|(k, _)| k == f)
+                .map(|(_, v)| v.as_str())
+        };
+        Meta {
+            acquired_ms: get("acquired_ms").and_then(|v| v.parse().ok()),
+            host: get("host"),
+            pid: get("pid").and_then(|v| v.parse().ok()),
+            command: get("command"),
+        }
+    }
+
+    /// RFC 3339, UTC, whole seconds.
+    fn acquired_at(&self) -> Option<String> {
+        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.acquired_ms?);
+        Some(humantime::format_rfc3339_seconds(t).to_string())
+    }
+}
+
+/// The `inspect --json` object (also each element of `list --json`).
+fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
+    let m = Meta::of(info);
+    serde_json::json!({
+        "name": keys.name,
+        "key": keys.lock,
+        "held": info.holder.is_some(),
+        "owner": info.holder,
+        "ttl_ms": info.holder.as_ref().and(info.ttl.map(|t| t.as_millis() as u64)),
+        "fencing_token": info.token,
+        "acquired_at": m.acquired_at(),
+        "host": m.host,
+        "pid": m.pid,
+        "command": m.command,
+        "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
+    })
+}
+
+/// A remaining lease for people: `27.3s`, `4m 12s`.
+fn fmt_ttl(t: Duration) -> String {
+    if t < Duration::from_secs(60) {
+        format!("{:.1}s", t.as_secs_f64())
+    } else {
+        humantime::format_duration(Duration::from_secs(t.as_secs())).to_string()
+    }
+}
+
+/// Quotes a value for `eval` in sh, bash and zsh: single quotes, with each
+/// `'` written as `'\''`.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting_survives_quotes() {
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn ttl_is_readable() {
+        assert_eq!(fmt_ttl(Duration::from_millis(27_345)), "27.3s");
+        assert_eq!(fmt_ttl(Duration::from_secs(252)), "4m 12s");
+    }
+}

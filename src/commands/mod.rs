@@ -1,0 +1,87 @@
+//! The subcommands. Each returns the exit status for a known outcome
+//! (busy, not owner, CMD's own status) and an error only when distlock
+//! itself failed; `main` maps errors to 2 or 125. This file holds what
+//! they share: the resolved global options and a few helpers.
+
+mod doctor;
+mod man;
+mod manual;
+mod run;
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::config::UsageError;
+use crate::store::{LockKeys, Security, Store, Target};
+
+pub use doctor::doctor;
+pub use man::man;
+pub use manual::{acquire, hold, hold_renewer, inspect, list, release, renew};
+pub use run::run;
+
+/// Options shared by every subcommand, resolved.
+pub struct Global {
+    /// The Redis URL as given (with any password): only ever passed on in
+    /// the environment of `hold`'s renewer, never printed.
+    pub url: String,
+    /// Where Redis is.
+    pub target: Target,
+    /// Password and TLS settings, passed on to `hold`'s renewer.
+    pub security: Security,
+    /// Key prefix.
+    pub prefix: String,
+    /// `--min-replicas`.
+    pub min_replicas: u32,
+    /// -v count.
+    pub verbose: u8,
+    /// -q: no notices or warnings.
+    pub quiet: bool,
+}
+
+impl Global {
+    /// A store for this target, with `--min-replicas` applied.
+    fn store(&self, timeout: Duration) -> Store {
+        let mut store = Store::new(self.target.clone(), timeout);
+        store.set_min_replicas(self.min_replicas);
+        store
+    }
+
+    /// Prints a notice or warning unless `-q`.
+    fn say(&self, msg: std::fmt::Arguments<'_>) {
+        if !self.quiet {
+            eprintln!("distlock: {msg}");
+        }
+    }
+}
+
+/// The conflict line: who holds the lock, naming the full owner id.
+fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>, unacked: bool) -> String {
+    if unacked {
+        return format!(
+            "{name} was taken but not acknowledged by --min-replicas replicas in time, so it was released"
+        );
+    }
+    match (holder, ahead) {
+        (Some(h), _) => format!("{name} is held by {h}"),
+        (None, Some(a)) => format!("{name} is being handed to the next waiter in line, {a}"),
+        (None, None) => format!("{name} is busy"),
+    }
+}
+
+/// Timeout for the manual subcommands' connect and each call.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn require_owner(owner: Option<String>) -> Result<String> {
+    owner.ok_or_else(|| {
+        UsageError("no owner id: pass --owner ID or set DISTLOCK_OWNER".into()).into()
+    })
+}
+
+/// Releases a lease we took but will not use; failures only warn, the
+/// lease expires by itself.
+fn release_quietly(g: &Global, store: &mut Store, keys: &LockKeys, owner: &str) {
+    if let Err(e) = store.release(keys, owner) {
+        g.say(format_args!("warning: {e:#}"));
+    }
+}
