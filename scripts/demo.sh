@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install redis-server (and sqlite3, which
-# the tests use) when missing, build distlock, start a throw-away
+# The main job on a fresh machine: install redis-server (and sqlite3 and
+# openssl, which the tests use) when missing, build distlock, start a throw-away
 # redis-server on a free loopback port, and run a command under the lock
 # three times to show the fencing token increasing.
 set -euo pipefail
@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "demo: please install ${need[*]} (e.g. sudo apt-get install ${need[*]})" >&2
