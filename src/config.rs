@@ -153,32 +153,33 @@ const SIGNALS: &[(&str, i32)] = &[
     ("SYS", libc::SIGSYS),
 ];
 
-/// Parses `--kill-signal`: `TERM`, `SIGTERM`, `term` or `15`. Signals that
-/// cannot end a process (STOP, CONT, CHLD, …) are refused: they would make
-/// the grace period pointless and leave CMD running until SIGKILL.
-pub fn parse_signal(s: &str) -> Result<Signal, String> {
+/// Looks a signal up by name (`TERM`, `SIGTERM`, any case) or number.
+fn find_signal(s: &str) -> Option<Signal> {
     let t = s.trim().to_ascii_uppercase();
     let t = t.strip_prefix("SIG").unwrap_or(&t);
     let found = match t.parse::<i32>() {
         Ok(n) => SIGNALS.iter().find(|(_, v)| *v == n),
         Err(_) => SIGNALS.iter().find(|(name, _)| *name == t),
     };
-    match found {
-        Some(&(name, number))
-            if ![
-                libc::SIGSTOP,
-                libc::SIGCONT,
-                libc::SIGCHLD,
-                libc::SIGTSTP,
-                libc::SIGTTIN,
-                libc::SIGTTOU,
-                libc::SIGURG,
-                libc::SIGWINCH,
-            ]
-            .contains(&number) =>
-        {
-            Ok(Signal { number, name })
-        }
+    found.map(|&(name, number)| Signal { number, name })
+}
+
+/// Parses `--kill-signal`: `TERM`, `SIGTERM`, `term` or `15`. Signals that
+/// cannot end a process (STOP, CONT, CHLD, …) are refused: they would make
+/// the grace period pointless and leave CMD running until SIGKILL.
+pub fn parse_signal(s: &str) -> Result<Signal, String> {
+    const HARMLESS: [i32; 8] = [
+        libc::SIGSTOP,
+        libc::SIGCONT,
+        libc::SIGCHLD,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGURG,
+        libc::SIGWINCH,
+    ];
+    match find_signal(s) {
+        Some(sig) if !HARMLESS.contains(&sig.number) => Ok(sig),
         Some(_) => Err(format!(
             "invalid signal {s:?}: it does not end a process; use e.g. TERM, INT, HUP or KILL"
         )),
@@ -191,16 +192,8 @@ pub fn parse_signal(s: &str) -> Result<Signal, String> {
 /// Parses a signal to *notify* with (`--at-risk-signal`): any catchable
 /// signal by name or number, e.g. USR1, HUP, 10.
 pub fn parse_any_signal(s: &str) -> Result<Signal, String> {
-    let t = s.trim().to_ascii_uppercase();
-    let t = t.strip_prefix("SIG").unwrap_or(&t);
-    let found = match t.parse::<i32>() {
-        Ok(n) => SIGNALS.iter().find(|(_, v)| *v == n),
-        Err(_) => SIGNALS.iter().find(|(name, _)| *name == t),
-    };
-    match found {
-        Some(&(name, number)) if number != libc::SIGKILL && number != libc::SIGSTOP => {
-            Ok(Signal { number, name })
-        }
+    match find_signal(s) {
+        Some(sig) if sig.number != libc::SIGKILL && sig.number != libc::SIGSTOP => Ok(sig),
         _ => Err(format!(
             "invalid signal {s:?}: use a catchable signal such as USR1, USR2, HUP or a number"
         )),
