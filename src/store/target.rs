@@ -78,11 +78,7 @@ impl Target {
                 .into())
             }
         };
-        let uses_tls_options = sec.tls_ca.is_some()
-            || sec.tls_cert.is_some()
-            || sec.tls_key.is_some()
-            || sec.tls_insecure;
-        if !tls && uses_tls_options {
+        if !tls && sec.uses_tls() {
             bail!(UsageError(format!(
                 "--tls-ca, --tls-cert, --tls-key and --tls-insecure need a rediss:// URL, not {display}"
             )));
@@ -183,6 +179,59 @@ impl Target {
     }
 }
 
+impl Security {
+    /// Whether any TLS option was given.
+    fn uses_tls(&self) -> bool {
+        self.tls_ca.is_some()
+            || self.tls_cert.is_some()
+            || self.tls_key.is_some()
+            || self.tls_insecure
+    }
+}
+
+/// Splits `[[user]:password@]rest` of a multi-host URL (the last `@`, since
+/// a password may hold one).
+fn split_auth(rest: &str) -> (Option<&str>, &str) {
+    match rest.rsplit_once('@') {
+        Some((a, r)) => (Some(a), r),
+        None => (None, rest),
+    }
+}
+
+/// Parses `host[:port],host[:port]…`; a missing port is `default_port`, or
+/// an error when there is none.
+fn parse_hosts(hosts: &str, default_port: Option<u16>) -> Result<Vec<(String, u16)>, &'static str> {
+    let mut out = Vec::new();
+    for h in hosts.split(',').filter(|h| !h.is_empty()) {
+        let (host, port) = match (h.rsplit_once(':'), default_port) {
+            (Some((host, port)), _) => (host, port.parse().map_err(|_| "bad port")?),
+            (None, Some(port)) => (h, port),
+            (None, None) => return Err("a node without a port"),
+        };
+        out.push((host.trim_matches(['[', ']']).to_owned(), port));
+    }
+    Ok(out)
+}
+
+/// The data nodes' credentials: user and password from the URL, the
+/// password overridden by --redis-password-file or DISTLOCK_REDIS_PASSWORD.
+fn credentials(auth: Option<&str>, sec: &Security) -> redis::RedisConnectionInfo {
+    let mut redis = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+    if let Some(auth) = auth {
+        let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
+        if !user.is_empty() {
+            redis = redis.set_username(user);
+        }
+        if !pass.is_empty() {
+            redis = redis.set_password(pass);
+        }
+    }
+    if let Some(p) = &sec.password {
+        redis = redis.set_password(p);
+    }
+    redis
+}
+
 /// A Redis Sentinel set and the master it watches.
 #[derive(Clone, Debug)]
 pub(super) struct Sentinel {
@@ -206,17 +255,10 @@ impl Sentinel {
             ))
             .into()
         };
-        if sec.tls_ca.is_some()
-            || sec.tls_cert.is_some()
-            || sec.tls_key.is_some()
-            || sec.tls_insecure
-        {
+        if sec.uses_tls() {
             return Err(bad("TLS with sentinels is not supported"));
         }
-        let (auth, rest) = match rest.rsplit_once('@') {
-            Some((a, r)) => (Some(a), r),
-            None => (None, rest),
-        };
+        let (auth, rest) = split_auth(rest);
         let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
         let mut parts = path.split('/');
         let master = parts
@@ -227,32 +269,11 @@ impl Sentinel {
             Some(d) => d.parse().map_err(|_| bad("the db is not a number"))?,
             None => 0,
         };
-        let mut nodes = Vec::new();
-        for h in hosts.split(',').filter(|h| !h.is_empty()) {
-            let (host, port) = match h.rsplit_once(':') {
-                Some((host, port)) => (host, port.parse().map_err(|_| bad("bad port"))?),
-                None => (h, 26379),
-            };
-            nodes.push((host.trim_matches(['[', ']']).to_owned(), port));
-        }
+        let nodes = parse_hosts(hosts, Some(26379)).map_err(&bad)?;
         if nodes.is_empty() {
             return Err(bad("no sentinel address"));
         }
-        let mut redis = redis::RedisConnectionInfo::default()
-            .set_db(db)
-            .set_skip_set_lib_name();
-        if let Some(auth) = auth {
-            let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
-            if !user.is_empty() {
-                redis = redis.set_username(user);
-            }
-            if !pass.is_empty() {
-                redis = redis.set_password(pass);
-            }
-        }
-        if let Some(p) = &sec.password {
-            redis = redis.set_password(p);
-        }
+        let redis = credentials(auth, sec).set_db(db);
         let sentinel = Sentinel {
             nodes,
             master: master.to_owned(),
@@ -368,43 +389,18 @@ impl Cluster {
             ))
             .into()
         };
-        if sec.tls_ca.is_some()
-            || sec.tls_cert.is_some()
-            || sec.tls_key.is_some()
-            || sec.tls_insecure
-        {
+        if sec.uses_tls() {
             return Err(bad("TLS with Redis Cluster is not supported"));
         }
-        let (auth, rest) = match rest.rsplit_once('@') {
-            Some((a, r)) => (Some(a), r),
-            None => (None, rest),
-        };
-        let hosts = rest.trim_end_matches('/');
-        let mut seeds = Vec::new();
-        for h in hosts.split(',').filter(|h| !h.is_empty()) {
-            let (host, port) = h
-                .rsplit_once(':')
-                .ok_or_else(|| bad("a seed without a port"))?;
-            let port = port.parse().map_err(|_| bad("bad port"))?;
-            seeds.push((host.trim_matches(['[', ']']).to_owned(), port));
-        }
+        let (auth, rest) = split_auth(rest);
+        let seeds = parse_hosts(rest.trim_end_matches('/'), None).map_err(&bad)?;
         if seeds.is_empty() {
             return Err(bad("no seed node"));
         }
-        let mut redis = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
-        if let Some(auth) = auth {
-            let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
-            if !user.is_empty() {
-                redis = redis.set_username(user);
-            }
-            if !pass.is_empty() {
-                redis = redis.set_password(pass);
-            }
-        }
-        if let Some(p) = &sec.password {
-            redis = redis.set_password(p);
-        }
-        let cluster = Cluster { seeds, redis };
+        let cluster = Cluster {
+            seeds,
+            redis: credentials(auth, sec),
+        };
         let (h, p) = cluster.seeds[0].clone();
         let client = redis::Client::open(cluster.node_info(&h, p)).map_err(|_| bad("unusable"))?;
         Ok(Target {
