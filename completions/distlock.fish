@@ -24,7 +24,7 @@ function __fish_distlock_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c distlock -n "__fish_distlock_needs_command" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_needs_command" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -49,19 +49,19 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "completions" -d '
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "man" -d 'Write man pages into DIR (used to regenerate man/)'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -l ttl -d 'Lease length; distlock renews it while CMD runs' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l ttl -d 'Lease length (`run` renews it while CMD runs; after `acquire`, renew it yourself)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
 any\t'Whoever asks first once the lock is free (no queue)'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l min-hold -d 'Keep the lock held until D after it was acquired, even if CMD ends or `release` comes sooner (the key keeps a TTL for the rest; no process lingers)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renewal period [default: ttl/3]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'First signal sent to CMD\'s process group when the lease is lost' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -l min-hold -d 'Keep the lock held until D after it was acquired, even if CMD ends sooner (the key keeps a TTL for the rest; no process lingers)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l max-hold -d 'Stop CMD (kill signal, then SIGKILL after the grace) once it has held the lock for D; exit 124' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l at-risk-signal -d 'Send SIG to CMD once, as soon as a renewal fails to be confirmed, so it can checkpoint before the kill deadline [default: none]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l last-run-keep -d 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -74,14 +74,14 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -s q -l quiet -d 
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
-complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l ttl -d 'Lease length; renew it before it runs out' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l ttl -d 'Lease length (`run` renews it while CMD runs; after `acquire`, renew it yourself)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
 any\t'Whoever asks first once the lock is free (no queue)'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-hold -d 'Keep the lock held until D after it was acquired, even if CMD ends or `release` comes sooner (the key keeps a TTL for the rest; no process lingers)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
-complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-hold -d 'Keep the lock held until D after it was acquired, even if released sooner' -r
-complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -95,15 +95,15 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s q -l quiet
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
-complete -c distlock -n "__fish_distlock_using_subcommand hold" -l ttl -d 'Lease length; renew it before it runs out' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l ttl -d 'Lease length (`run` renews it while CMD runs; after `acquire`, renew it yourself)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s w -l wait -d 'How long to wait for a busy lock: a duration, 0 (do not wait) or forever' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l wait-order -d 'Who gets a busy lock first: fair (arrival order) or any (no queue)' -r -f -a "fair\t'First come, first served: a queue under the lock\'s hash tag'
 any\t'Whoever asks first once the lock is free (no queue)'"
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -l min-hold -d 'Keep the lock held until D after it was acquired, even if CMD ends or `release` comes sooner (the key keeps a TTL for the rest; no process lingers)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
-complete -c distlock -n "__fish_distlock_using_subcommand hold" -l min-hold -d 'Keep the lock held until D after it was acquired, even if released sooner' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l max -d 'Release the lock after this long at the latest: a duration or forever' -r
-complete -c distlock -n "__fish_distlock_using_subcommand hold" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -121,7 +121,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l own
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l ttl -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l t0-ns -d 'Boot-clock nanoseconds at which the acquisition was sent' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l release-at-ns -d 'Boot-clock nanoseconds at which to release (none: never)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -136,7 +136,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s V -
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l owner -d 'Owner id that must hold the lease' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l ttl -d 'New lease length, counted from now' -r
-complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -150,7 +150,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand renew" -s h -l help -d
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l owner -d 'Owner id that must hold the lease (ignored with --force)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand release" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -164,7 +164,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
-complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -177,7 +177,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s v -l verbo
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand list" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -190,7 +190,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand list" -s v -l verbose 
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -203,7 +203,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s v -l verbos
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand completions" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -216,7 +216,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand completions" -s q -l q
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l dir -d 'Directory to write distlock.1 and one page per subcommand into' -r -F
-complete -c distlock -n "__fish_distlock_using_subcommand man" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand man" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F

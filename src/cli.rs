@@ -108,7 +108,9 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Redis to hold leases in: redis://[user[:pass]@]host[:port][/db],
-    /// rediss://… (TLS), redis+unix:///path or unix:///path[?db=N]
+    /// rediss://… (TLS), redis+unix:///path or unix:///path[?db=N],
+    /// redis+sentinel://host:26379,host:26379/master[/db],
+    /// redis+cluster://host:port,host:port
     #[arg(
         short = 'r',
         long,
@@ -285,19 +287,15 @@ pub enum Command {
     },
 }
 
-/// Options of `distlock run`.
+/// How a lease is taken: shared by `run`, `acquire` and `hold`.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +
-    #[arg(value_parser = config::parse_name)]
-    pub name: String,
-
+pub struct LeaseArgs {
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub limit: u32,
 
-    /// Lease length; distlock renews it while CMD runs
+    /// Lease length (`run` renews it while CMD runs; after `acquire`, renew it yourself)
     #[arg(
         long,
         env = "DISTLOCK_TTL",
@@ -325,6 +323,23 @@ pub struct RunArgs {
     )]
     pub conflict_exit_code: u8,
 
+    /// Keep the lock held until D after it was acquired, even if CMD ends
+    /// or `release` comes sooner (the key keeps a TTL for the rest; no
+    /// process lingers)
+    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
+    pub min_hold: Option<Duration>,
+}
+
+/// Options of `distlock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +
+    #[arg(value_parser = config::parse_name)]
+    pub name: String,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+
     /// Renewal period [default: ttl/3]
     #[arg(long, value_name = "D", value_parser = config::parse_duration)]
     pub renew_every: Option<Duration>,
@@ -336,11 +351,6 @@ pub struct RunArgs {
     /// Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]
     #[arg(long, value_name = "D", value_parser = config::parse_duration)]
     pub kill_grace: Option<Duration>,
-
-    /// Keep the lock held until D after it was acquired, even if CMD ends
-    /// sooner (the key keeps a TTL for the rest; no process lingers)
-    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
-    pub min_hold: Option<Duration>,
 
     /// Stop CMD (kill signal, then SIGKILL after the grace) once it has held
     /// the lock for D; exit 124
@@ -369,47 +379,12 @@ pub struct AcquireArgs {
     #[arg(value_parser = config::parse_name)]
     pub name: String,
 
-    /// Semaphore: let up to N holders in at once, each with its own lease
-    /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
-    pub limit: u32,
-
-    /// Lease length; renew it before it runs out
-    #[arg(
-        long,
-        env = "DISTLOCK_TTL",
-        default_value = "30s",
-        value_name = "D",
-        value_parser = config::parse_expiry
-    )]
-    pub ttl: Duration,
-
-    /// How long to wait for a busy lock: a duration, 0 (do not wait) or forever
-    #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait)]
-    pub wait: Wait,
-
-    /// Who gets a busy lock first: fair (arrival order) or any (no queue)
-    #[arg(long, value_enum, default_value = "fair", value_name = "ORDER")]
-    pub wait_order: WaitOrder,
-
-    /// Exit code when the lock was not acquired
-    #[arg(
-        short = 'E',
-        long,
-        default_value_t = crate::exit::CONFLICT,
-        value_name = "N",
-        value_parser = config::parse_exit_code
-    )]
-    pub conflict_exit_code: u8,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
 
     /// Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]
     #[arg(long, value_name = "ID", value_parser = config::parse_owner)]
     pub owner: Option<String>,
-
-    /// Keep the lock held until D after it was acquired, even if released
-    /// sooner
-    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
-    pub min_hold: Option<Duration>,
 
     /// Print one JSON object instead of export lines
     #[arg(long)]

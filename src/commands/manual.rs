@@ -27,21 +27,21 @@ struct Taken {
 /// The common part of `acquire` and `hold`: take the lease, waiting as
 /// asked. Err(code) is the exit status of a known outcome (busy, signal).
 fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
-    if args.ttl.as_millis() < 1 {
+    if args.lease.ttl.as_millis() < 1 {
         bail!(UsageError("--ttl must be at least 1ms".into()));
     }
     // Waiting is interruptible by SIGINT/SIGTERM/SIGHUP (exit 128+N).
     let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.lease.limit);
     let owner = match &args.owner {
         Some(o) => o.clone(),
         None => config::new_owner_id()?,
     };
-    let ttl_ms = args.ttl.as_millis() as u64;
+    let ttl_ms = args.lease.ttl.as_millis() as u64;
     let mut store = g.store(IO_TIMEOUT);
     let host = config::hostname();
     let pid = std::process::id().to_string();
-    let min_hold = args.min_hold.map(|d| d.as_millis().to_string());
+    let min_hold = args.lease.min_hold.map(|d| d.as_millis().to_string());
     let mut meta = vec![("host", host.as_str()), ("pid", pid.as_str())];
     if let Some(ms) = &min_hold {
         meta.push(("min_hold_ms", ms.as_str()));
@@ -52,8 +52,8 @@ fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
         &owner,
         ttl_ms,
         &meta,
-        args.wait,
-        args.wait_order,
+        args.lease.wait,
+        args.lease.wait_order,
         &signals,
     )? {
         Acquired::Yes { token, sent_at } => Ok(Ok(Taken {
@@ -72,7 +72,7 @@ fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
                 "{}",
                 busy_line(&keys.name, holder, ahead, unacked)
             ));
-            Ok(Err(args.conflict_exit_code))
+            Ok(Err(args.lease.conflict_exit_code))
         }
         Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),
     }

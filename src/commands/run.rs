@@ -17,10 +17,10 @@ use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// `distlock run`: acquire, spawn, supervise, release.
 pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
-    let timings = Timings::new(args.ttl, args.renew_every, args.kill_grace)?;
+    let timings = Timings::new(args.lease.ttl, args.renew_every, args.kill_grace)?;
     // First, before any thread exists (see supervise.rs).
     let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.lease.limit);
     let owner = config::new_owner_id()?;
     // The acquisition's reply is useful until the kill deadline it would
     // start; a slow Redis is given that long (at most 5s), not less.
@@ -28,7 +28,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let host = config::hostname();
     let pid = std::process::id().to_string();
     let command_line = describe_command(&args.command);
-    let min_hold = args.min_hold.map(|d| d.as_millis().to_string());
+    let min_hold = args.lease.min_hold.map(|d| d.as_millis().to_string());
     let mut meta = vec![
         ("host", host.as_str()),
         ("pid", pid.as_str()),
@@ -45,8 +45,8 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         &owner,
         timings.ttl_ms(),
         &meta,
-        args.wait,
-        args.wait_order,
+        args.lease.wait,
+        args.lease.wait_order,
         &signals,
     )? {
         Acquired::Yes { token, sent_at } => (token, sent_at),
@@ -59,7 +59,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
                 "{}",
                 busy_line(&keys.name, holder, ahead, unacked)
             ));
-            return Ok(args.conflict_exit_code);
+            return Ok(args.lease.conflict_exit_code);
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
     };
