@@ -126,7 +126,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "DISTLOCK_PREFIX",
+        hide_env_values = true, env = "DISTLOCK_PREFIX",
         default_value = "distlock",
         value_name = "P",
         value_parser = config::parse_prefix
@@ -138,21 +138,40 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
+        hide_env_values = true,
         env = "DISTLOCK_REDIS_PASSWORD_FILE",
         value_name = "FILE"
     )]
     pub redis_password_file: Option<std::path::PathBuf>,
 
     /// Trust the CA(s) in this PEM file for rediss:// instead of the system's
-    #[arg(long, global = true, env = "DISTLOCK_TLS_CA", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        hide_env_values = true,
+        env = "DISTLOCK_TLS_CA",
+        value_name = "FILE"
+    )]
     pub tls_ca: Option<std::path::PathBuf>,
 
     /// Client certificate (PEM) for mutual TLS; needs --tls-key
-    #[arg(long, global = true, env = "DISTLOCK_TLS_CERT", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        hide_env_values = true,
+        env = "DISTLOCK_TLS_CERT",
+        value_name = "FILE"
+    )]
     pub tls_cert: Option<std::path::PathBuf>,
 
     /// Client private key (PEM) for mutual TLS; needs --tls-cert
-    #[arg(long, global = true, env = "DISTLOCK_TLS_KEY", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        hide_env_values = true,
+        env = "DISTLOCK_TLS_KEY",
+        value_name = "FILE"
+    )]
     pub tls_key: Option<std::path::PathBuf>,
 
     /// Do not verify the server's certificate (testing only; warns every time)
@@ -165,6 +184,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
+        hide_env_values = true,
         env = "DISTLOCK_MIN_REPLICAS",
         default_value_t = 0,
         value_name = "N"
@@ -298,7 +318,7 @@ pub struct LeaseArgs {
     /// Lease length (`run` renews it while CMD runs; after `acquire`, renew it yourself)
     #[arg(
         long,
-        env = "DISTLOCK_TTL",
+        hide_env_values = true, env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
         value_parser = config::parse_expiry
@@ -436,13 +456,13 @@ pub struct RenewArgs {
     pub limit: u32,
 
     /// Owner id that must hold the lease
-    #[arg(long, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
+    #[arg(long, hide_env_values = true, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
     pub owner: Option<String>,
 
     /// New lease length, counted from now
     #[arg(
         long,
-        env = "DISTLOCK_TTL",
+        hide_env_values = true, env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
         value_parser = config::parse_expiry
@@ -463,7 +483,7 @@ pub struct ReleaseArgs {
     pub limit: u32,
 
     /// Owner id that must hold the lease (ignored with --force)
-    #[arg(long, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
+    #[arg(long, hide_env_values = true, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
     pub owner: Option<String>,
 
     /// Release whoever holds it, and print who that was
