@@ -61,7 +61,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --kill-signal 'First signal sent to CMD''s process group when the lease is lost'
             cand --kill-grace 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]'
             cand --max-hold 'Stop CMD (kill signal, then SIGKILL after the grace) once it has held the lock for D; exit 124'
-            cand --at-risk-signal 'Send SIG to CMD once, as soon as a renewal fails to be confirmed, so it can checkpoint before the kill deadline [default: none]'
+            cand --at-risk-signal 'Send SIG to CMD once, as soon as a renewal is overdue (half a period late) or has failed, so it can checkpoint before the kill deadline [default: none]'
             cand --last-run-keep 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)'
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port'
             cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port'

@@ -59,7 +59,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'First signal sent to CMD\'s process group when the lease is lost' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l max-hold -d 'Stop CMD (kill signal, then SIGKILL after the grace) once it has held the lock for D; exit 124' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -l at-risk-signal -d 'Send SIG to CMD once, as soon as a renewal fails to be confirmed, so it can checkpoint before the kill deadline [default: none]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l at-risk-signal -d 'Send SIG to CMD once, as soon as a renewal is overdue (half a period late) or has failed, so it can checkpoint before the kill deadline [default: none]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l last-run-keep -d 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r

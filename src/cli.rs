@@ -377,8 +377,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "D", value_parser = config::parse_duration)]
     pub max_hold: Option<Duration>,
 
-    /// Send SIG to CMD once, as soon as a renewal fails to be confirmed, so
-    /// it can checkpoint before the kill deadline [default: none]
+    /// Send SIG to CMD once, as soon as a renewal is overdue (half a period
+    /// late) or has failed, so it can checkpoint before the kill deadline
+    /// [default: none]
     #[arg(long, value_name = "SIG", value_parser = config::parse_any_signal)]
     pub at_risk_signal: Option<Signal>,
 

@@ -1175,6 +1175,57 @@ fn at_risk_signal_reaches_cmd_once_before_the_kill_when_renewals_stall() {
     );
 }
 
+/// The warning comes as soon as a renewal is overdue, not when its request
+/// finally times out: with --ttl 3s (renewals every 1s, kill signal 2.215s
+/// after the last confirmed one), CMD hears USR1 at about 1.5s and TERM at
+/// 2.215s. The check leaves slack only on the side of a late warning: it
+/// asks for 400ms of the expected 715ms (waiting for the timeout, as before,
+/// left about 215ms).
+#[test]
+fn at_risk_signal_comes_well_before_the_kill_signal() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cmd = r#"trap 'date +%s%N > risk' USR1
+trap 'date +%s%N > term; exit 0' TERM
+echo $$ > pid
+while :; do sleep 30 & wait $!; done"#;
+    let mut child = spawn_in(
+        &server,
+        d,
+        "run",
+        &[
+            "run",
+            "--ttl",
+            "3s",
+            "--at-risk-signal",
+            "USR1",
+            "early",
+            "--",
+            "sh",
+            "-c",
+            cmd,
+        ],
+    );
+    wait_for_line(&d.join("pid"), LIMIT).expect("CMD never started");
+    // Pause right after a renewal, so a whole period passes before the next.
+    let key = key("early");
+    let mut last = pttl(&server, &key);
+    assert!(wait_until(LIMIT, || {
+        let now = pttl(&server, &key);
+        let renewed = now > last;
+        last = now;
+        renewed
+    }));
+    server.pause();
+    let st = wait_with_timeout(&mut child, LIMIT);
+    server.resume();
+    assert_eq!(st.code(), Some(124), "{}", read(&d.join("run.err")));
+    let ns = |f: &str| -> u128 { read(&d.join(f)).trim().parse().unwrap() };
+    let warning = (ns("term") - ns("risk")) / 1_000_000;
+    assert!(warning >= 400, "USR1 came only {warning} ms before TERM");
+}
+
 #[test]
 fn without_at_risk_signal_cmd_gets_no_warning_signal() {
     let (code, stderr, marker) = run_with_redis_paused(&[]);

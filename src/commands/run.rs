@@ -280,6 +280,12 @@ impl Supervisor<'_> {
             if self.lost.is_none() && self.status.is_none() && now >= self.t0 + soft {
                 self.lose(Loss::Unconfirmed, self.t0 + hard);
             }
+            // A renewal not confirmed half a period after it was due has
+            // failed to be confirmed in time, whether or not its request
+            // has timed out yet: warn CMD now, while it has the most time.
+            if self.lost.is_none() && self.status.is_none() && now >= self.at_risk_at() {
+                self.warn_at_risk();
+            }
             if let Some(at) = self.max_hold_at {
                 if self.lost.is_none() && self.status.is_none() && now >= at {
                     let sigkill_at = (now + self.timings.kill_grace).min(self.t0 + hard);
@@ -313,6 +319,9 @@ impl Supervisor<'_> {
                 at(self.t0 + soft);
                 if let Some(m) = self.max_hold_at {
                     at(m);
+                }
+                if self.at_risk.is_some() {
+                    at(self.at_risk_at());
                 }
             }
             if let Some(k) = self.killing.filter(|k| !k.sigkill_sent) {
@@ -348,12 +357,8 @@ impl Supervisor<'_> {
                         }
                     }
                     Event::Unconfirmed => {
-                        if let Some(sig) = self.at_risk.take() {
-                            if self.status.is_none() {
-                                // CMD itself, not its group: children that
-                                // do not expect it would die of it.
-                                supervise::signal_process(self.pgid, sig.number);
-                            }
+                        if self.status.is_none() {
+                            self.warn_at_risk();
                         }
                     }
                     Event::NotOwner => {
@@ -370,6 +375,22 @@ impl Supervisor<'_> {
                 let whole_group = self.tty.is_some_and(|t| t.is_foreground(self.pgid));
                 supervise::stop_self(whole_group);
             }
+        }
+    }
+
+    /// When a renewal counts as overdue: half a period after it was due,
+    /// or half-way from then to the kill deadline if that is sooner.
+    fn at_risk_at(&self) -> Duration {
+        let due = self.timings.renew_every;
+        let soft = self.timings.soft_after();
+        self.t0 + (due * 3 / 2).min((due + soft) / 2)
+    }
+
+    /// Sends `--at-risk-signal`, once, to CMD itself, not its group:
+    /// children that do not expect it would die of it.
+    fn warn_at_risk(&mut self) {
+        if let Some(sig) = self.at_risk.take() {
+            supervise::signal_process(self.pgid, sig.number);
         }
     }
 
