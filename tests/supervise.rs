@@ -121,8 +121,33 @@ impl Job {
         opts: &[&str],
         cmd: &[&str],
     ) -> Job {
+        Job::start_via(&[], caller, server, name, opts, cmd)
+    }
+
+    /// Like `start_as`, with distlock exec'd by `wrapper` (a program and
+    /// its first arguments, e.g. `nohup`; empty for none), so a real tool
+    /// sets up what distlock inherits.
+    fn start_via(
+        wrapper: &[&str],
+        caller: Caller,
+        server: &RedisServer,
+        name: &str,
+        opts: &[&str],
+        cmd: &[&str],
+    ) -> Job {
         let dir = tempfile::tempdir().unwrap();
         let mut c = distlock(server);
+        if let Some((program, args)) = wrapper.split_first() {
+            let mut w = Command::new(program);
+            w.args(args).arg(c.get_program());
+            for (k, v) in c.get_envs() {
+                match v {
+                    Some(v) => w.env(k, v),
+                    None => w.env_remove(k),
+                };
+            }
+            c = w;
+        }
         c.arg("run")
             .arg(name)
             .args(opts)
@@ -551,6 +576,7 @@ forwarded! {
     sigusr2_to_distlock_reaches_cmd_and_the_lock_is_released: SIGUSR2,
     sigalrm_to_distlock_reaches_cmd_and_the_lock_is_released: SIGALRM,
     sigwinch_to_distlock_reaches_cmd_and_the_lock_is_released: SIGWINCH,
+    sigpipe_to_distlock_reaches_cmd_and_the_lock_is_released: SIGPIPE,
 }
 
 #[test]
@@ -669,41 +695,152 @@ fn under_nohup_cmd_inherits_sighup_ignored_and_nothing_else() {
     assert_eq!(sig_field(&out, "SigBlk"), 0, "{out}");
 }
 
-#[test]
-fn under_nohup_a_sighup_to_distlock_is_neither_forwarded_nor_fatal() {
+/// With `sig` ignored by the caller, `sig` sent to distlock reaches
+/// nobody: distlock does not die of it, nor passes it on.
+fn ignored_signal_to_distlock_is_neither_forwarded_nor_fatal(sig: i32, name: &str) {
     let server = server();
     // perl, because a shell cannot trap a signal that was ignored on entry:
-    // CMD catches SIGHUP itself, so it would notice a forwarded one.
-    let script = r#"
-        $SIG{HUP} = sub { open(my $h, '>', 'hup'); print $h "HUP\n"; close $h };
-        $SIG{USR1} = sub { open(my $u, '>', 'usr1'); print $u "USR1\n"; close $u; exit 0 };
+    // CMD catches the signal itself, so it would notice a forwarded one.
+    let script = format!(
+        r#"
+        $SIG{{{name}}} = sub {{ open(my $h, '>', 'got'); print $h "{name}\n"; close $h }};
+        $SIG{{TERM}} = sub {{ open(my $u, '>', 'term'); print $u "TERM\n"; close $u; exit 0 }};
         open(my $p, '>', 'pid'); print $p "$$\n"; close $p;
-        while (1) { select(undef, undef, undef, 0.05) }
-    "#;
-    let nohup = Caller {
-        ignore: &[libc::SIGHUP],
+        while (1) {{ select(undef, undef, undef, 0.05) }}
+    "#
+    );
+    let ignore: &'static [i32] = match sig {
+        libc::SIGHUP => &[libc::SIGHUP],
+        libc::SIGPIPE => &[libc::SIGPIPE],
+        _ => unreachable!(),
+    };
+    let caller = Caller {
+        ignore,
         ..Caller::default()
     };
     let mut job = Job::start_as(
-        nohup,
+        caller,
         &server,
-        "nohup",
+        "ignored",
         &["--ttl", "5s"],
-        &["perl", "-e", script],
+        &["perl", "-e", &script],
     );
     job.pids("pid", 1);
 
-    // HUP first, then USR1 as a barrier: had the HUP been forwarded, CMD
-    // would have run its HUP handler before the USR1 one, which exits
-    // (both distlock and perl handle pending signals lowest number first).
-    signal(job.pid(), libc::SIGHUP);
-    signal(job.pid(), libc::SIGUSR1);
+    // The signal first, then TERM (a higher number) as a barrier: had the
+    // signal been forwarded, CMD would have run its handler before the TERM
+    // one, which exits (both distlock and perl handle pending signals
+    // lowest number first).
+    signal(job.pid(), sig);
+    signal(job.pid(), libc::SIGTERM);
     let status = job.wait();
 
     job.assert_code(status, 0);
-    assert_eq!(job.read("usr1"), "USR1");
-    assert!(!job.exists("hup"), "an ignored SIGHUP was forwarded to CMD");
-    assert_eq!(server.get(&key("nohup")), None);
+    assert_eq!(job.read("term"), "TERM");
+    assert!(
+        !job.exists("got"),
+        "an ignored SIG{name} was forwarded to CMD"
+    );
+    assert_eq!(server.get(&key("ignored")), None);
+}
+
+#[test]
+fn under_nohup_a_sighup_to_distlock_is_neither_forwarded_nor_fatal() {
+    ignored_signal_to_distlock_is_neither_forwarded_nor_fatal(libc::SIGHUP, "HUP");
+}
+
+#[test]
+fn with_sigpipe_ignored_by_the_caller_a_sigpipe_to_distlock_is_neither_forwarded_nor_fatal() {
+    ignored_signal_to_distlock_is_neither_forwarded_nor_fatal(libc::SIGPIPE, "PIPE");
+}
+
+/// CMD records its signal state in `status`, then runs `yes` into a pipe
+/// whose reader exits at once, and records how `yes` ended (`yes.rc`) and
+/// what it said (`yes.err`).
+const YES_INTO_CLOSED_PIPE: &str = "grep ^Sig /proc/self/status > status; \
+     { yes 2> yes.err; echo $? > yes.rc; } | true";
+
+/// Rust's runtime ignores SIGPIPE in distlock before `main`; the caller's
+/// choice is read earlier (`.init_array`) and handed to CMD. This test and
+/// the next one together show that the early read really happens before
+/// the runtime's change: read after it, both would see SIGPIPE ignored.
+#[test]
+fn caller_ignoring_sigpipe_gives_cmd_sigpipe_ignored_so_yes_sees_epipe() {
+    let server = server();
+    let caller = Caller {
+        ignore: &[libc::SIGPIPE],
+        ..Caller::default()
+    };
+    let mut job = Job::start_as(
+        caller,
+        &server,
+        "pipe",
+        &["--ttl", "5s"],
+        &sh(YES_INTO_CLOSED_PIPE),
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let st = job.read("status");
+    assert_eq!(sig_ign(&st), bit(libc::SIGPIPE), "{st}");
+    // Like `(trap '' PIPE; timeout 5 sh -c 'yes | :')`: a write error.
+    assert_eq!(job.read("yes.rc"), "1", "yes.err: {}", job.read("yes.err"));
+    assert!(
+        job.read("yes.err").contains("Broken pipe"),
+        "yes.err: {}",
+        job.read("yes.err")
+    );
+    assert_eq!(server.get(&key("pipe")), None);
+}
+
+#[test]
+fn caller_with_default_sigpipe_gives_cmd_the_default_so_yes_dies_of_it() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "pipe",
+        &["--ttl", "5s"],
+        &sh(YES_INTO_CLOSED_PIPE),
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let st = job.read("status");
+    assert_eq!(sig_ign(&st) & bit(libc::SIGPIPE), 0, "{st}");
+    assert_eq!(
+        job.read("yes.rc"),
+        (128 + libc::SIGPIPE).to_string(),
+        "yes.err: {}",
+        job.read("yes.err")
+    );
+    assert_eq!(job.read("yes.err"), "");
+    assert_eq!(server.get(&key("pipe")), None);
+}
+
+/// The issue's own line, `(trap '' PIPE; nohup distlock run …)`, with the
+/// real tools setting up the caller: CMD has SIGHUP and SIGPIPE ignored,
+/// and nothing else.
+#[test]
+fn under_trap_pipe_and_real_nohup_cmd_has_sighup_and_sigpipe_ignored() {
+    let server = server();
+    let mut job = Job::start_via(
+        &["sh", "-c", "trap '' PIPE; exec nohup \"$0\" \"$@\""],
+        Caller::default(),
+        &server,
+        "nohup",
+        &["--ttl", "5s"],
+        &["grep", "^Sig", "/proc/self/status"],
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let out = job.read("stdout");
+    assert_eq!(
+        sig_ign(&out),
+        bit(libc::SIGHUP) | bit(libc::SIGPIPE),
+        "{out}"
+    );
+    assert_eq!(sig_field(&out, "SigBlk"), 0, "{out}");
 }
 
 #[test]
