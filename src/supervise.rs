@@ -94,7 +94,10 @@ fn caller_ignored(sig: i32) -> bool {
 /// Signals that end a wait for the lock at once (exit 128+N).
 pub const WAIT_ENDERS: &[i32] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// Job-control stop signals: forwarded to CMD, then distlock stops too.
+/// Job-control stop signals. Sent to `run` itself (not through the
+/// terminal, which sends them to CMD's foreground group directly), they
+/// stop CMD's whole group with SIGSTOP, which CMD cannot catch, and then
+/// distlock; a waiter, with no CMD yet, just stops itself.
 pub const STOPS: &[i32] = &[libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 
 /// The blocked signals and the signalfd they are read from.

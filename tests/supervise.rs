@@ -1016,8 +1016,10 @@ fn next_renewal(server: &RedisServer, name: &str) -> Instant {
     Instant::now()
 }
 
-#[test]
-fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_again() {
+/// `kill -TSTP distlock`, a wait past the kill deadline, `kill -CONT
+/// distlock`: CMD (the perl `script`) never runs again and distlock exits
+/// 124.
+fn sigtstp_past_the_kill_deadline_cmd_never_runs_again(script: &str) {
     let server = server();
     // Kill deadline 965ms after the last renewal was sent, lease end 3s.
     let mut job = Job::start(
@@ -1031,7 +1033,7 @@ fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_agai
             "--kill-grace",
             "2s",
         ],
-        &["perl", "-e", TICKER],
+        &["perl", "-e", script],
     );
     let pid = job.pids("pid", 1)[0];
 
@@ -1075,6 +1077,98 @@ fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_agai
         took < Duration::from_secs(1),
         "distlock exited {took:?} after SIGCONT"
     );
+}
+
+#[test]
+fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_again() {
+    sigtstp_past_the_kill_deadline_cmd_never_runs_again(TICKER);
+}
+
+#[test]
+fn sigtstp_stops_even_a_cmd_that_catches_it_and_past_the_kill_deadline_it_never_runs_again() {
+    sigtstp_past_the_kill_deadline_cmd_never_runs_again(&format!(
+        "$SIG{{TSTP}} = sub {{ tick('TSTP') }}; {TICKER}"
+    ));
+}
+
+/// A CMD of two processes (perl and a forked child, one group) that both
+/// catch SIGTSTP, SIGTTIN and SIGTTOU, record any of them in `caught`, and
+/// append to `ticks` and `kticks` every 20ms. The parent writes "PID KID"
+/// to `pid`; SIGUSR1 (forwarded to the group) ends both, the parent with 0.
+const STOP_CATCHERS: &str = r#"
+    sub tick { open(my $t, '>>', $_[0]); print $t "$_[1]\n"; close $t }
+    $SIG{$_} = sub { tick('caught', "$_[0] $$") } for qw(TSTP TTIN TTOU);
+    my $kid = fork() // die "fork: $!";
+    if ($kid == 0) {
+        $SIG{USR1} = 'DEFAULT';
+        while (1) { tick('kticks', 'tick'); select(undef, undef, undef, 0.02) }
+    }
+    $SIG{USR1} = sub { kill 'USR1', $kid; waitpid($kid, 0); exit 0 };
+    open(my $p, '>', 'pid'); print $p "$$ $kid\n"; close $p;
+    while (1) { tick('ticks', 'tick'); select(undef, undef, undef, 0.02) }
+"#;
+
+/// `kill -SIG distlock` with SIG a job-control stop: CMD's whole group is
+/// stopped although it catches SIG (distlock sends SIGSTOP, so CMD never
+/// sees SIG), then distlock stops; `kill -CONT distlock` resumes both with
+/// the lease kept, and the run ends with CMD's status and a release.
+fn stop_signal_to_distlock_stops_a_cmd_that_catches_it(sig: i32) {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "catcher",
+        &["--ttl", "5s"],
+        &["perl", "-e", STOP_CATCHERS],
+    );
+    let pids = job.pids("pid", 2);
+    let (pid, kid) = (pids[0], pids[1]);
+    let owner = server.get(&key("catcher")).unwrap();
+
+    signal(job.pid(), sig);
+    assert!(
+        wait_until(LIMIT, || state(pid) == Some('T')
+            && state(kid) == Some('T')
+            && state(job.pid()) == Some('T')),
+        "CMD {:?}, its child {:?}, distlock {:?}",
+        state(pid),
+        state(kid),
+        state(job.pid())
+    );
+    let (ticks, kticks) = (job.read("ticks"), job.read("kticks"));
+    assert!(!job.exists("caught"), "CMD got {}", job.read("caught"));
+
+    signal(job.pid(), libc::SIGCONT);
+    assert!(
+        wait_until(LIMIT, || job.read("ticks") != ticks
+            && job.read("kticks") != kticks),
+        "CMD {:?} and its child {:?} were not both continued",
+        state(pid),
+        state(kid)
+    );
+    assert_ne!(state(job.pid()), Some('T'), "distlock stayed stopped");
+    assert_eq!(server.get(&key("catcher")), Some(owner));
+
+    signal(job.pid(), libc::SIGUSR1);
+    let status = job.wait();
+    job.assert_code(status, 0);
+    assert!(!alive(pid) && !alive(kid));
+    assert!(!job.exists("caught"), "CMD got {}", job.read("caught"));
+    assert_eq!(server.get(&key("catcher")), None, "the lock was not released");
+}
+
+#[test]
+fn sigtstp_to_distlock_stops_a_cmd_that_catches_it_and_sigcont_resumes_both() {
+    stop_signal_to_distlock_stops_a_cmd_that_catches_it(libc::SIGTSTP);
+}
+
+#[test]
+fn sigttin_to_distlock_stops_a_cmd_that_catches_it_and_sigcont_resumes_both() {
+    stop_signal_to_distlock_stops_a_cmd_that_catches_it(libc::SIGTTIN);
+}
+
+#[test]
+fn sigttou_to_distlock_stops_a_cmd_that_catches_it_and_sigcont_resumes_both() {
+    stop_signal_to_distlock_stops_a_cmd_that_catches_it(libc::SIGTTOU);
 }
 
 #[test]
