@@ -796,12 +796,7 @@ fn caller_ignoring_sigpipe_gives_cmd_sigpipe_ignored_so_yes_sees_epipe() {
 #[test]
 fn caller_with_default_sigpipe_gives_cmd_the_default_so_yes_dies_of_it() {
     let server = server();
-    let mut job = Job::start(
-        &server,
-        "pipe",
-        &["--ttl", "5s"],
-        &sh(YES_INTO_CLOSED_PIPE),
-    );
+    let mut job = Job::start(&server, "pipe", &["--ttl", "5s"], &sh(YES_INTO_CLOSED_PIPE));
     let status = job.wait();
     job.assert_code(status, 0);
 
@@ -1153,7 +1148,11 @@ fn stop_signal_to_distlock_stops_a_cmd_that_catches_it(sig: i32) {
     job.assert_code(status, 0);
     assert!(!alive(pid) && !alive(kid));
     assert!(!job.exists("caught"), "CMD got {}", job.read("caught"));
-    assert_eq!(server.get(&key("catcher")), None, "the lock was not released");
+    assert_eq!(
+        server.get(&key("catcher")),
+        None,
+        "the lock was not released"
+    );
 }
 
 #[test]
