@@ -812,6 +812,47 @@ fn caller_with_default_sigpipe_gives_cmd_the_default_so_yes_dies_of_it() {
     assert_eq!(server.get(&key("pipe")), None);
 }
 
+/// distlock's own stderr is a pipe nobody reads (`2>&1 | head -1` after
+/// head exited), with the caller's SIGPIPE at its default, so distlock has
+/// SIGPIPE blocked and read from its signalfd. Its `-v` line then raises a
+/// SIGPIPE of its own: that one must not be forwarded (CMD, trapping it,
+/// would record it, or die of it before its trap is set), and the failed
+/// write must not end distlock: CMD runs and its status comes out.
+#[test]
+fn a_stderr_nobody_reads_neither_stops_the_run_nor_sends_cmd_a_sigpipe() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds that are then owned here.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read_end);
+    let mut c = distlock(&server);
+    c.args(["-v", "run", "noreader", "--ttl", "5s", "--"])
+        .args(sh("trap 'echo PIPE > got' PIPE; echo ran > ran; exit 3"))
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(write_end));
+    set_caller(&mut c, Caller::default());
+    let mut child = c.spawn().unwrap();
+    let status = wait_with_timeout(&mut child, LIMIT);
+
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert!(dir.path().join("ran").exists(), "CMD never ran");
+    assert!(
+        !dir.path().join("got").exists(),
+        "distlock's own SIGPIPE was forwarded to CMD"
+    );
+    assert_eq!(
+        server.get(&key("noreader")),
+        None,
+        "the lock was not released"
+    );
+}
+
 /// The issue's own line, `(trap '' PIPE; nohup distlock run …)`, with the
 /// real tools setting up the caller: CMD has SIGHUP and SIGPIPE ignored,
 /// and nothing else.
