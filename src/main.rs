@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("distlock: {}", one_line(&format!("{e:#}")));
+            commands::stderr_line(format_args!("{}", one_line(&format!("{e:#}"))));
             ExitCode::from(if e.is::<UsageError>() {
                 exit::USAGE
             } else {
@@ -70,9 +70,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         // and its one error line should not come after a warning.
         let target = store::Target::parse(&g.redis_url, &security)?;
         if g.tls_insecure && !g.quiet {
-            eprintln!(
-                "distlock: warning: --tls-insecure: the server's certificate is not verified; anyone on the path can impersonate it"
-            );
+            commands::stderr_line(format_args!(
+                "warning: --tls-insecure: the server's certificate is not verified; anyone on the path can impersonate it"
+            ));
         }
         Ok(commands::Global {
             target,
@@ -171,7 +171,7 @@ fn clap_error(e: clap::Error) -> u8 {
                 .collect::<Vec<_>>()
                 .join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            eprintln!("distlock: {msg} (see 'distlock --help')");
+            commands::stderr_line(format_args!("{msg} (see 'distlock --help')"));
             exit::USAGE
         }
     }

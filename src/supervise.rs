@@ -11,6 +11,8 @@
 //!   once; distlock forwards what is sent to distlock itself.
 //! - CMD starts with the caller's signal mask; signals the caller ignored
 //!   stay ignored (ignored dispositions survive exec) and are not forwarded.
+//!   SIGPIPE included: Rust's runtime ignores it before `main`, so the
+//!   caller's choice is read even earlier (see `CALLER_IGNORED_SIGPIPE`).
 //! - distlock is a child subreaper, so whatever CMD leaves behind is
 //!   reparented to it and can be reaped; "the group is empty" is then
 //!   `killpg(pgid, 0)` failing with ESRCH.
@@ -20,6 +22,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -27,9 +30,10 @@ use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// Signals distlock never blocks or forwards: the unblockable ones, the
-/// synchronous faults (they concern distlock itself), SIGPIPE (Rust ignores
-/// it before `main`, so the caller's disposition is unknown; CMD gets the
-/// default) and SIGCHLD (ours to consume).
+/// synchronous faults (they concern distlock itself) and SIGCHLD (ours to
+/// consume). SIGPIPE is forwarded like any other signal when the caller
+/// did not ignore it, except the ones distlock's own writes raise (see
+/// `Signals::drain`).
 const NOT_FORWARDED: &[i32] = &[
     libc::SIGKILL,
     libc::SIGSTOP,
@@ -40,14 +44,60 @@ const NOT_FORWARDED: &[i32] = &[
     libc::SIGTRAP,
     libc::SIGSYS,
     libc::SIGABRT,
-    libc::SIGPIPE,
     libc::SIGCHLD,
 ];
+
+/// Whether SIGPIPE was ignored when the process started, before Rust's
+/// runtime set it to SIG_IGN (std does that in `lang_start`, before
+/// `main`, and nothing on stable Rust turns it off). `timeout(1)` and tini
+/// hand CMD the caller's SIGPIPE, so `(trap '' PIPE; distlock run …)` must
+/// give CMD an ignored SIGPIPE, and a caller that left it alone must give
+/// CMD the default. Written once, by `record_caller_sigpipe`.
+static CALLER_IGNORED_SIGPIPE: AtomicBool = AtomicBool::new(false);
+
+/// Runs from the executable's `.init_array`, which the dynamic loader (or,
+/// static, `__libc_start_main`) calls before `main` and so before the
+/// runtime touches SIGPIPE: the one stable-Rust hook early enough. std uses
+/// the same section to record argv. The arguments are glibc's (argc, argv,
+/// envp), unused.
+extern "C" fn record_caller_sigpipe(
+    _argc: libc::c_int,
+    _argv: *const *const libc::c_char,
+    _envp: *const *const libc::c_char,
+) {
+    // SAFETY: a query-only sigaction on a stack value; no allocation, no
+    // Rust runtime needed.
+    let ignored = unsafe { disposition(libc::SIGPIPE) == libc::SIG_IGN };
+    CALLER_IGNORED_SIGPIPE.store(ignored, Ordering::Relaxed);
+}
+
+/// Puts `record_caller_sigpipe` in `.init_array`. `#[used]` keeps it
+/// through the linker's garbage collection and LTO.
+#[used]
+#[link_section = ".init_array"]
+static RECORD_CALLER_SIGPIPE: extern "C" fn(
+    libc::c_int,
+    *const *const libc::c_char,
+    *const *const libc::c_char,
+) = record_caller_sigpipe;
+
+/// Whether the caller (whoever exec'd distlock) ignored `sig`: the current
+/// disposition, except for SIGPIPE, which the runtime has changed since.
+fn caller_ignored(sig: i32) -> bool {
+    if sig == libc::SIGPIPE {
+        return CALLER_IGNORED_SIGPIPE.load(Ordering::Relaxed);
+    }
+    // SAFETY: a query-only sigaction.
+    unsafe { disposition(sig) == libc::SIG_IGN }
+}
 
 /// Signals that end a wait for the lock at once (exit 128+N).
 pub const WAIT_ENDERS: &[i32] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// Job-control stop signals: forwarded to CMD, then distlock stops too.
+/// Job-control stop signals. Sent to `run` itself (not through the
+/// terminal, which sends them to CMD's foreground group directly), they
+/// stop CMD's whole group with SIGSTOP, which CMD cannot catch, and then
+/// distlock; a waiter, with no CMD yet, just stops itself.
 pub const STOPS: &[i32] = &[libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 
 /// The blocked signals and the signalfd they are read from.
@@ -83,7 +133,7 @@ impl Signals {
             // stopping itself, distlock must notice it was continued.
             libc::sigaddset(&mut set, libc::SIGCONT);
             for sig in (1..32).chain(libc::SIGRTMIN()..=libc::SIGRTMAX()) {
-                if NOT_FORWARDED.contains(&sig) || disposition(sig) == libc::SIG_IGN {
+                if NOT_FORWARDED.contains(&sig) || caller_ignored(sig) {
                     continue;
                 }
                 libc::sigaddset(&mut set, sig);
@@ -109,10 +159,20 @@ impl Signals {
     }
 
     /// Every signal that is pending now, in arrival order (per signal).
+    ///
+    /// A SIGPIPE that distlock raised itself (a write of the main thread to
+    /// a closed pipe: the kernel marks it as sent by our own pid) is
+    /// dropped: it says distlock's stdout or stderr went away, which is no
+    /// news for CMD. The write itself fails with EPIPE, as when ignored.
     pub fn drain(&self) -> Vec<i32> {
         let mut out = Vec::new();
+        let me = std::process::id();
         while let Ok(Some(info)) = self.fd.read_signal() {
-            out.push(info.ssi_signo as i32);
+            let sig = info.ssi_signo as i32;
+            if sig == libc::SIGPIPE && info.ssi_pid == me {
+                continue;
+            }
+            out.push(sig);
         }
         out
     }
@@ -245,7 +305,10 @@ pub enum SpawnError {
 /// 2. With `tty`, make CMD's group the terminal's foreground group while
 ///    SIGTTOU is still blocked (tini's isolate_child; doing it in the child
 ///    avoids racing the parent).
-/// 3. Restore the caller's signal mask (std deliberately keeps ours).
+/// 3. Give CMD the caller's SIGPIPE: std has just reset it to SIG_DFL
+///    (it ignores SIGPIPE in distlock), which is right only if the caller
+///    had not ignored it.
+/// 4. Restore the caller's signal mask (std deliberately keeps ours).
 pub fn spawn(
     argv: &[OsString],
     env: &[(&str, &str)],
@@ -261,6 +324,7 @@ pub fn spawn(
     let parent = std::process::id() as i32;
     let tty_fd = tty.map(|t| t.fd.as_raw_fd());
     let mask = signals.caller_mask;
+    let ignore_sigpipe = caller_ignored(libc::SIGPIPE);
     // SAFETY: the closure only makes async-signal-safe syscalls on values
     // prepared before fork, and builds errors with from_raw_os_error (no
     // allocation).
@@ -274,6 +338,9 @@ pub fn spawn(
             }
             if let Some(fd) = tty_fd {
                 libc::tcsetpgrp(fd, libc::getpid());
+            }
+            if ignore_sigpipe && libc::signal(libc::SIGPIPE, libc::SIG_IGN) == libc::SIG_ERR {
+                return Err(io::Error::last_os_error());
             }
             if libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) != 0 {
                 return Err(io::Error::last_os_error());

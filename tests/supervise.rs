@@ -121,8 +121,33 @@ impl Job {
         opts: &[&str],
         cmd: &[&str],
     ) -> Job {
+        Job::start_via(&[], caller, server, name, opts, cmd)
+    }
+
+    /// Like `start_as`, with distlock exec'd by `wrapper` (a program and
+    /// its first arguments, e.g. `nohup`; empty for none), so a real tool
+    /// sets up what distlock inherits.
+    fn start_via(
+        wrapper: &[&str],
+        caller: Caller,
+        server: &RedisServer,
+        name: &str,
+        opts: &[&str],
+        cmd: &[&str],
+    ) -> Job {
         let dir = tempfile::tempdir().unwrap();
         let mut c = distlock(server);
+        if let Some((program, args)) = wrapper.split_first() {
+            let mut w = Command::new(program);
+            w.args(args).arg(c.get_program());
+            for (k, v) in c.get_envs() {
+                match v {
+                    Some(v) => w.env(k, v),
+                    None => w.env_remove(k),
+                };
+            }
+            c = w;
+        }
         c.arg("run")
             .arg(name)
             .args(opts)
@@ -551,6 +576,7 @@ forwarded! {
     sigusr2_to_distlock_reaches_cmd_and_the_lock_is_released: SIGUSR2,
     sigalrm_to_distlock_reaches_cmd_and_the_lock_is_released: SIGALRM,
     sigwinch_to_distlock_reaches_cmd_and_the_lock_is_released: SIGWINCH,
+    sigpipe_to_distlock_reaches_cmd_and_the_lock_is_released: SIGPIPE,
 }
 
 #[test]
@@ -669,41 +695,188 @@ fn under_nohup_cmd_inherits_sighup_ignored_and_nothing_else() {
     assert_eq!(sig_field(&out, "SigBlk"), 0, "{out}");
 }
 
-#[test]
-fn under_nohup_a_sighup_to_distlock_is_neither_forwarded_nor_fatal() {
+/// With `sig` ignored by the caller, `sig` sent to distlock reaches
+/// nobody: distlock does not die of it, nor passes it on.
+fn ignored_signal_to_distlock_is_neither_forwarded_nor_fatal(sig: i32, name: &str) {
     let server = server();
     // perl, because a shell cannot trap a signal that was ignored on entry:
-    // CMD catches SIGHUP itself, so it would notice a forwarded one.
-    let script = r#"
-        $SIG{HUP} = sub { open(my $h, '>', 'hup'); print $h "HUP\n"; close $h };
-        $SIG{USR1} = sub { open(my $u, '>', 'usr1'); print $u "USR1\n"; close $u; exit 0 };
+    // CMD catches the signal itself, so it would notice a forwarded one.
+    let script = format!(
+        r#"
+        $SIG{{{name}}} = sub {{ open(my $h, '>', 'got'); print $h "{name}\n"; close $h }};
+        $SIG{{TERM}} = sub {{ open(my $u, '>', 'term'); print $u "TERM\n"; close $u; exit 0 }};
         open(my $p, '>', 'pid'); print $p "$$\n"; close $p;
-        while (1) { select(undef, undef, undef, 0.05) }
-    "#;
-    let nohup = Caller {
-        ignore: &[libc::SIGHUP],
+        while (1) {{ select(undef, undef, undef, 0.05) }}
+    "#
+    );
+    let ignore: &'static [i32] = match sig {
+        libc::SIGHUP => &[libc::SIGHUP],
+        libc::SIGPIPE => &[libc::SIGPIPE],
+        _ => unreachable!(),
+    };
+    let caller = Caller {
+        ignore,
         ..Caller::default()
     };
     let mut job = Job::start_as(
-        nohup,
+        caller,
         &server,
-        "nohup",
+        "ignored",
         &["--ttl", "5s"],
-        &["perl", "-e", script],
+        &["perl", "-e", &script],
     );
     job.pids("pid", 1);
 
-    // HUP first, then USR1 as a barrier: had the HUP been forwarded, CMD
-    // would have run its HUP handler before the USR1 one, which exits
-    // (both distlock and perl handle pending signals lowest number first).
-    signal(job.pid(), libc::SIGHUP);
-    signal(job.pid(), libc::SIGUSR1);
+    // The signal first, then TERM (a higher number) as a barrier: had the
+    // signal been forwarded, CMD would have run its handler before the TERM
+    // one, which exits (both distlock and perl handle pending signals
+    // lowest number first).
+    signal(job.pid(), sig);
+    signal(job.pid(), libc::SIGTERM);
     let status = job.wait();
 
     job.assert_code(status, 0);
-    assert_eq!(job.read("usr1"), "USR1");
-    assert!(!job.exists("hup"), "an ignored SIGHUP was forwarded to CMD");
-    assert_eq!(server.get(&key("nohup")), None);
+    assert_eq!(job.read("term"), "TERM");
+    assert!(
+        !job.exists("got"),
+        "an ignored SIG{name} was forwarded to CMD"
+    );
+    assert_eq!(server.get(&key("ignored")), None);
+}
+
+#[test]
+fn under_nohup_a_sighup_to_distlock_is_neither_forwarded_nor_fatal() {
+    ignored_signal_to_distlock_is_neither_forwarded_nor_fatal(libc::SIGHUP, "HUP");
+}
+
+#[test]
+fn with_sigpipe_ignored_by_the_caller_a_sigpipe_to_distlock_is_neither_forwarded_nor_fatal() {
+    ignored_signal_to_distlock_is_neither_forwarded_nor_fatal(libc::SIGPIPE, "PIPE");
+}
+
+/// CMD records its signal state in `status`, then runs `yes` into a pipe
+/// whose reader exits at once, and records how `yes` ended (`yes.rc`) and
+/// what it said (`yes.err`).
+const YES_INTO_CLOSED_PIPE: &str = "grep ^Sig /proc/self/status > status; \
+     { yes 2> yes.err; echo $? > yes.rc; } | true";
+
+/// Rust's runtime ignores SIGPIPE in distlock before `main`; the caller's
+/// choice is read earlier (`.init_array`) and handed to CMD. This test and
+/// the next one together show that the early read really happens before
+/// the runtime's change: read after it, both would see SIGPIPE ignored.
+#[test]
+fn caller_ignoring_sigpipe_gives_cmd_sigpipe_ignored_so_yes_sees_epipe() {
+    let server = server();
+    let caller = Caller {
+        ignore: &[libc::SIGPIPE],
+        ..Caller::default()
+    };
+    let mut job = Job::start_as(
+        caller,
+        &server,
+        "pipe",
+        &["--ttl", "5s"],
+        &sh(YES_INTO_CLOSED_PIPE),
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let st = job.read("status");
+    assert_eq!(sig_ign(&st), bit(libc::SIGPIPE), "{st}");
+    // Like `(trap '' PIPE; timeout 5 sh -c 'yes | :')`: a write error.
+    assert_eq!(job.read("yes.rc"), "1", "yes.err: {}", job.read("yes.err"));
+    assert!(
+        job.read("yes.err").contains("Broken pipe"),
+        "yes.err: {}",
+        job.read("yes.err")
+    );
+    assert_eq!(server.get(&key("pipe")), None);
+}
+
+#[test]
+fn caller_with_default_sigpipe_gives_cmd_the_default_so_yes_dies_of_it() {
+    let server = server();
+    let mut job = Job::start(&server, "pipe", &["--ttl", "5s"], &sh(YES_INTO_CLOSED_PIPE));
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let st = job.read("status");
+    assert_eq!(sig_ign(&st) & bit(libc::SIGPIPE), 0, "{st}");
+    assert_eq!(
+        job.read("yes.rc"),
+        (128 + libc::SIGPIPE).to_string(),
+        "yes.err: {}",
+        job.read("yes.err")
+    );
+    assert_eq!(job.read("yes.err"), "");
+    assert_eq!(server.get(&key("pipe")), None);
+}
+
+/// distlock's own stderr is a pipe nobody reads (`2>&1 | head -1` after
+/// head exited), with the caller's SIGPIPE at its default, so distlock has
+/// SIGPIPE blocked and read from its signalfd. Its `-v` line then raises a
+/// SIGPIPE of its own: that one must not be forwarded (CMD, trapping it,
+/// would record it, or die of it before its trap is set), and the failed
+/// write must not end distlock: CMD runs and its status comes out.
+#[test]
+fn a_stderr_nobody_reads_neither_stops_the_run_nor_sends_cmd_a_sigpipe() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds that are then owned here.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read_end);
+    let mut c = distlock(&server);
+    c.args(["-v", "run", "noreader", "--ttl", "5s", "--"])
+        .args(sh("trap 'echo PIPE > got' PIPE; echo ran > ran; exit 3"))
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(write_end));
+    set_caller(&mut c, Caller::default());
+    let mut child = c.spawn().unwrap();
+    let status = wait_with_timeout(&mut child, LIMIT);
+
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert!(dir.path().join("ran").exists(), "CMD never ran");
+    assert!(
+        !dir.path().join("got").exists(),
+        "distlock's own SIGPIPE was forwarded to CMD"
+    );
+    assert_eq!(
+        server.get(&key("noreader")),
+        None,
+        "the lock was not released"
+    );
+}
+
+/// The issue's own line, `(trap '' PIPE; nohup distlock run …)`, with the
+/// real tools setting up the caller: CMD has SIGHUP and SIGPIPE ignored,
+/// and nothing else.
+#[test]
+fn under_trap_pipe_and_real_nohup_cmd_has_sighup_and_sigpipe_ignored() {
+    let server = server();
+    let mut job = Job::start_via(
+        &["sh", "-c", "trap '' PIPE; exec nohup \"$0\" \"$@\""],
+        Caller::default(),
+        &server,
+        "nohup",
+        &["--ttl", "5s"],
+        &["grep", "^Sig", "/proc/self/status"],
+    );
+    let status = job.wait();
+    job.assert_code(status, 0);
+
+    let out = job.read("stdout");
+    assert_eq!(
+        sig_ign(&out),
+        bit(libc::SIGHUP) | bit(libc::SIGPIPE),
+        "{out}"
+    );
+    assert_eq!(sig_field(&out, "SigBlk"), 0, "{out}");
 }
 
 #[test]
@@ -879,8 +1052,10 @@ fn next_renewal(server: &RedisServer, name: &str) -> Instant {
     Instant::now()
 }
 
-#[test]
-fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_again() {
+/// `kill -TSTP distlock`, a wait past the kill deadline, `kill -CONT
+/// distlock`: CMD (the perl `script`) never runs again and distlock exits
+/// 124.
+fn sigtstp_past_the_kill_deadline_cmd_never_runs_again(script: &str) {
     let server = server();
     // Kill deadline 965ms after the last renewal was sent, lease end 3s.
     let mut job = Job::start(
@@ -894,7 +1069,7 @@ fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_agai
             "--kill-grace",
             "2s",
         ],
-        &["perl", "-e", TICKER],
+        &["perl", "-e", script],
     );
     let pid = job.pids("pid", 1)[0];
 
@@ -938,6 +1113,102 @@ fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_agai
         took < Duration::from_secs(1),
         "distlock exited {took:?} after SIGCONT"
     );
+}
+
+#[test]
+fn sigtstp_stops_cmd_and_distlock_and_past_the_kill_deadline_cmd_never_runs_again() {
+    sigtstp_past_the_kill_deadline_cmd_never_runs_again(TICKER);
+}
+
+#[test]
+fn sigtstp_stops_even_a_cmd_that_catches_it_and_past_the_kill_deadline_it_never_runs_again() {
+    sigtstp_past_the_kill_deadline_cmd_never_runs_again(&format!(
+        "$SIG{{TSTP}} = sub {{ tick('TSTP') }}; {TICKER}"
+    ));
+}
+
+/// A CMD of two processes (perl and a forked child, one group) that both
+/// catch SIGTSTP, SIGTTIN and SIGTTOU, record any of them in `caught`, and
+/// append to `ticks` and `kticks` every 20ms. The parent writes "PID KID"
+/// to `pid`; SIGUSR1 (forwarded to the group) ends both, the parent with 0.
+const STOP_CATCHERS: &str = r#"
+    sub tick { open(my $t, '>>', $_[0]); print $t "$_[1]\n"; close $t }
+    $SIG{$_} = sub { tick('caught', "$_[0] $$") } for qw(TSTP TTIN TTOU);
+    my $kid = fork() // die "fork: $!";
+    if ($kid == 0) {
+        $SIG{USR1} = 'DEFAULT';
+        while (1) { tick('kticks', 'tick'); select(undef, undef, undef, 0.02) }
+    }
+    $SIG{USR1} = sub { kill 'USR1', $kid; waitpid($kid, 0); exit 0 };
+    open(my $p, '>', 'pid'); print $p "$$ $kid\n"; close $p;
+    while (1) { tick('ticks', 'tick'); select(undef, undef, undef, 0.02) }
+"#;
+
+/// `kill -SIG distlock` with SIG a job-control stop: CMD's whole group is
+/// stopped although it catches SIG (distlock sends SIGSTOP, so CMD never
+/// sees SIG), then distlock stops; `kill -CONT distlock` resumes both with
+/// the lease kept, and the run ends with CMD's status and a release.
+fn stop_signal_to_distlock_stops_a_cmd_that_catches_it(sig: i32) {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "catcher",
+        &["--ttl", "5s"],
+        &["perl", "-e", STOP_CATCHERS],
+    );
+    let pids = job.pids("pid", 2);
+    let (pid, kid) = (pids[0], pids[1]);
+    let owner = server.get(&key("catcher")).unwrap();
+
+    signal(job.pid(), sig);
+    assert!(
+        wait_until(LIMIT, || state(pid) == Some('T')
+            && state(kid) == Some('T')
+            && state(job.pid()) == Some('T')),
+        "CMD {:?}, its child {:?}, distlock {:?}",
+        state(pid),
+        state(kid),
+        state(job.pid())
+    );
+    let (ticks, kticks) = (job.read("ticks"), job.read("kticks"));
+    assert!(!job.exists("caught"), "CMD got {}", job.read("caught"));
+
+    signal(job.pid(), libc::SIGCONT);
+    assert!(
+        wait_until(LIMIT, || job.read("ticks") != ticks
+            && job.read("kticks") != kticks),
+        "CMD {:?} and its child {:?} were not both continued",
+        state(pid),
+        state(kid)
+    );
+    assert_ne!(state(job.pid()), Some('T'), "distlock stayed stopped");
+    assert_eq!(server.get(&key("catcher")), Some(owner));
+
+    signal(job.pid(), libc::SIGUSR1);
+    let status = job.wait();
+    job.assert_code(status, 0);
+    assert!(!alive(pid) && !alive(kid));
+    assert!(!job.exists("caught"), "CMD got {}", job.read("caught"));
+    assert_eq!(
+        server.get(&key("catcher")),
+        None,
+        "the lock was not released"
+    );
+}
+
+#[test]
+fn sigtstp_to_distlock_stops_a_cmd_that_catches_it_and_sigcont_resumes_both() {
+    stop_signal_to_distlock_stops_a_cmd_that_catches_it(libc::SIGTSTP);
+}
+
+#[test]
+fn sigttin_to_distlock_stops_a_cmd_that_catches_it_and_sigcont_resumes_both() {
+    stop_signal_to_distlock_stops_a_cmd_that_catches_it(libc::SIGTTIN);
+}
+
+#[test]
+fn sigttou_to_distlock_stops_a_cmd_that_catches_it_and_sigcont_resumes_both() {
+    stop_signal_to_distlock_stops_a_cmd_that_catches_it(libc::SIGTTOU);
 }
 
 #[test]

@@ -50,9 +50,19 @@ impl Global {
     /// Prints a notice or warning unless `-q`.
     fn say(&self, msg: std::fmt::Arguments<'_>) {
         if !self.quiet {
-            eprintln!("distlock: {msg}");
+            stderr_line(msg);
         }
     }
+}
+
+/// Writes one `distlock: …` line on stderr, and drops it if stderr is gone.
+/// `eprintln!` panics when the write fails, so a reader that went away
+/// (`distlock -v run … 2>&1 | head -1`) would abort distlock before CMD
+/// starts, or in the middle of a run with the lease held. A lost notice
+/// costs nothing; the run goes on and its exit status says what happened.
+pub fn stderr_line(msg: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "distlock: {msg}");
 }
 
 /// The conflict line: who holds the lock, naming the full owner id.

@@ -136,9 +136,6 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         quiet: g.quiet,
     };
     let mut renewer = Renewer::new(store, spec);
-    for sig in pending {
-        forward(pgid, sig);
-    }
 
     let mut sup = Supervisor {
         g,
@@ -158,6 +155,9 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         stopped: false,
         killing: None,
     };
+    for sig in pending {
+        sup.on_signal(sig, &mut renewer);
+    }
     sup.supervise(&signals, &mut renewer);
     let (lost, status) = (sup.lost, sup.status);
 
@@ -337,11 +337,7 @@ impl Supervisor<'_> {
             renewer.start_if_due(lease::now());
 
             for sig in sigs {
-                match sig {
-                    libc::SIGCHLD => {}
-                    libc::SIGCONT => self.on_continue(renewer),
-                    _ => forward(self.pgid, sig),
-                }
+                self.on_signal(sig, renewer);
             }
             if let Some(state) = supervise::reap(self.pgid) {
                 self.on_child(state);
@@ -375,6 +371,36 @@ impl Supervisor<'_> {
                 let whole_group = self.tty.is_some_and(|t| t.is_foreground(self.pgid));
                 supervise::stop_self(whole_group);
             }
+        }
+    }
+
+    /// A signal sent to distlock: SIGCHLD is ours (the reaping follows),
+    /// SIGCONT resumes the job, a stop signal stops it, and everything else
+    /// goes on to CMD's group.
+    fn on_signal(&mut self, sig: i32, renewer: &mut Renewer) {
+        match sig {
+            libc::SIGCHLD => {}
+            libc::SIGCONT => self.on_continue(renewer),
+            s if supervise::STOPS.contains(&s) => self.on_stop_request(),
+            _ => forward(self.pgid, sig),
+        }
+    }
+
+    /// A SIGTSTP, SIGTTIN or SIGTTOU sent to distlock itself (`kill -TSTP`;
+    /// the terminal's Ctrl-Z goes to CMD's foreground group instead): stop
+    /// CMD's whole group with SIGSTOP, as dumb-init does in its setsid
+    /// mode. Forwarding the signal itself would let a CMD that catches
+    /// SIGTSTP run on, and distlock would then either stop while CMD runs
+    /// without renewals, or never stop. distlock stops once CMD is reported
+    /// stopped (`on_child`, then the end of the loop), so it never stops
+    /// while CMD keeps running.
+    ///
+    /// While CMD is being killed, or has exited and its group is being
+    /// emptied, a stop is ignored: the group must be able to act on the
+    /// kill signal before its deadline.
+    fn on_stop_request(&mut self) {
+        if self.killing.is_none() && self.status.is_none() {
+            supervise::signal_group(self.pgid, libc::SIGSTOP);
         }
     }
 
