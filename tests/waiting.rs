@@ -1198,7 +1198,8 @@ fn wait_order_any_waits_on_the_release_channel_outside_the_queue() {
 
 /// The lock has just been released and handed to a live queued waiter that
 /// has not taken it yet (made deterministic by stopping that waiter before
-/// the release). A newcomer without `--wait`, `run` or `acquire`, must not
+/// the release; both newcomers come well inside its 900 ms claim window,
+/// after which a stopped waiter loses its turn: see the tests above). A newcomer without `--wait`, `run` or `acquire`, must not
 /// take it: exit 75, CMD never runs, no token burnt, and the message says
 /// the lock is being handed to that waiter. Once continued, the waiter
 /// takes it with the next token.
