@@ -62,7 +62,9 @@ pub enum WaitOrder {
 /// a second connection, SUBSCRIBE to its wake-up channel (confirmed before
 /// going on, so no release can slip past), join the queue (fair order) and
 /// sleep until one of:
-/// - a release publishes to our channel (only the next waiter is told);
+/// - a release publishes to our channel (only the next waiter is woken;
+///   the ones behind it are told when their turn comes should the ones
+///   ahead not claim theirs: see [`Notice::Turn`]);
 /// - the holder's lease runs out (it read the remaining TTL: a holder that
 ///   crashed sends nothing), or, when queued behind another waiter, our own
 ///   TTL passes: the backstop, at most one command per waiter per TTL;
@@ -70,7 +72,10 @@ pub enum WaitOrder {
 ///
 /// A Ctrl-Z stops distlock like any job. A waiter that gives up leaves the
 /// queue; one that dies is dropped at the next release (nobody receives
-/// its wake-up) or when its keep-alive deadline passes on the server clock.
+/// its wake-up) or when its keep-alive deadline passes on the server clock;
+/// one that is stopped when its turn comes loses it when its claim window
+/// (under a second, server clock) passes, and queues again at the back
+/// when it is continued.
 #[allow(clippy::too_many_arguments)]
 pub fn acquire(
     store: &mut Store,
@@ -118,7 +123,11 @@ pub fn acquire(
     let subscriber = Subscriber::start(store.subscribe(&channel)?)?;
     let own_ttl = Duration::from_millis(ttl_ms);
     let mut fallback = Duration::from_millis(20);
+    // When our turn starts if those ahead let theirs pass (fair order).
+    let mut turn_at: Option<Duration>;
     let outcome = 'attempts: loop {
+        // The attempt itself tells us again if we still have a turn.
+        turn_at = None;
         let sent_at = now();
         let (holder, ttl, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, mode, meta) {
             Ok(Acquire::Acquired { token }) => break Ok(Acquired::Yes { token, sent_at }),
@@ -153,7 +162,8 @@ pub fn acquire(
             fallback = (fallback * 2).min(Duration::from_secs(1));
         }
         loop {
-            let left = wake_at.saturating_sub(now());
+            let until = turn_at.map_or(wake_at, |t| t.min(wake_at));
+            let left = until.saturating_sub(now());
             if left.is_zero() {
                 continue 'attempts;
             }
@@ -167,8 +177,17 @@ pub fn acquire(
                 }
             }
             if woken {
-                subscriber.drain();
-                continue 'attempts;
+                let mut wake = subscriber.is_dead();
+                for notice in subscriber.notices() {
+                    match notice {
+                        Notice::Wake => wake = true,
+                        Notice::Turn(d) => turn_at = Some(now() + d + TURN_SLACK),
+                        Notice::Claimed => turn_at = None,
+                    }
+                }
+                if wake {
+                    continue 'attempts;
+                }
             }
         }
     };
@@ -180,6 +199,43 @@ pub fn acquire(
     outcome
 }
 
+/// How long after its turn starts (by the server's word) a waiter tries:
+/// enough for the one ahead's window to have passed on the server's clock
+/// despite rounding and delivery, far below the window (900 ms), so the
+/// attempt lands inside our own window.
+const TURN_SLACK: Duration = Duration::from_millis(50);
+
+/// What a message on the wake-up channel asks of a waiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Notice {
+    /// Try now: the lock is free and it is our turn (or, for `--wait-order
+    /// any` and semaphores, the lock was released). Also any message we do
+    /// not know: one attempt too many is harmless.
+    Wake,
+    /// The lock is being handed to a waiter ahead; try after this long, by
+    /// when each waiter ahead has had its claim window. A stopped waiter
+    /// cannot claim, so the first live one behind it gets the lock within
+    /// a second for each stopped waiter ahead.
+    Turn(Duration),
+    /// A waiter ahead claimed the lock: forget the turn and sleep on.
+    Claimed,
+}
+
+impl Notice {
+    fn parse(payload: &[u8]) -> Notice {
+        match payload {
+            b"claimed" => Notice::Claimed,
+            p => match p.strip_prefix(b"turn ") {
+                Some(ms) => std::str::from_utf8(ms)
+                    .ok()
+                    .and_then(|ms| ms.parse().ok())
+                    .map_or(Notice::Wake, |ms| Notice::Turn(Duration::from_millis(ms))),
+                None => Notice::Wake,
+            },
+        }
+    }
+}
+
 /// A uniformly random duration in [d/2, d], so waiters spread out.
 fn jitter(d: Duration) -> Duration {
     let mut b = [0u8; 4];
@@ -187,14 +243,15 @@ fn jitter(d: Duration) -> Duration {
     d / 2 + d.mul_f64(f64::from(r) / f64::from(u32::MAX) / 2.0)
 }
 
-/// A thread that blocks on the subscribed connection and turns each message
-/// into a byte on a pipe, so the main thread can sleep in one poll on
-/// signals and wake-ups. redis-rs's sync connection does not expose its
-/// socket, hence the thread.
+/// A thread that blocks on the subscribed connection and hands each message
+/// over (a [`Notice`] on a channel, with a byte on a pipe), so the main
+/// thread can sleep in one poll on signals and wake-ups. redis-rs's sync
+/// connection does not expose its socket, hence the thread.
 struct Subscriber {
     stop: Arc<AtomicBool>,
     dead: Arc<AtomicBool>,
     wake: OwnedFd,
+    notices: mpsc::Receiver<Notice>,
 }
 
 impl Subscriber {
@@ -207,6 +264,7 @@ impl Subscriber {
         let stop = Arc::new(AtomicBool::new(false));
         let dead = Arc::new(AtomicBool::new(false));
         let (stop2, dead2) = (stop.clone(), dead.clone());
+        let (tx, notices) = mpsc::channel();
         std::thread::Builder::new()
             .name("subscriber".into())
             .spawn(move || {
@@ -214,7 +272,10 @@ impl Subscriber {
                 let _ = pubsub.set_read_timeout(Some(Self::TICK));
                 while !stop2.load(Ordering::Relaxed) {
                     match pubsub.get_message() {
-                        Ok(_) => poke(&notify),
+                        Ok(msg) => {
+                            let _ = tx.send(Notice::parse(msg.get_payload_bytes()));
+                            poke(&notify);
+                        }
                         Err(e) if e.is_timeout() => {}
                         Err(_) => {
                             dead2.store(true, Ordering::Relaxed);
@@ -226,7 +287,12 @@ impl Subscriber {
                 // Close the socket without an UNSUBSCRIBE round trip.
                 std::mem::forget(pubsub);
             })?;
-        Ok(Subscriber { stop, dead, wake })
+        Ok(Subscriber {
+            stop,
+            dead,
+            wake,
+            notices,
+        })
     }
 
     fn fd(&self) -> RawFd {
@@ -237,8 +303,11 @@ impl Subscriber {
         self.dead.load(Ordering::Relaxed)
     }
 
-    fn drain(&self) {
+    /// Every message received so far, oldest first (so a `claimed` that
+    /// follows a `turn` cancels it).
+    fn notices(&self) -> Vec<Notice> {
         drain_pipe(&self.wake);
+        self.notices.try_iter().collect()
     }
 
     /// Lets the thread finish on its own (within one tick); nothing waits
@@ -521,5 +590,25 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
             return Err(std::io::Error::last_os_error().into());
         }
         Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_channel_messages_are_read_as_notices() {
+        assert_eq!(Notice::parse(b"wake"), Notice::Wake);
+        assert_eq!(Notice::parse(b"released"), Notice::Wake);
+        assert_eq!(Notice::parse(b"claimed"), Notice::Claimed);
+        assert_eq!(
+            Notice::parse(b"turn 1800"),
+            Notice::Turn(Duration::from_millis(1800))
+        );
+        assert_eq!(Notice::parse(b"turn 0"), Notice::Turn(Duration::ZERO));
+        // Anything garbled is one attempt too many, never a lost wake-up.
+        assert_eq!(Notice::parse(b"turn -5"), Notice::Wake);
+        assert_eq!(Notice::parse(b"turn"), Notice::Wake);
     }
 }

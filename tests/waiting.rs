@@ -5,6 +5,9 @@
 //!   waiters are served in arrival order;
 //! - a waiter that dies, gives up, is interrupted or is stopped past its
 //!   keep-alive deadline does not block the queue;
+//! - a waiter stopped when its turn comes loses it after its claim window
+//!   (under a second), one window per stopped waiter, while a slow head
+//!   that claims within its window keeps its turn;
 //! - a crashed holder (no release, the lease just expires) wakes a waiter
 //!   through the remaining TTL it read, not through polling;
 //! - `--wait-order any` waits on the release channel, outside the queue;
@@ -269,6 +272,14 @@ impl Entry {
         (self.client == "lua" && self.args.first()?.eq_ignore_ascii_case("publish"))
             .then(|| self.args[1].as_str())
     }
+
+    /// A wake-up ("try now") issued by a script: the channel. The other
+    /// messages on a waiter's channel only tell it when its turn would
+    /// come (`turn MS`) or that it will not (`claimed`).
+    fn script_wake(&self) -> Option<&str> {
+        self.script_publish()
+            .filter(|_| self.args.get(2).is_some_and(|p| p == "wake"))
+    }
 }
 
 /// A MONITOR connection recording every command the server runs.
@@ -397,11 +408,11 @@ fn attempts_by(log: &[Entry], pid: u32) -> Vec<(u64, String)> {
         .collect()
 }
 
-/// The wake-up channels published to by scripts in `log`, in order, with
-/// the channel prefix stripped (so: owner ids).
+/// The waiters woken ("try now") by scripts in `log`, in order: the
+/// wake-up channels with the channel prefix stripped (so: owner ids).
 fn wakes(log: &[Entry], k: &Keys) -> Vec<String> {
     log.iter()
-        .filter_map(|e| e.script_publish()?.strip_prefix(&k.wake_prefix))
+        .filter_map(|e| e.script_wake()?.strip_prefix(&k.wake_prefix))
         .map(str::to_owned)
         .collect()
 }
@@ -804,6 +815,277 @@ fn a_stopped_waiter_past_its_deadline_is_skipped_by_the_release() {
 }
 
 // ---------------------------------------------------------------------------
+// Stopped waiters lose their turn (contract, run 2; issue 12, point 7)
+
+/// `distlock acquire --ttl 10s --owner OWNER NAME`: a holder that needs no
+/// process, released by the test with `release_as`. OWNER looks like an
+/// owner id (`host:0:hex`) so that the MONITOR helpers can read it.
+fn hold_as(server: &RedisServer, owner: &str, name: &str) {
+    let out = distlock(server)
+        .args(["acquire", "--ttl", "10s", "--owner", owner, name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Releases NAME held by OWNER; returns the moment just before, which is
+/// no later than the release itself.
+fn release_as(server: &RedisServer, owner: &str, name: &str) -> Instant {
+    let at = Instant::now();
+    let out = distlock(server)
+        .args(["release", "--owner", owner, name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    at
+}
+
+/// A `run --wait 60s NAME` waiter whose CMD writes its token to `file` and
+/// then holds the lock until `go` exists; its owner id once it is queued
+/// as the `n`-th waiter.
+fn queued_waiter(
+    server: &RedisServer,
+    kids: &mut Reaper,
+    name: &str,
+    n: u64,
+    file: &Path,
+    go: &Path,
+) -> String {
+    kids.0.push(spawn_run(
+        server,
+        &["--wait", "60s", "--ttl", "10s", name],
+        WRITE_TOKEN_THEN_HOLD,
+        &[file, go],
+        None,
+    ));
+    queued(server, name, n, kids.0.last().unwrap())
+}
+
+/// SIGSTOPs a waiter and waits until the kernel shows it stopped.
+fn stop(child: &Child) {
+    signal(child.id() as i32, libc::SIGSTOP);
+    assert!(wait_until(LIMIT, || stopped(child.id())));
+}
+
+/// The owners queued for NAME, lowest arrival first.
+fn queue_of(server: &RedisServer, name: &str) -> Vec<String> {
+    zrange(server, &keys(name).queue)
+}
+
+/// Waiter A is stopped at the head of the queue, live waiter B behind it;
+/// the holder's lease is 10s, so before the fix B ran only after A's 22s
+/// keep-alive deadline. Now the release promises the lock to A for its
+/// claim window only (900 ms, server clock) and tells B when that window
+/// ends: B's CMD starts no earlier than the window's end (A's promise is
+/// kept) and within about a second, far below 22s. A has lost its turn
+/// (out of the queue); continued while B holds the lock, it queues again at
+/// the back and does not run until B has released, then runs next.
+#[test]
+fn a_stopped_waiter_loses_its_turn_within_a_second() {
+    let server = RedisServer::start();
+    let name = "frozen";
+    hold_as(&server, "holder:0:7", name);
+    let dir = tempfile::tempdir().unwrap();
+    let (a_file, b_file) = (dir.path().join("a"), dir.path().join("b"));
+    let (a_go, b_go) = (dir.path().join("a-go"), dir.path().join("b-go"));
+    let mut kids = Reaper(Vec::new());
+    let a_owner = queued_waiter(&server, &mut kids, name, 1, &a_file, &a_go);
+    stop(&kids.0[0]);
+    let b_owner = queued_waiter(&server, &mut kids, name, 2, &b_file, &b_go);
+
+    let released = release_as(&server, "holder:0:7", name);
+    let token = token_in(&b_file);
+    let waited = released.elapsed();
+    assert_eq!(token, Some(2), "the live waiter must get the lock");
+    assert!(
+        waited >= Duration::from_millis(900),
+        "B took the lock inside A's claim window: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(3),
+        "a stopped waiter ahead must cost about a second, not its TTLs: {waited:?}"
+    );
+    assert!(!a_file.exists());
+    assert_eq!(
+        queue_of(&server, name),
+        Vec::<String>::new(),
+        "A lost its turn"
+    );
+
+    // A comes back while B holds the lock: it queues again, does not run.
+    signal(kids.0[0].id() as i32, libc::SIGCONT);
+    assert!(
+        wait_until(LIMIT, || queue_of(&server, name).contains(&a_owner)),
+        "A, continued, must queue again"
+    );
+    assert_eq!(server.get(&keys(name).lock), Some(b_owner));
+    assert!(!a_file.exists(), "A must not run while B holds the lock");
+    std::fs::write(&b_go, "").unwrap();
+    assert!(wait_with_timeout(&mut kids.0[1], LIMIT).success());
+    assert_eq!(token_in(&a_file), Some(3), "A runs once B has released");
+    std::fs::write(&a_go, "").unwrap();
+    assert!(wait_with_timeout(&mut kids.0[0], LIMIT).success());
+}
+
+/// Two stopped waiters in a row (A, A2), then live B: each stopped one
+/// costs one claim window, so B runs after about two windows (no earlier
+/// than 1.8 s: each promise is kept) and well below any TTL. Continued,
+/// A and A2 queue again behind B's lease and run after it, one at a time.
+#[test]
+fn two_stopped_waiters_in_a_row_cost_about_a_second_each() {
+    let server = RedisServer::start();
+    let name = "frozen2";
+    hold_as(&server, "holder:0:8", name);
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = ["a", "a2", "b"]
+        .iter()
+        .map(|f| dir.path().join(f))
+        .collect();
+    let go = dir.path().join("go");
+    let mut kids = Reaper(Vec::new());
+    for (i, file) in files.iter().enumerate() {
+        queued_waiter(&server, &mut kids, name, i as u64 + 1, file, &go);
+        if i < 2 {
+            stop(&kids.0[i]);
+        }
+    }
+
+    let released = release_as(&server, "holder:0:8", name);
+    let token = token_in(&files[2]);
+    let waited = released.elapsed();
+    assert_eq!(token, Some(2), "the live waiter must get the lock");
+    assert!(
+        waited >= Duration::from_millis(1800),
+        "B took the lock inside a stopped waiter's claim window: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(4),
+        "two stopped waiters ahead must cost about two seconds: {waited:?}"
+    );
+    assert_eq!(queue_of(&server, name), Vec::<String>::new());
+
+    for kid in &kids.0[..2] {
+        signal(kid.id() as i32, libc::SIGCONT);
+    }
+    assert!(
+        wait_until(LIMIT, || queue_of(&server, name).len() == 2),
+        "A and A2, continued, must queue again"
+    );
+    assert!(
+        !files[0].exists() && !files[1].exists(),
+        "nobody runs while B holds"
+    );
+    std::fs::write(&go, "").unwrap();
+    for (i, kid) in kids.0.iter_mut().enumerate() {
+        assert!(wait_with_timeout(kid, LIMIT).success(), "waiter {i}");
+    }
+    let mut tokens = vec![token_in(&files[0]), token_in(&files[1])];
+    tokens.sort();
+    assert_eq!(
+        tokens,
+        [Some(3), Some(4)],
+        "A and A2 ran after B, one at a time"
+    );
+}
+
+/// A head that is stopped at the release but continued 300 ms later, inside
+/// its claim window, is a live, slow head: it keeps its turn and runs
+/// first. B, told when A's window would end, is told that A claimed and
+/// goes back to sleep: it sends nothing until A releases (exactly three
+/// attempts: first try, joining the queue, the try after A's release), and
+/// then runs with the next token.
+#[test]
+fn a_slow_head_that_claims_within_its_window_keeps_its_turn() {
+    let server = RedisServer::start();
+    let name = "slowhead";
+    let k = keys(name);
+    let mon = Monitor::start(&server);
+    hold_as(&server, "holder:0:9", name);
+    let dir = tempfile::tempdir().unwrap();
+    let (a_file, b_file) = (dir.path().join("a"), dir.path().join("b"));
+    let (a_go, b_go) = (dir.path().join("a-go"), dir.path().join("b-go"));
+    let mut kids = Reaper(Vec::new());
+    let a_owner = queued_waiter(&server, &mut kids, name, 1, &a_file, &a_go);
+    stop(&kids.0[0]);
+    let b_owner = queued_waiter(&server, &mut kids, name, 2, &b_file, &b_go);
+
+    let released = release_as(&server, "holder:0:9", name);
+    // The stop's length is what is under test: A is frozen for 300 ms of
+    // its 900 ms window (a sleep here is the scenario, not a wait).
+    std::thread::sleep(Duration::from_millis(300));
+    signal(kids.0[0].id() as i32, libc::SIGCONT);
+    assert_eq!(token_in(&a_file), Some(2), "the slow head keeps its turn");
+    assert_eq!(server.get(&k.lock), Some(a_owner.clone()));
+    // B would try at the end of A's window (about 950 ms after the release)
+    // had it not been told that A claimed; watch until well past it.
+    assert!(
+        !wait_until(
+            Duration::from_millis(1500).saturating_sub(released.elapsed()),
+            || { b_file.exists() }
+        ),
+        "B must not run while A holds the lock"
+    );
+    assert_eq!(queue_of(&server, name), std::slice::from_ref(&b_owner));
+    std::fs::write(&a_go, "").unwrap();
+    assert!(wait_with_timeout(&mut kids.0[0], LIMIT).success());
+    assert_eq!(token_in(&b_file), Some(3), "B runs after A");
+    std::fs::write(&b_go, "").unwrap();
+    assert!(wait_with_timeout(&mut kids.0[1], LIMIT).success());
+
+    let log = mon.sync(&server);
+    let modes: Vec<String> = attempts_by(&log, kids.0[1].id())
+        .into_iter()
+        .map(|a| a.1)
+        .collect();
+    assert_eq!(modes, ["once", "fair", "fair"], "B only tries when woken");
+    let turns: Vec<&Entry> = log
+        .iter()
+        .filter(|e| e.script_publish() == Some(&format!("{}{b_owner}", k.wake_prefix)))
+        .collect();
+    let payloads: Vec<&str> = turns.iter().map(|e| e.args[2].as_str()).collect();
+    assert!(
+        payloads.len() >= 3
+            && payloads[0].starts_with("turn ")
+            && payloads[1] == "claimed"
+            && payloads.last() == Some(&"wake"),
+        "B is told its turn, then that A claimed, then woken by A's release: {payloads:?}"
+    );
+}
+
+/// A waiter that arrives while the lock is free but promised to a stopped
+/// head was never told a turn by the release: it gets one at the end of
+/// the schedule, from its own acquire, and takes the lock once the stopped
+/// head's window has passed instead of sleeping on its TTL backstop.
+#[test]
+fn a_waiter_arriving_during_a_stopped_heads_window_gets_a_turn() {
+    let server = RedisServer::start();
+    let name = "latecomer";
+    hold_as(&server, "holder:0:10", name);
+    let dir = tempfile::tempdir().unwrap();
+    let (a_file, c_file) = (dir.path().join("a"), dir.path().join("c"));
+    let go = dir.path().join("go");
+    let mut kids = Reaper(Vec::new());
+    queued_waiter(&server, &mut kids, name, 1, &a_file, &go);
+    stop(&kids.0[0]);
+    let released = release_as(&server, "holder:0:10", name);
+    kids.0.push(spawn_run(
+        &server,
+        &["--wait", "60s", "--ttl", "30s", name],
+        WRITE_TOKEN,
+        &[&c_file],
+        None,
+    ));
+    assert_eq!(token_in(&c_file), Some(2), "the newcomer must get the lock");
+    let waited = released.elapsed();
+    assert!(
+        waited < Duration::from_secs(3),
+        "the newcomer slept past the stopped head's window: {waited:?}"
+    );
+    assert!(wait_with_timeout(&mut kids.0[1], LIMIT).success());
+    assert!(!a_file.exists());
+}
+
+// ---------------------------------------------------------------------------
 // Expiry, wait order, newcomers
 
 /// The holder took the lock with `distlock acquire --ttl 2s` and vanished:
@@ -916,7 +1198,8 @@ fn wait_order_any_waits_on_the_release_channel_outside_the_queue() {
 
 /// The lock has just been released and handed to a live queued waiter that
 /// has not taken it yet (made deterministic by stopping that waiter before
-/// the release). A newcomer without `--wait`, `run` or `acquire`, must not
+/// the release; both newcomers come well inside its 900 ms claim window,
+/// after which a stopped waiter loses its turn: see the tests above). A newcomer without `--wait`, `run` or `acquire`, must not
 /// take it: exit 75, CMD never runs, no token burnt, and the message says
 /// the lock is being handed to that waiter. Once continued, the waiter
 /// takes it with the next token.
@@ -981,6 +1264,9 @@ fn monitor_lines_are_parsed() {
     assert_eq!(e.args, ["EVALSHA", "a\"b\\c", "\u{1}\n"]);
     let e = parse_monitor_line("+1.5 [0 lua] \"PUBLISH\" \"c\" \"x\"\r\n").unwrap();
     assert_eq!(e.script_publish(), Some("c"));
+    assert_eq!(e.script_wake(), None);
+    let e = parse_monitor_line("+1.5 [0 lua] \"PUBLISH\" \"c\" \"wake\"\r\n").unwrap();
+    assert_eq!(e.script_wake(), Some("c"));
     assert_eq!(owner_pid("host:123:abcdef"), 123);
     assert_eq!(owner_pid("my:host:9:abcdef"), 9);
 }

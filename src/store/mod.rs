@@ -41,6 +41,10 @@ pub struct LockKeys {
     pub queue: String,
     /// `P:{N}:deadlines`: each waiter's keep-alive deadline (zset, server ms).
     pub deadlines: String,
+    /// `P:{N}:turns`: while the lock is being handed over, each fair
+    /// waiter's claim window end (zset, server ms); a stopped waiter lets
+    /// its window pass and loses its turn.
+    pub turns: String,
     /// `P:{N}:wake:`: prefix of each fair waiter's own wake-up channel.
     pub wake_prefix: String,
     /// `P:{N}:released`: channel told of every release (`--wait-order any`).
@@ -68,6 +72,7 @@ impl LockKeys {
             meta: format!("{lock}:meta"),
             queue: format!("{lock}:queue"),
             deadlines: format!("{lock}:deadlines"),
+            turns: format!("{lock}:turns"),
             wake_prefix: format!("{lock}:wake:"),
             released: format!("{lock}:released"),
             last: format!("{lock}:last"),
@@ -347,6 +352,7 @@ impl Store {
                 .key(&keys.deadlines)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
+                .key(&keys.turns)
                 .arg(owner)
                 .arg(ttl_ms)
                 .arg(mode.as_arg())
@@ -436,6 +442,7 @@ impl Store {
                 .key(&keys.lock)
                 .key(&keys.queue)
                 .key(&keys.deadlines)
+                .key(&keys.turns)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
                 .invoke(c)
@@ -582,6 +589,7 @@ impl Store {
                 .key(&keys.last)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
+                .key(&keys.turns)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
                 .arg(&keys.released);
@@ -663,6 +671,7 @@ impl Store {
                 .key(&keys.deadlines)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
+                .key(&keys.turns)
                 .arg(&keys.wake_prefix)
                 .arg(&keys.released)
                 .invoke(c)

@@ -41,38 +41,104 @@ pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
 }
 
 /// Lua shared by the scripts that can hand the lock on: drop waiters whose
-/// keep-alive deadline (server clock) has passed, then wake the oldest live
-/// waiter through its own channel. PUBLISH returns how many subscribers got
-/// the message, and a waiter is subscribed for as long as it waits, so 0
-/// means that waiter is gone: drop it and try the next. Only one waiter is
-/// woken per release: no thundering herd.
+/// keep-alive deadline (server clock) has passed or who let their turn go
+/// by, then wake the oldest live waiter through its own channel. PUBLISH
+/// returns how many subscribers got the message, and a waiter is subscribed
+/// for as long as it waits, so 0 means that waiter is gone: drop it and try
+/// the next. Only one waiter is woken per release: no thundering herd.
+///
+/// Turns (issue 12, point 7): a waiter that is stopped (Ctrl-Z, SIGSTOP) or
+/// frozen still has its connection, so PUBLISH counts it and cannot tell it
+/// from a live one. So a wake-up is a promise for a claim window of
+/// `CLAIM_MS` (server clock): the woken head must take the lock before its
+/// window ends, and every waiter behind it is told, in the same round trip,
+/// when its own turn would start if all those ahead let theirs pass (the
+/// `k`-th behind the head: `k * CLAIM_MS` from now). A live waiter retries
+/// once at that moment; its acquire drops everyone whose window has passed,
+/// so with several stopped waiters in a row the first live one gets the
+/// lock `CLAIM_MS` after the release for each of them, without polling. A
+/// claim (any successful acquire) ends the schedule: those still waiting
+/// for a turn are told `claimed` and go back to sleep. The head's schedule
+/// is built once per hand-over, when it is first woken; it lives in
+/// `turns`, a zset owner → end of that waiter's window (server ms).
 ///
 /// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
-/// keep-alive deadline (server ms). `chan`: the wake channel prefix.
+/// keep-alive deadline (server ms). `turns`: zset, owner → end of its claim
+/// window (server ms). `chan`: the wake channel prefix. Messages on a
+/// waiter's channel: `wake` (try now), `turn MS` (try in MS unless told
+/// `claimed`), `claimed` (forget the turn).
 const WAKE_NEXT: &str = r"
+-- Below one second, so that the contract's 'at most 1 s after the release
+-- for each stopped waiter ahead' holds with the waiter's retry slack.
+local CLAIM_MS = 900
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local function prune(queue, deadlines, now_ms)
+local function drop(queue, deadlines, turns, w)
+  redis.call('ZREM', queue, w)
+  redis.call('ZREM', deadlines, w)
+  redis.call('ZREM', turns, w)
+end
+-- Drops waiters past their keep-alive deadline and waiters whose claim
+-- window has passed unclaimed: they lost their turn (they queue again, at
+-- the back, when they come back).
+local function prune(queue, deadlines, turns, now_ms)
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)) do
-    redis.call('ZREM', queue, w)
-    redis.call('ZREM', deadlines, w)
+    drop(queue, deadlines, turns, w)
+  end
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', turns, '-inf', now_ms)) do
+    drop(queue, deadlines, turns, w)
   end
 end
--- Drops the waiters whose deadline has passed, then wakes the oldest live
--- waiter other than `me`; returns it, or false. Pruning first matters: a
--- stopped waiter (Ctrl-Z) keeps its connection, so PUBLISH would count it
--- and the live waiters behind it would sleep until their backstop.
-local function wake_next(queue, deadlines, chan, me)
-  prune(queue, deadlines, math.floor(now_us() / 1000))
+-- Keeps `turns` as long as the queue, so a window that passed unclaimed is
+-- still known when the next acquire comes, however late.
+local function keep_turns(queue, turns, last_ms, now_ms)
+  local keep = math.max(last_ms - now_ms + CLAIM_MS, redis.call('PTTL', queue))
+  if keep > 0 then redis.call('PEXPIRE', turns, keep) end
+end
+-- Promises the lock to `head` for one window and tells each waiter behind
+-- it when its own turn starts (a dead one is dropped on the spot).
+local function schedule(queue, deadlines, turns, chan, head, now_ms)
+  local ends = now_ms + CLAIM_MS
+  redis.call('ZADD', turns, ends, head)
+  for _, w in ipairs(redis.call('ZRANGE', queue, 1, -1)) do
+    if redis.call('PUBLISH', chan .. w, 'turn ' .. (ends - now_ms)) > 0 then
+      ends = ends + CLAIM_MS
+      redis.call('ZADD', turns, ends, w)
+    else
+      drop(queue, deadlines, turns, w)
+    end
+  end
+  keep_turns(queue, turns, ends, now_ms)
+end
+-- Drops the waiters that are gone or lost their turn, then wakes the
+-- oldest live waiter other than `me`; returns it, or false. Pruning first
+-- matters: a stopped waiter (Ctrl-Z) keeps its connection, so PUBLISH
+-- would count it and the live waiters behind it would sleep until their
+-- backstop.
+local function wake_next(queue, deadlines, turns, chan, me)
+  local now_ms = math.floor(now_us() / 1000)
+  prune(queue, deadlines, turns, now_ms)
   while true do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head or head == me then return false end
-    if redis.call('PUBLISH', chan .. head, 'wake') > 0 then return head end
-    redis.call('ZREM', queue, head)
-    redis.call('ZREM', deadlines, head)
+    if redis.call('PUBLISH', chan .. head, 'wake') > 0 then
+      if not redis.call('ZSCORE', turns, head) then
+        schedule(queue, deadlines, turns, chan, head, now_ms)
+      end
+      return head
+    end
+    drop(queue, deadlines, turns, head)
   end
+end
+-- A successful acquire ends the schedule of turns: whoever still waits
+-- for a turn is told to forget it.
+local function end_turns(turns, chan, me)
+  for _, w in ipairs(redis.call('ZRANGE', turns, 0, -1)) do
+    if w ~= me then redis.call('PUBLISH', chan .. w, 'claimed') end
+  end
+  redis.call('DEL', turns)
 end
 ";
 
@@ -80,8 +146,8 @@ end
 /// refresh it if this owner already holds it (a retry after a lost reply
 /// must not burn a token).
 ///
-/// KEYS: lock, fence, meta, queue, deadlines, slots, limit (the last two
-/// only to refuse a name in use as a semaphore). ARGV: owner, ttl ms, mode
+/// KEYS: lock, fence, meta, queue, deadlines, slots, limit (those two
+/// only to refuse a name in use as a semaphore), turns. ARGV: owner, ttl ms, mode
 /// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
 /// queue), wake channel prefix, then metadata field/value pairs.
 /// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false}`, or
@@ -91,6 +157,7 @@ pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         "{WAKE_NEXT}{}",
         r"
 local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local turns = KEYS[8]
 local owner, ttl, mode, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local holder = redis.call('GET', lock)
 if holder == false and redis.call('EXISTS', KEYS[6]) == 1 then
@@ -107,13 +174,14 @@ end
 local now = now_us()
 local ahead = false
 if holder == false and mode ~= 'any' then
-  ahead = wake_next(queue, deadlines, chan, owner)
+  ahead = wake_next(queue, deadlines, turns, chan, owner)
 end
 if holder == false and not ahead then
   redis.call('SET', lock, owner, 'PX', ttl)
   local token = redis.call('INCR', fence)
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
+  end_turns(turns, chan, owner)
   redis.call('DEL', meta)
   if #ARGV > 4 then
     redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)),
@@ -130,7 +198,21 @@ if mode == 'fair' then
   local keep = 2 * math.max(pttl, tonumber(ttl)) + 2000
   redis.call('ZADD', queue, 'NX', now, owner)
   redis.call('ZADD', deadlines, math.floor(now / 1000) + keep, owner)
-  for _, k in ipairs({queue, deadlines}) do
+  -- Free but promised to `ahead`: we need a turn of our own (at the end
+  -- of the schedule if we joined after it was made), and we are told on
+  -- our channel when it starts, as the release tells the others.
+  if ahead then
+    local now_ms = math.floor(now / 1000)
+    local mine = redis.call('ZSCORE', turns, owner)
+    if not mine then
+      local last = redis.call('ZRANGE', turns, -1, -1, 'WITHSCORES')[2]
+      mine = tonumber(last or now_ms) + CLAIM_MS
+      redis.call('ZADD', turns, mine, owner)
+    end
+    local starts = math.max(tonumber(mine) - CLAIM_MS - now_ms, 0)
+    redis.call('PUBLISH', chan .. owner, 'turn ' .. starts)
+  end
+  for _, k in ipairs({queue, deadlines, turns}) do
     if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, keep) end
   end
 end
@@ -140,17 +222,16 @@ return {0, holder, pttl, ahead}
 });
 
 /// `leave`: a waiter gives up (its wait ran out, or it was interrupted).
-/// KEYS: lock, queue, deadlines. ARGV: owner, wake channel prefix. If the
-/// lock is free, the next waiter is woken, since it may have been waiting
-/// behind us.
+/// KEYS: lock, queue, deadlines, turns. ARGV: owner, wake channel prefix.
+/// If the lock is free, the next waiter is woken, since it may have been
+/// waiting behind us (or for our turn to pass).
 pub(super) static LEAVE: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
         "{WAKE_NEXT}{}",
         r"
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
+drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  wake_next(KEYS[2], KEYS[3], ARGV[2], ARGV[1])
+  wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1])
 end
 return 1
 "
@@ -199,7 +280,7 @@ end
 /// yet is kept, by the server's clock, until the minimum has passed. `run`
 /// also writes its last-run record here, so ending costs one round trip.
 ///
-/// KEYS: lock, meta, queue, deadlines, last, slots, limit. ARGV: owner,
+/// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns. ARGV: owner,
 /// wake channel prefix, release channel, last-run keep ms ('' for no
 /// record), then the record's field/value pairs. Returns `{1}` when
 /// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
@@ -223,7 +304,7 @@ if tonumber(m[2]) and left > 0 then
   return {2, left}
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-wake_next(KEYS[3], KEYS[4], ARGV[2], false)
+wake_next(KEYS[3], KEYS[4], KEYS[8], ARGV[2], false)
 redis.call('PUBLISH', ARGV[3], 'released')
 return {1}
 "
@@ -244,7 +325,7 @@ return 1
 
 /// `release --force`: delete whoever holds the lock, leave the fencing
 /// counter alone, wake the next waiter. KEYS: lock, meta, queue,
-/// deadlines, slots, limit; ARGV: wake channel prefix, release channel.
+/// deadlines, slots, limit, turns; ARGV: wake channel prefix, release channel.
 /// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
 /// as a semaphore of N.
 pub(super) static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
@@ -258,7 +339,7 @@ if holder == false then
 end
 if holder then
   redis.call('DEL', KEYS[1], KEYS[2])
-  wake_next(KEYS[3], KEYS[4], ARGV[1], false)
+  wake_next(KEYS[3], KEYS[4], KEYS[7], ARGV[1], false)
   redis.call('PUBLISH', ARGV[2], 'released')
 end
 return holder
