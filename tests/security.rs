@@ -1349,6 +1349,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
             }),
         ),
         ("+time", Box::new(|n| args(&["acquire", n]))),
+        ("+type", Box::new(|n| args(&["acquire", n]))),
         ("+hset", Box::new(|n| args(&["acquire", n]))),
         (
             "+hget",
