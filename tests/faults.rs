@@ -1141,10 +1141,16 @@ fn monitor_args(line: &str) -> Vec<String> {
 }
 
 /// Whether a MONITOR line is a renewal by `owner`: the renew script is
-/// called with two keys (the lock and its metadata) and the owner.
+/// called with the lock, its metadata and the fence (for its type check
+/// only), then the owner.
 fn is_renewal_by(line: &str, owner: &str) -> bool {
     let a = monitor_args(line);
-    a.len() >= 6 && a[0] == "EVALSHA" && a[2] == "2" && a[5] == owner
+    a.len() >= 7
+        && a[0] == "EVALSHA"
+        && a[2] == "3"
+        && a[4].ends_with(":meta")
+        && a[5].ends_with(":fence")
+        && a[6] == owner
 }
 
 fn sqlite(db: &Path, sql: &str) -> String {

@@ -228,6 +228,34 @@ impl Pki {
             "other-ca",
             "4",
         );
+        // The common way, without extensions: OpenSSL makes it X.509 v1.
+        let mut args = vec!["req"];
+        args.extend(ec);
+        args.extend([
+            "-subj",
+            "/CN=v1 client",
+            "-keyout",
+            "client-v1.key",
+            "-out",
+            "client-v1.csr",
+        ]);
+        openssl(&args);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "client-v1.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            "5",
+            "-days",
+            "2",
+            "-out",
+            "client-v1.pem",
+        ]);
         Pki { dir }
     }
 }
@@ -504,6 +532,74 @@ fn mutual_tls_with_and_without_a_client_certificate() {
     tls(&mut release);
     let out = run(release.args(["release", "--owner", &owner, "h"]));
     assert_eq!(out.code, 0, "{out:?}");
+}
+
+#[test]
+fn an_x509_v1_client_certificate_is_named_as_such_with_the_way_to_a_v3_one() {
+    let pki = Pki::get();
+    let text = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(pki.path("client-v1.pem"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"),
+        "the test certificate must be v1"
+    );
+    let server = TlsServer::start("server", "yes");
+    let url = server.url("localhost");
+    let marker = tempfile::tempdir().unwrap();
+    let ran = marker.path().join("ran");
+    let touch = format!("touch {}", ran.display());
+    let with = |cert: &Path, key: &Path| {
+        let mut c = dl(&url);
+        c.arg("--tls-ca")
+            .arg(pki.path("ca.pem"))
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key);
+        c
+    };
+
+    // rustls cannot use it (redis-server's OpenSSL would): said before any
+    // connection, about the client certificate, not the server's.
+    let v1 = pki.path("client-v1.pem");
+    let out =
+        run(with(&v1, &pki.path("client-v1.key")).args(["run", "v", "--", "sh", "-c", &touch]));
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_one_error_line(&out);
+    assert!(!ran.exists(), "CMD ran");
+    let line = out.stderr.trim_end();
+    assert!(line.contains("client certificate in --tls-cert"), "{line}");
+    assert!(line.contains(&v1.display().to_string()), "{line}");
+    assert!(line.contains("X.509 v1"), "{line}");
+    assert!(!line.contains("certificate of localhost"), "{line}");
+    assert!(!line.contains("UnsupportedCertVersion"), "{line}");
+
+    // The openssl line it suggests makes a certificate that works.
+    let how = line.split("e.g. ").nth(1).expect("an openssl line");
+    assert!(how.starts_with("openssl x509 -req "), "{how}");
+    let work = tempfile::tempdir().unwrap();
+    for (from, to) in [
+        ("ca.pem", "ca.pem"),
+        ("ca.key", "ca.key"),
+        ("client-v1.csr", "client.csr"),
+    ] {
+        std::fs::copy(pki.path(from), work.path().join(to)).unwrap();
+    }
+    let made = Command::new("bash")
+        .args(["-c", how])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{how}: {made:?}");
+    let out = token_run(
+        &mut with(&work.path().join("client.pem"), &pki.path("client-v1.key")),
+        "v",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "token 1\n");
 }
 
 #[test]
@@ -1349,6 +1445,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
             }),
         ),
         ("+time", Box::new(|n| args(&["acquire", n]))),
+        ("+type", Box::new(|n| args(&["acquire", n]))),
         ("+hset", Box::new(|n| args(&["acquire", n]))),
         (
             "+hget",

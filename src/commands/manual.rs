@@ -12,7 +12,7 @@ use crate::cli::{
 use crate::config::{self, fmt_duration, UsageError, Wait};
 use crate::exit;
 use crate::lease::{self, Acquired};
-use crate::store::{LockInfo, LockKeys, Release, SlotsInfo, Store};
+use crate::store::{ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store};
 use crate::supervise::{self, Signals};
 
 /// A lease taken by `acquire` or `hold`.
@@ -474,10 +474,17 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         .map(|f| LockKeys::new(&g.prefix, &f.name))
         .collect();
     let infos = store.inspect_many(&plain)?;
+    // A lock with a key of another type is skipped, with one warning: one
+    // stray key must not hide every other lock from everyone.
+    let infos: Vec<Option<LockInfo>> = infos
+        .into_iter()
+        .map(|i| i.map_err(|fk| skip_foreign(g, &fk)).ok())
+        .collect();
     // (name, JSON object, table row), merged and sorted by name.
     let mut entries: Vec<(String, serde_json::Value, [String; 5])> = plain
         .iter()
         .zip(&infos)
+        .filter_map(|(k, i)| Some((k, i.as_ref()?)))
         .filter(|(_, i)| i.holder.is_some())
         .map(|(k, i)| {
             let row = [
@@ -493,8 +500,14 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
     for f in found.iter().filter(|f| f.semaphore) {
         // Any N above 1 reads the slots; the agreed N comes back with them.
         let keys = LockKeys::new(&g.prefix, &f.name).with_limit(2);
-        let Ok(info) = store.inspect_slots(&keys) else {
-            continue;
+        let info = match store.inspect_slots(&keys) {
+            Ok(info) => info,
+            Err(e) => {
+                if let Some(fk) = e.downcast_ref::<ForeignKey>() {
+                    skip_foreign(g, fk);
+                }
+                continue;
+            }
         };
         if info.holders.is_empty() {
             continue;
@@ -539,6 +552,11 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         println!("{}", line.trim_end());
     }
     Ok(0)
+}
+
+/// The warning of `list` for a lock it skips because of a foreign key.
+fn skip_foreign(g: &Global, fk: &ForeignKey) {
+    g.say(format_args!("warning: skipped in the list: {fk}"));
 }
 
 /// Holder metadata, as the acquire script stored it.

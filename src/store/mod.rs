@@ -211,6 +211,45 @@ impl LastRun {
     }
 }
 
+/// A key of a lock that holds a value of another Redis type than distlock
+/// gives it (something else wrote it). Every script checks the types of
+/// the keys it touches before it writes anything, and answers
+/// `{-2, key, type}` instead (see `FOREIGN_KEY` in `scripts.rs`), so such
+/// a key is never changed and the user learns which key it is, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignKey {
+    /// The full Redis key, e.g. `distlock:{billing}:fence`.
+    pub key: String,
+    /// Its Redis type, as TYPE names it (`hash`, `list`, ...).
+    pub kind: String,
+}
+
+impl std::fmt::Display for ForeignKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the key {} is a Redis {} written by something else: it does not hold a distlock lease (distlock left it alone; delete it, or use another name or --prefix)",
+            self.key, self.kind
+        )
+    }
+}
+
+impl std::error::Error for ForeignKey {}
+
+/// The `{-2, key, type}` reply of a script that found a foreign key.
+fn foreign_key(v: &Value) -> Option<ForeignKey> {
+    match v {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(-2), key, kind] => Some(ForeignKey {
+                key: string(key).ok()??,
+                kind: string(kind).ok()??,
+            }),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// A lazily (re)connected Redis connection with a timeout on every call.
 pub struct Store {
     target: Target,
@@ -312,8 +351,22 @@ impl Store {
     }
 
     /// Runs one script invocation; on any error drops the connection so the
-    /// next call starts clean.
+    /// next call starts clean. A script's "foreign key" reply becomes a
+    /// [`ForeignKey`] error.
     fn call(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
+    ) -> Result<Value> {
+        let v = self.call_raw(what, f)?;
+        match foreign_key(&v) {
+            Some(fk) => Err(fk.into()),
+            None => Ok(v),
+        }
+    }
+
+    /// `call` for a plain command, whose reply is taken as it is.
+    fn call_raw(
         &mut self,
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
@@ -430,7 +483,7 @@ impl Store {
 
     /// Runs one plain command (for `doctor`), with the usual timeout.
     pub fn command(&mut self, what: &str, cmd: &redis::Cmd) -> Result<Value> {
-        self.call(what, |c| cmd.query(c))
+        self.call_raw(what, |c| cmd.query(c))
     }
 
     /// Leaves the wait queue (best effort: a waiter that vanishes is
@@ -496,11 +549,14 @@ impl Store {
         let v = self.call("renewal", |c| {
             let mut inv = if keys.limit.is_some() {
                 let mut inv = RENEW_SLOT.key(&keys.slots);
-                inv.key(&keys.limit_key).key(&keys.tokens);
+                inv.key(&keys.limit_key)
+                    .key(&keys.tokens)
+                    .key(&keys.fence)
+                    .key(&keys.lock);
                 inv
             } else {
                 let mut inv = RENEW.key(&keys.lock);
-                inv.key(&keys.meta);
+                inv.key(&keys.meta).key(&keys.fence);
                 inv
             };
             inv.arg(owner).arg(ttl_ms);
@@ -564,6 +620,7 @@ impl Store {
                     .key(&keys.limit_key)
                     .key(&keys.tokens)
                     .key(&keys.lock)
+                    .key(&keys.fence)
                     .arg(owner)
                     .arg(&keys.released)
                     .arg(keys.limit.unwrap_or(1))
@@ -590,6 +647,7 @@ impl Store {
                 .key(&keys.slots)
                 .key(&keys.limit_key)
                 .key(&keys.turns)
+                .key(&keys.fence)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
                 .arg(&keys.released);
@@ -649,6 +707,7 @@ impl Store {
                     .key(&keys.limit_key)
                     .key(&keys.tokens)
                     .key(&keys.lock)
+                    .key(&keys.fence)
                     .arg(&keys.released)
                     .arg(keys.limit.unwrap_or(1))
                     .invoke(c)
@@ -672,6 +731,7 @@ impl Store {
                 .key(&keys.slots)
                 .key(&keys.limit_key)
                 .key(&keys.turns)
+                .key(&keys.fence)
                 .arg(&keys.wake_prefix)
                 .arg(&keys.released)
                 .invoke(c)
@@ -746,11 +806,25 @@ impl Store {
 
     /// `inspect` for many locks in pipelined batches: one round trip per
     /// batch rather than per lock, so `list` stays quick with thousands of
-    /// keys. Locks released between the SCAN and now come back free.
-    pub fn inspect_many(&mut self, keys: &[LockKeys]) -> Result<Vec<LockInfo>> {
+    /// keys. Locks released between the SCAN and now come back free; a lock
+    /// with a key of another type comes back as that [`ForeignKey`], so
+    /// `list` can skip it and still show the others.
+    pub fn inspect_many(
+        &mut self,
+        keys: &[LockKeys],
+    ) -> Result<Vec<std::result::Result<LockInfo, ForeignKey>>> {
         if self.target.cluster.is_some() {
             // Keys live on different nodes: one at a time, each routed.
-            return keys.iter().map(|k| self.inspect(k)).collect();
+            return keys
+                .iter()
+                .map(|k| match self.inspect(k) {
+                    Ok(info) => Ok(Ok(info)),
+                    Err(e) => match e.downcast::<ForeignKey>() {
+                        Ok(fk) => Ok(Err(fk)),
+                        Err(e) => Err(e),
+                    },
+                })
+                .collect();
         }
         let mut out = Vec::with_capacity(keys.len());
         for batch in keys.chunks(500) {
@@ -777,7 +851,10 @@ impl Store {
                 p.query(c)
             })?;
             for v in replies {
-                out.push(parse_info(v)?);
+                out.push(match foreign_key(&v) {
+                    Some(fk) => Err(fk),
+                    None => Ok(parse_info(v)?),
+                });
             }
         }
         Ok(out)
@@ -832,7 +909,7 @@ impl Store {
         let mut cursor: u64 = 0;
         let mut names = Vec::new();
         loop {
-            let v = self.call("scan", |c| {
+            let v = self.call_raw("scan", |c| {
                 redis::cmd("SCAN")
                     .arg(cursor)
                     .arg("MATCH")
@@ -966,6 +1043,9 @@ fn split_acks(v: Value, replicas: u32) -> Result<(Value, i64)> {
         return Ok((v, 0));
     }
     match array(v)?.as_slice() {
+        [result, _] if foreign_key(result).is_some() => {
+            Err(foreign_key(result).expect("checked").into())
+        }
         [result, acks] => Ok((result.clone(), int(acks)?)),
         other => bail!("unexpected reply to a script and WAIT: {other:?}"),
     }

@@ -40,6 +40,27 @@ pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
         .collect()
 }
 
+/// Lua shared by every script: refuse, before any write, a key of this
+/// lock that holds another Redis type (something else wrote it). Redis
+/// does not roll back the writes a script made before an error, so a
+/// WRONGTYPE half way through would leave the lock half changed (a lease
+/// set and its fencing counter not incremented, say). `expected` is a flat
+/// list of key, type pairs; a type may name alternatives (`hash|string`).
+/// Returns `{-2, key, its type}` for the first foreign key, or false; a
+/// missing key is never foreign. Each script calls it first, as
+/// `local foreign = foreign_key({...}) if foreign then return foreign end`.
+const FOREIGN_KEY: &str = r"
+local function foreign_key(expected)
+  for i = 1, #expected, 2 do
+    local t = redis.call('TYPE', expected[i])['ok']
+    if t ~= 'none' and not string.find('|' .. expected[i + 1] .. '|', '|' .. t .. '|', 1, true) then
+      return {-2, expected[i], t}
+    end
+  end
+  return false
+end
+";
+
 /// Lua shared by the scripts that can hand the lock on: drop waiters whose
 /// keep-alive deadline (server clock) has passed or who let their turn go
 /// by, then wake the oldest live waiter through its own channel. PUBLISH
@@ -154,8 +175,10 @@ end
 /// `{-1, N}` when the name is in use as a semaphore of N.
 pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{WAKE_NEXT}{}",
+        "{FOREIGN_KEY}{WAKE_NEXT}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'})
+if foreign then return foreign end
 local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local turns = KEYS[8]
 local owner, ttl, mode, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -227,8 +250,10 @@ return {0, holder, pttl, ahead}
 /// waiting behind us (or for our turn to pass).
 pub(super) static LEAVE: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{WAKE_NEXT}{}",
+        "{FOREIGN_KEY}{WAKE_NEXT}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset'})
+if foreign then return foreign end
 drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1])
@@ -238,17 +263,24 @@ return 1
     ))
 });
 
-/// `renew`: compare-and-extend. KEYS: lock, metadata. ARGV: owner, ttl ms.
+/// `renew`: compare-and-extend. KEYS: lock, metadata, fence (only for its
+/// type check: a name whose counter was overwritten is refused by every
+/// operation). ARGV: owner, ttl ms.
 /// Returns 1 when extended, 0 when someone else (or nobody) holds the lock.
 pub(super) static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    lua(r"
+    lua(&format!(
+        "{FOREIGN_KEY}{}",
+        r"
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'string'})
+if foreign then return foreign end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
 end
 return 0
-")
+"
+    ))
 });
 
 /// Lua that writes the last-run record: a hash of the given field/value
@@ -280,15 +312,18 @@ end
 /// yet is kept, by the server's clock, until the minimum has passed. `run`
 /// also writes its last-run record here, so ending costs one round trip.
 ///
-/// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns. ARGV: owner,
+/// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns, fence
+/// (type check only). ARGV: owner,
 /// wake channel prefix, release channel, last-run keep ms ('' for no
 /// record), then the record's field/value pairs. Returns `{1}` when
 /// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{}",
+        "{FOREIGN_KEY}{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'string'})
+if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
 if holder == false then
   local n = semaphore_in_use(KEYS[6], KEYS[7])
@@ -315,8 +350,10 @@ return {1}
 /// release to carry it). KEYS: last. ARGV: keep ms, field/value pairs.
 pub(super) static LAST_RUN: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{RECORD_LAST_RUN}{}",
+        "{FOREIGN_KEY}{RECORD_LAST_RUN}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'hash'})
+if foreign then return foreign end
 record_last_run(KEYS[1], ARGV[1], 2)
 return 1
 "
@@ -325,13 +362,16 @@ return 1
 
 /// `release --force`: delete whoever holds the lock, leave the fencing
 /// counter alone, wake the next waiter. KEYS: lock, meta, queue,
-/// deadlines, slots, limit, turns; ARGV: wake channel prefix, release channel.
+/// deadlines, slots, limit, turns, fence (type check only); ARGV: wake
+/// channel prefix, release channel.
 /// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
 /// as a semaphore of N.
 pub(super) static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{WAKE_NEXT}{SEMAPHORE_IN_USE}{}",
+        "{FOREIGN_KEY}{WAKE_NEXT}{SEMAPHORE_IN_USE}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'zset', KEYS[8], 'string'})
+if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
 if holder == false then
   local n = semaphore_in_use(KEYS[5], KEYS[6])
@@ -353,8 +393,10 @@ return holder
 /// semaphore of N.
 pub(super) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{SEMAPHORE_IN_USE}{}",
+        "{FOREIGN_KEY}{SEMAPHORE_IN_USE}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string'})
+if foreign then return foreign end
 return {
   redis.call('GET', KEYS[1]),
   redis.call('PTTL', KEYS[1]),
@@ -397,8 +439,10 @@ end
 /// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
 pub(super) static ACQUIRE_SLOT: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{SLOTS}{}",
+        "{FOREIGN_KEY}{SLOTS}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+if foreign then return foreign end
 local slots, limit, tokens, fence, plain = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
@@ -427,11 +471,14 @@ return {0, first[1], tonumber(first[2]) - now}
 });
 
 /// `renew --limit N`: extend our slot if it is still live.
-/// KEYS: slots, limit, tokens. ARGV: owner, ttl ms. Returns 1 or 0.
+/// KEYS: slots, limit, tokens, fence and plain lock (these two for the
+/// type check only). ARGV: owner, ttl ms. Returns 1 or 0.
 pub(super) static RENEW_SLOT: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{SLOTS}{}",
+        "{FOREIGN_KEY}{SLOTS}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+if foreign then return foreign end
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then
@@ -446,13 +493,16 @@ return 0
 });
 
 /// `release --limit N`: free our slot and tell waiters.
-/// KEYS: slots, limit, tokens, plain lock. ARGV: owner, release channel, N.
+/// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
+/// owner, release channel, N.
 /// Returns `{1}`, `{0}`, or `{-1, the N in use}` when users disagree on N
 /// (`{-1, 0}`: a plain lock); then nothing is released.
 pub(super) static RELEASE_SLOT: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{SLOTS}{}",
+        "{FOREIGN_KEY}{SLOTS}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+if foreign then return foreign end
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 reclaim(KEYS[1], KEYS[3], now)
@@ -474,11 +524,14 @@ return {0}
 
 /// `release --force --limit N`: free every slot; returns the evicted
 /// owners, or `{-1, the N in use}` as `release --limit N` does.
-/// KEYS: slots, limit, tokens, plain lock. ARGV: release channel, N.
+/// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
+/// release channel, N.
 pub(super) static FORCE_RELEASE_SLOTS: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{SLOTS}{}",
+        "{FOREIGN_KEY}{SLOTS}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+if foreign then return foreign end
 local now = now_ms()
 reclaim(KEYS[1], KEYS[3], now)
 if redis.call('EXISTS', KEYS[4]) == 1 then return {-1, 0} end
@@ -499,8 +552,10 @@ return all
 /// limit, tokens, fence, last run, plain lock.
 pub(super) static INSPECT_SLOTS: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{SLOTS}{}",
+        "{FOREIGN_KEY}{SLOTS}{}",
         r"
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'hash', KEYS[6], 'string'})
+if foreign then return foreign end
 local now = now_ms()
 local out = {}
 for _, o in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], now + 1, '+inf')) do

@@ -137,10 +137,13 @@ impl Target {
                 read("--tls-cert", &sec.tls_cert)?,
                 read("--tls-key", &sec.tls_key)?,
             ) {
-                (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig {
-                    client_cert,
-                    client_key,
-                }),
+                (Some(client_cert), Some(client_key)) => {
+                    check_client_cert(&client_cert, &client_key, sec)?;
+                    Some(redis::ClientTlsConfig {
+                        client_cert,
+                        client_key,
+                    })
+                }
                 _ => None,
             };
             if root_cert.is_none() && client_tls.is_none() {
@@ -543,6 +546,93 @@ impl Target {
     }
 }
 
+/// Checks the client certificate and key the way rustls will use them, so
+/// that a problem is told as what it is, before any connection: redis-rs
+/// builds the rustls configuration only when it connects, and then turns
+/// rustls's error into text ("invalid peer certificate: ..."), which reads
+/// as if the *server's* certificate were at fault. Files that do not even
+/// parse as PEM are left to redis-rs ("invalid TLS files").
+fn check_client_cert(cert: &[u8], key: &[u8], sec: &Security) -> Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_path = sec
+        .tls_cert
+        .as_deref()
+        .map_or(String::new(), |p| format!(" {}", p.display()));
+    let (Ok(chain), Ok(key)) = (
+        CertificateDer::pem_slice_iter(cert).collect::<Result<Vec<_>, _>>(),
+        PrivateKeyDer::from_pem_slice(key),
+    ) else {
+        return Ok(());
+    };
+    let Some(leaf) = chain.first().cloned() else {
+        bail!(UsageError(format!(
+            "--tls-cert{cert_path} holds no certificate"
+        )));
+    };
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let built = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| {
+            b.with_root_certificates(rustls::RootCertStore::empty())
+                .with_client_auth_cert(chain, key)
+        });
+    match built {
+        Ok(Ok(_)) | Err(_) => Ok(()),
+        Ok(Err(rustls::Error::InconsistentKeys(_))) => Err(UsageError(
+            "--tls-key is not the private key of the certificate in --tls-cert".into(),
+        )
+        .into()),
+        // webpki reads only X.509 v3, and says so as an "other" error.
+        Ok(Err(rustls::Error::InvalidCertificate(_))) if x509_version(&leaf) == Some(1) => {
+            Err(UsageError(format!(
+                "the client certificate in --tls-cert{cert_path} is X.509 v1, which distlock's TLS library (rustls) cannot use, even where the server would accept it; make a v3 one, e.g. openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -days 365 -out client.pem -extfile <(printf 'basicConstraints=CA:FALSE\\nkeyUsage=digitalSignature\\nextendedKeyUsage=clientAuth')"
+            ))
+            .into())
+        }
+        Ok(Err(e)) => Err(UsageError(format!(
+            "the client certificate in --tls-cert{cert_path} cannot be used: {e}"
+        ))
+        .into()),
+    }
+}
+
+/// The version (1, 2 or 3) of a DER X.509 certificate, or None when it
+/// cannot be read. `Certificate ::= SEQUENCE { tbsCertificate SEQUENCE {
+/// [0] EXPLICIT version DEFAULT v1, serialNumber INTEGER, ... } ... }`:
+/// a certificate without the `[0]` field is v1.
+fn x509_version(der: &[u8]) -> Option<u8> {
+    /// One DER tag-length-value: (tag, contents).
+    fn tlv(b: &[u8]) -> Option<(u8, &[u8])> {
+        let tag = *b.first()?;
+        let first = usize::from(*b.get(1)?);
+        let (len, start) = if first < 0x80 {
+            (first, 2)
+        } else {
+            let n = first & 0x7f;
+            if n == 0 || n > 4 {
+                return None;
+            }
+            let mut len = 0usize;
+            for i in 0..n {
+                len = (len << 8) | usize::from(*b.get(2 + i)?);
+            }
+            (len, 2 + n)
+        };
+        Some((tag, b.get(start..start.checked_add(len)?)?))
+    }
+    let (0x30, cert) = tlv(der)? else { return None };
+    let (0x30, tbs) = tlv(cert)? else { return None };
+    if *tbs.first()? != 0xa0 {
+        return Some(1);
+    }
+    let (_, explicit) = tlv(tbs)?;
+    let (0x02, version) = tlv(explicit)? else {
+        return None;
+    };
+    version.last()?.checked_add(1)
+}
+
 /// rustls needs a process-wide crypto provider; distlock builds with ring
 /// only. Installing twice is harmless (the second call reports an error we
 /// ignore).
@@ -617,16 +707,19 @@ pub fn without_password(url: &str) -> String {
 }
 
 /// Turns a redis-rs error into one plain sentence that names the server
-/// (password redacted) but never the password itself.
+/// (password redacted) but never the password itself. TLS and ACL failures
+/// are recognised by what they are (the rustls error inside, the server's
+/// NOPERM code), not by their wording, so the same sentence comes out
+/// whichever server (Redis, Valkey) or library version answers.
 pub(super) fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
     let display = &target.display;
-    let text = e.to_string();
-    if let Some(why) = tls_failure(&text, target) {
+    if let Some(why) = rustls_error(&e).map(|r| tls_failure(r, target)) {
         return anyhow::anyhow!("redis at {display}: TLS: {why}");
     }
-    if let Some(why) = acl_refusal(&text) {
+    if let Some(why) = acl_refusal(&e) {
         return anyhow::anyhow!("redis at {display}: {why}");
     }
+    let text = e.to_string();
     let what = if e.is_timeout() {
         "timed out".to_owned()
     } else if e.is_connection_refusal() {
@@ -638,6 +731,14 @@ pub(super) fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
             "authentication failed ({})",
             e.detail().unwrap_or("refused")
         )
+    } else if matches!(e.kind(), redis::ErrorKind::InvalidClientConfig) && target.tls_host.is_some()
+    {
+        // rustls refused the TLS settings themselves (`Target::parse` checks
+        // the client certificate first, so this is a last resort).
+        format!(
+            "TLS: the TLS files cannot be used ({})",
+            e.detail().unwrap_or("refused")
+        )
     } else {
         // redis-rs messages carry the server's words and never the
         // password; keep them on one line.
@@ -646,94 +747,137 @@ pub(super) fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
     anyhow::anyhow!("redis at {display}: {what}")
 }
 
-/// A TLS failure (rustls's words, as redis-rs passes them on) in plain
-/// words that name the host name and the CA involved.
-fn tls_failure(text: &str, target: &Target) -> Option<String> {
-    let host = target.tls_host.as_deref().unwrap_or("the server");
-    let trust = &target.tls_trust;
-    if text.contains("KeyMismatch") {
-        return Some("--tls-key is not the private key of the certificate in --tls-cert".into());
-    }
-    if let Some(alert) = text.split("received fatal alert: ").nth(1) {
-        let alert = alert.split_whitespace().next().unwrap_or("");
-        return Some(
-            if alert == "CertificateRequired" || alert == "HandshakeFailure" {
-                format!(
-                "{host} requires a client certificate (mutual TLS): pass --tls-cert and --tls-key (the server's alert: {alert})"
-            )
-            } else {
-                format!("{host} ended the handshake with the alert {alert}: if it checks client certificates, it did not accept the one in --tls-cert")
-            },
-        );
-    }
-    if !text.contains("certificate") {
-        return None;
-    }
-    let why = if let Some(rest) = text.split("not valid for name ").nth(1) {
-        match rest.split("only valid for ").nth(1) {
-            Some(names) => {
-                let names = names
-                    .replace("DnsName(", "")
-                    .replace("IpAddress(", "")
-                    .replace(['"', ')'], "");
-                format!(
-                    "it is issued for {}, not for the host name {host:?} in the URL; connect by a name it lists",
-                    names.trim()
-                )
-            }
-            None => format!("it is not valid for the host name {host:?} in the URL"),
+/// The rustls error behind a redis-rs error, if any: redis-rs keeps the
+/// `io::Error` of the TLS stream (in an `Arc`), and rustls puts its own
+/// error inside that `io::Error`. `source()` alone does not reach it: an
+/// `io::Error`'s source is its inner error's source, not the inner error.
+fn rustls_error(e: &redis::RedisError) -> Option<&rustls::Error> {
+    use std::error::Error;
+    let mut next: Option<&(dyn Error + 'static)> = e.source();
+    while let Some(err) = next {
+        let err: &(dyn Error + 'static) =
+            match err.downcast_ref::<std::sync::Arc<dyn Error + Send + Sync>>() {
+                Some(inner) => inner.as_ref(),
+                None => err,
+            };
+        if let Some(r) = err.downcast_ref::<rustls::Error>() {
+            return Some(r);
         }
-    } else if text.contains("NotValidForName") {
-        format!("it is not valid for the host name {host:?} in the URL")
-    } else if text.contains("UnknownIssuer") {
-        format!("it is not signed by {trust}")
-    } else if text.contains("NotValidYet") || text.contains("not valid yet") {
-        "it is not valid yet (check the clocks)".to_owned()
-    } else if text.to_lowercase().contains("expired") {
-        "it has expired".to_owned()
-    } else {
-        format!("{} (trusting {trust})", text.replace('\n', " "))
-    };
-    Some(format!("the certificate of {host} does not verify: {why}"))
+        if let Some(r) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(r);
+        }
+        next = err.source();
+    }
+    None
 }
 
-/// A refusal by the server's ACL, naming what was refused. Redis names the
-/// command when distlock sends it, but inside a script it only says "this
-/// command" with the script's SHA1 and line: the line is looked up in
-/// distlock's own scripts.
-fn acl_refusal(text: &str) -> Option<String> {
+/// A TLS failure in plain words that name the host name and the CA
+/// involved, or the option to fix.
+fn tls_failure(err: &rustls::Error, target: &Target) -> String {
+    use rustls::{AlertDescription, CertificateError};
+    let host = target.tls_host.as_deref().unwrap_or("the server");
+    let trust = &target.tls_trust;
+    let cert = match err {
+        rustls::Error::InconsistentKeys(_) => {
+            return "--tls-key is not the private key of the certificate in --tls-cert".into()
+        }
+        rustls::Error::AlertReceived(
+            alert @ (AlertDescription::CertificateRequired | AlertDescription::HandshakeFailure),
+        ) => {
+            return format!(
+                "{host} requires a client certificate (mutual TLS): pass --tls-cert and --tls-key (the server's alert: {alert:?})"
+            )
+        }
+        rustls::Error::AlertReceived(alert) => {
+            return format!(
+                "{host} ended the handshake with the alert {alert:?}: if it checks client certificates, it did not accept the one in --tls-cert"
+            )
+        }
+        rustls::Error::InvalidCertificate(cert) => cert,
+        other => return format!("{other} (trusting {trust})"),
+    };
+    let why = match cert {
+        CertificateError::NotValidForNameContext { presented, .. } if !presented.is_empty() => {
+            // webpki shows each name as `DnsName("x")` or `IpAddress(..)`.
+            let names: Vec<String> = presented
+                .iter()
+                .map(|n| {
+                    n.replace("DnsName(", "")
+                        .replace("IpAddress(", "")
+                        .replace(['"', ')'], "")
+                })
+                .collect();
+            format!(
+                "it is issued for {}, not for the host name {host:?} in the URL; connect by a name it lists",
+                names.join(", ")
+            )
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            format!("it is not valid for the host name {host:?} in the URL")
+        }
+        CertificateError::UnknownIssuer => format!("it is not signed by {trust}"),
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "it is not valid yet (check the clocks)".to_owned()
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            "it has expired".to_owned()
+        }
+        other => format!("{other:?} (trusting {trust})"),
+    };
+    format!("the certificate of {host} does not verify: {why}")
+}
+
+/// A refusal by the server's ACL, naming what was refused, from the
+/// server errors in `e` (a pipeline carries one per failed command).
+fn acl_refusal(e: &redis::RedisError) -> Option<String> {
+    let errors = e.clone().into_server_errors()?;
+    errors
+        .iter()
+        .find_map(|(_, se)| acl_refusal_of(se.code(), se.details().unwrap_or("")))
+}
+
+/// An ACL refusal from a server error's code and detail text. A command
+/// distlock sends itself is refused with the code NOPERM. Inside a script
+/// the code is ERR, the text says "ACL failure in script" (Redis 7.2+,
+/// Valkey) or "The user executing the script" (Redis 7.0), and the server
+/// names only the script's SHA1 and line: the command is looked up on that
+/// line of distlock's own scripts, so every server gets the same sentence.
+fn acl_refusal_of(code: &str, detail: &str) -> Option<String> {
     const HINT: &str = "grant it (see the README's ACL SETUSER line)";
     let between = |s: &str, from: &str, to: &str| -> Option<String> {
         let rest = s.split(from).nth(1)?;
         Some(rest.split(to).next()?.to_owned())
     };
-    if let Some(cmd) = between(text, "no permissions to run the '", "'") {
-        return Some(format!(
-            "permission denied: this Redis user may not run {}; {HINT}",
-            cmd.to_uppercase()
-        ));
-    }
-    let in_script = text.contains("The user executing the script");
-    let denied_keys = text.contains("permissions to access one of the keys")
-        || text.contains("access at least one of the keys");
-    let denied_channel = text.contains("permissions to access one of the channels")
-        || text.contains("publish to the channel");
-    if !in_script && !denied_keys && !denied_channel {
+    let in_script = detail.starts_with("ACL failure in script")
+        || detail.starts_with("The user executing the script");
+    if code != "NOPERM" && !in_script {
         return None;
     }
-    let commands = match (
-        between(text, "script: ", ","),
-        between(text, "@user_script:", ".").and_then(|l| l.trim().parse().ok()),
+    // `run the 'x' command` in every server's words for a refused command.
+    let named = between(detail, "run the '", "'").map(|c| c.to_uppercase());
+    // The server's own words, then (last) where in which script:
+    // `... script: SHA1, on @user_script:LINE.`
+    let (words, location) = detail.rsplit_once(" script: ").unwrap_or((detail, ""));
+    let denied_keys = named.is_none() && words.contains("key");
+    let denied_channel = named.is_none() && !denied_keys && words.contains("channel");
+    let mut commands = match (
+        location.split(',').next().filter(|sha| !sha.is_empty()),
+        between(location, "@user_script:", ".").and_then(|l| l.trim().parse().ok()),
     ) {
         (Some(sha), Some(line)) => script_commands(sha.trim(), line),
         _ => Vec::new(),
     };
-    let mut commands = commands;
     commands.dedup();
-    let which = match commands.as_slice() {
-        [] => None,
-        [one] => Some(one.clone()),
-        many => Some(format!("one of {}", many.join(", "))),
+    let which = match (commands.as_slice(), &named) {
+        ([], None) => None,
+        ([], Some(n)) => Some(n.clone()),
+        ([one], _) => Some(one.clone()),
+        (many, Some(n)) if many.contains(n) => Some(n.clone()),
+        (many, _) => Some(format!("one of {}", many.join(", "))),
     };
     let in_script = if in_script {
         " in one of distlock's scripts"
@@ -758,7 +902,7 @@ fn acl_refusal(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scripts::RENEW;
+    use super::super::scripts::{RENEW, SOURCES};
     use super::*;
 
     #[test]
@@ -789,24 +933,151 @@ mod tests {
         assert!(!redact("redis://a:b:c@d@h").contains("b:c"));
     }
 
+    /// A redis-rs error as the client gets it from a server's reply line.
+    fn server_error(line: &str) -> redis::RedisError {
+        redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+            .unwrap()
+            .extract_error()
+            .unwrap_err()
+    }
+
+    /// The sentence for a server's reply line.
+    fn said(line: &str) -> String {
+        let target = Target::parse("redis://127.0.0.1:1", &Security::default()).unwrap();
+        format!("{:#}", describe(server_error(line), &target))
+    }
+
+    /// The line of the renew script that calls `call`, with its SHA1.
+    fn renew_line(call: &str) -> (String, usize) {
+        let sha = RENEW.get_hash().to_owned();
+        let sources = SOURCES.lock().unwrap();
+        let code = &sources.iter().find(|(h, _)| *h == sha).unwrap().1;
+        let line = code.lines().position(|l| l.contains(call)).unwrap() + 1;
+        (sha, line)
+    }
+
     #[test]
-    fn acl_refusals_name_the_command_even_inside_a_script() {
-        // Line 3 of the renew script is its PEXPIRE.
-        let text = format!(
-            "ResponseError: The user executing the script can't run this command or subcommand script: {}, on @user_script:3.",
-            RENEW.get_hash()
-        );
-        let why = acl_refusal(&text).unwrap();
+    fn acl_refusals_read_the_same_from_redis_and_valkey() {
+        // (Redis 7.0's words, Redis 7.2 / Valkey 8's words, what must be said.)
+        let (sha, pexpire) = renew_line("redis.call('PEXPIRE', KEYS[1]");
+        let (_, get) = renew_line("redis.call('GET', KEYS[1])");
+        let at = |line: usize| format!("script: {sha}, on @user_script:{line}.");
+        let cases = [
+            (
+                "NOPERM this user has no permissions to run the 'evalsha' command".to_owned(),
+                "NOPERM User distlock has no permissions to run the 'evalsha' command".to_owned(),
+                "may not run EVALSHA;",
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the keys used as arguments".into(),
+                "NOPERM No permissions to access a key".into(),
+                "may not access distlock's keys;",
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the channels used as arguments".into(),
+                "NOPERM No permissions to access a channel".into(),
+                "may not use distlock's channels;",
+            ),
+            (
+                format!("ERR The user executing the script can't run this command or subcommand {}", at(pexpire)),
+                format!("ERR ACL failure in script: User distlock has no permissions to run the 'pexpire' command {}", at(pexpire)),
+                "may not run PEXPIRE in one of distlock's scripts;",
+            ),
+            (
+                format!("ERR The user executing the script can't access at least one of the keys mentioned in the command {}", at(get)),
+                format!("ERR ACL failure in script: No permissions to access a key {}", at(get)),
+                "may not access distlock's keys with GET in one of distlock's scripts;",
+            ),
+            (
+                format!("ERR The user executing the script can't publish to the channel mentioned in the command {}", at(get)),
+                format!("ERR ACL failure in script: No permissions to access a channel {}", at(get)),
+                "may not use distlock's channels with GET in one of distlock's scripts;",
+            ),
+        ];
+        for (redis, valkey, want) in cases {
+            let (a, b) = (said(&redis), said(&valkey));
+            assert!(a.contains(want), "{redis}: {a}");
+            assert_eq!(a, b, "{redis} / {valkey}");
+            assert!(!a.contains(&sha), "{a}");
+        }
+        // Not a refusal: the server's words, on one line.
+        let other = said("WRONGTYPE Operation against a key holding the wrong kind of value");
+        assert!(!other.contains("permission"), "{other}");
+        assert!(acl_refusal(&server_error("ERR no such key")).is_none());
+    }
+
+    /// The sentence for a TLS stream that failed with `err`, as redis-rs
+    /// hands it on (an `io::Error` around rustls's error).
+    fn tls_said(err: rustls::Error) -> String {
+        let sec = Security {
+            tls_ca: Some("ca.pem".into()),
+            ..Security::default()
+        };
+        let target = Target::parse("rediss://localhost:6380", &sec).unwrap_or_else(|_| {
+            // The CA file need not exist for the message: parse without it.
+            let mut t = Target::parse("rediss://localhost:6380", &Security::default()).unwrap();
+            t.tls_trust = "the CA in ca.pem".into();
+            t
+        });
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, err);
+        format!("{:#}", describe(redis::RedisError::from(io), &target))
+    }
+
+    #[test]
+    fn tls_failures_are_told_by_rustls_error_not_by_its_wording() {
+        use rustls::{AlertDescription, CertificateError};
+        let s = tls_said(rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer,
+        ));
         assert!(
-            why.contains("may not run PEXPIRE in one of distlock's scripts"),
-            "{why}"
+            s.contains("the certificate of localhost does not verify: it is not signed by the CA in ca.pem"),
+            "{s}"
         );
-        let why = acl_refusal("NoPerm: this user has no permissions to run the 'evalsha' command")
-            .unwrap();
-        assert!(why.contains("may not run EVALSHA"), "{why}");
-        let why = acl_refusal("Pipeline failure: [(Index 0, error: NoPerm: this user has no permissions to run the 'script|load' command)]").unwrap();
-        assert!(why.contains("SCRIPT|LOAD"), "{why}");
-        assert!(acl_refusal("connection refused").is_none());
+        let s = tls_said(rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForNameContext {
+                expected: rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                presented: vec!["DnsName(\"otherhost\")".into()],
+            },
+        ));
+        assert!(
+            s.contains("issued for otherhost, not for the host name \"localhost\""),
+            "{s}"
+        );
+        let s = tls_said(rustls::Error::InvalidCertificate(CertificateError::Expired));
+        assert!(s.contains("it has expired"), "{s}");
+        let s = tls_said(rustls::Error::AlertReceived(
+            AlertDescription::CertificateRequired,
+        ));
+        assert!(s.contains("requires a client certificate"), "{s}");
+        assert!(s.contains("--tls-cert"), "{s}");
+        let s = tls_said(rustls::Error::AlertReceived(AlertDescription::UnknownCA));
+        assert!(s.contains("did not accept the one in --tls-cert"), "{s}");
+        // A plain I/O error is no TLS failure.
+        let target = Target::parse("rediss://localhost:6380", &Security::default()).unwrap();
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, "certificate");
+        let s = format!("{:#}", describe(redis::RedisError::from(io), &target));
+        assert!(!s.contains("TLS:"), "{s}");
+    }
+
+    #[test]
+    fn x509_versions_are_read_from_the_der() {
+        // SEQUENCE { SEQUENCE { INTEGER 1 (the serial) } }: no [0], so v1.
+        assert_eq!(
+            x509_version(&[0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01]),
+            Some(1)
+        );
+        // SEQUENCE { SEQUENCE { [0] { INTEGER 2 } } }: v3.
+        assert_eq!(
+            x509_version(&[0x30, 0x07, 0x30, 0x05, 0xa0, 0x03, 0x02, 0x01, 0x02]),
+            Some(3)
+        );
+        // Long-form lengths.
+        assert_eq!(
+            x509_version(&[0x30, 0x81, 0x07, 0x30, 0x05, 0xa0, 0x03, 0x02, 0x01, 0x02]),
+            Some(3)
+        );
+        assert_eq!(x509_version(&[0x30, 0x09, 0x30]), None);
+        assert_eq!(x509_version(b"not der"), None);
     }
 
     #[test]
