@@ -115,7 +115,9 @@ See 'distlock run --help' and man distlock(1).";
 #[derive(Debug, Parser)]
 #[command(
     name = "distlock",
-    version,
+    // The package version, plus the commit when built from a git checkout
+    // (set by build.rs), so `--version` on a fleet host names the build.
+    version = env!("DISTLOCK_VERSION"),
     about = "Run a command while holding a lease in Redis: one worker at a time across many machines",
     after_help = AFTER_HELP,
     propagate_version = true,

@@ -292,19 +292,51 @@ fn every_subcommand_help_uses_the_same_headings() {
     }
 }
 
+/// `--version` is `distlock X.Y.Z`, plus ` (abc1234)` when built from a git
+/// checkout (build.rs): then it must be the commit the tests build from.
 #[test]
 fn version_exits_0_and_prints_the_package_version() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let head = std::path::Path::new(root)
+        .join(".git")
+        .exists()
+        .then(|| {
+            std::process::Command::new("git")
+                .args(["-C", root, "rev-parse", "HEAD"])
+                .stderr(Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| text(&o.stdout).trim().to_string())
+        })
+        .flatten();
     for args in [&["--version"][..], &["-V"][..], &["run", "--version"][..]] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
         let version = text(&out.stdout);
-        assert!(version.starts_with("distlock"), "{args:?}: {version}");
-        assert!(
-            version
-                .trim_end()
-                .ends_with(&format!(" {}", env!("CARGO_PKG_VERSION"))),
-            "{args:?}: {version}"
-        );
+        let line = version.trim_end();
+        assert_eq!(version.lines().count(), 1, "{args:?}: {version}");
+        let (name, rest) = line.split_once(' ').expect("NAME VERSION");
+        assert!(name.starts_with("distlock"), "{args:?}: {version}");
+        let (number, commit) = match rest.split_once(' ') {
+            Some((n, c)) => (n, Some(c)),
+            None => (rest, None),
+        };
+        assert_eq!(number, env!("CARGO_PKG_VERSION"), "{args:?}: {version}");
+        match (&head, commit) {
+            (Some(head), Some(commit)) => {
+                let hash = commit
+                    .strip_prefix('(')
+                    .and_then(|c| c.strip_suffix(')'))
+                    .unwrap_or_else(|| panic!("{args:?}: commit in parentheses: {version}"));
+                assert!(
+                    hash.len() >= 7 && head.starts_with(hash),
+                    "{args:?}: {hash} is not HEAD {head}: {version}"
+                );
+            }
+            (None, None) => {}
+            (head, commit) => panic!("{args:?}: HEAD {head:?} but --version says {commit:?}"),
+        }
     }
 }
 
