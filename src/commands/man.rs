@@ -47,7 +47,12 @@ pub fn man(dir: &std::path::Path) -> Result<()> {
         Ok(())
     }
     std::fs::create_dir_all(dir)?;
-    let mut cmd = crate::cli::Cli::command().disable_help_subcommand(true);
+    // The plain package version, not `--version`'s commit (build.rs): the
+    // pages are committed, and a commit hash in them would make them stale
+    // with every commit.
+    let mut cmd = crate::cli::Cli::command()
+        .disable_help_subcommand(true)
+        .version(env!("CARGO_PKG_VERSION"));
     cmd.build();
     page(&cmd, dir)
 }
