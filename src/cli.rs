@@ -13,6 +13,32 @@ use clap::{Args, Parser, Subcommand};
 use crate::config::{self, Signal, Wait};
 use crate::lease::WaitOrder;
 
+/// Help headings, so `run --help` reads like a manual: options grouped by
+/// what they are about instead of by which struct declares them (issue 12,
+/// point 6). clap_mangen turns them into sections of the man pages too
+/// (`commands/man.rs`). Constants, so options added later reuse the same
+/// words and land in the same group.
+pub const HEADING_LEASE: &str = "Lease";
+/// See [`HEADING_LEASE`]: how long to wait for a busy lock and what to exit
+/// with when it is not acquired.
+pub const HEADING_WAITING: &str = "Waiting";
+/// See [`HEADING_LEASE`]: what happens to CMD when the lease is lost or runs
+/// out.
+pub const HEADING_STOPPING: &str = "Stopping CMD";
+/// See [`HEADING_LEASE`]: options for jobs started by cron, timers and CI.
+pub const HEADING_CRON_CI: &str = "Cron and CI";
+/// See [`HEADING_LEASE`]: which Redis, how to reach it and how to trust it.
+pub const HEADING_CONNECTION: &str = "Connection and security";
+
+/// Every heading, in the order `run --help` shows them.
+pub const HEADINGS: [&str; 5] = [
+    HEADING_LEASE,
+    HEADING_WAITING,
+    HEADING_STOPPING,
+    HEADING_CRON_CI,
+    HEADING_CONNECTION,
+];
+
 const RUN_EXAMPLES: &str = "\
 Examples:
   # Nightly billing on three hosts: whoever comes first runs, the others exit 75
@@ -89,7 +115,9 @@ See 'distlock run --help' and man distlock(1).";
 #[derive(Debug, Parser)]
 #[command(
     name = "distlock",
-    version,
+    // The package version, plus the commit when built from a git checkout
+    // (set by build.rs), so `--version` on a fleet host names the build.
+    version = env!("DISTLOCK_VERSION"),
     about = "Run a command while holding a lease in Redis: one worker at a time across many machines",
     after_help = AFTER_HELP,
     propagate_version = true,
@@ -112,6 +140,7 @@ pub struct GlobalArgs {
     /// redis+sentinel://host:26379,host:26379/master[/db],
     /// redis+cluster://host:port,host:port
     #[arg(
+        help_heading = HEADING_CONNECTION,
         short = 'r',
         long,
         global = true,
@@ -124,6 +153,7 @@ pub struct GlobalArgs {
 
     /// Key prefix; locks live at PREFIX:{NAME}
     #[arg(
+        help_heading = HEADING_CONNECTION,
         long,
         global = true,
         hide_env_values = true, env = "DISTLOCK_PREFIX",
@@ -136,6 +166,7 @@ pub struct GlobalArgs {
     /// Read the Redis password from the first line of FILE (overrides
     /// DISTLOCK_REDIS_PASSWORD and a password in the URL)
     #[arg(
+        help_heading = HEADING_CONNECTION,
         long,
         global = true,
         hide_env_values = true,
@@ -146,6 +177,7 @@ pub struct GlobalArgs {
 
     /// Trust the CA(s) in this PEM file for rediss:// instead of the system's
     #[arg(
+        help_heading = HEADING_CONNECTION,
         long,
         global = true,
         hide_env_values = true,
@@ -156,6 +188,7 @@ pub struct GlobalArgs {
 
     /// Client certificate (PEM) for mutual TLS; needs --tls-key
     #[arg(
+        help_heading = HEADING_CONNECTION,
         long,
         global = true,
         hide_env_values = true,
@@ -166,6 +199,7 @@ pub struct GlobalArgs {
 
     /// Client private key (PEM) for mutual TLS; needs --tls-cert
     #[arg(
+        help_heading = HEADING_CONNECTION,
         long,
         global = true,
         hide_env_values = true,
@@ -175,13 +209,14 @@ pub struct GlobalArgs {
     pub tls_key: Option<std::path::PathBuf>,
 
     /// Do not verify the server's certificate (testing only; warns every time)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = HEADING_CONNECTION)]
     pub tls_insecure: bool,
 
     /// Acquisitions and renewals count only once N replicas have them
     /// (Redis WAIT, bounded by the time left): a failover then keeps the
     /// lease and the fencing counter
     #[arg(
+        help_heading = HEADING_CONNECTION,
         long,
         global = true,
         hide_env_values = true,
@@ -312,11 +347,12 @@ pub enum Command {
 pub struct LeaseArgs {
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Lease length (`run` renews it while CMD runs; after `acquire`, renew it yourself)
     #[arg(
+        help_heading = HEADING_LEASE,
         long,
         hide_env_values = true, env = "DISTLOCK_TTL",
         default_value = "30s",
@@ -326,15 +362,16 @@ pub struct LeaseArgs {
     pub ttl: Duration,
 
     /// How long to wait for a busy lock: a duration, 0 (do not wait) or forever
-    #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait)]
+    #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait, help_heading = HEADING_WAITING)]
     pub wait: Wait,
 
     /// Who gets a busy lock first: fair (arrival order) or any (no queue)
-    #[arg(long, value_enum, default_value = "fair", value_name = "ORDER")]
+    #[arg(long, value_enum, default_value = "fair", value_name = "ORDER", help_heading = HEADING_WAITING)]
     pub wait_order: WaitOrder,
 
     /// Exit code when the lock was not acquired
     #[arg(
+        help_heading = HEADING_WAITING,
         short = 'E',
         long,
         default_value_t = crate::exit::CONFLICT,
@@ -346,7 +383,7 @@ pub struct LeaseArgs {
     /// Keep the lock held until D after it was acquired, even if CMD ends
     /// or `release` comes sooner (the key keeps a TTL for the rest; no
     /// process lingers)
-    #[arg(long, value_name = "D", value_parser = config::parse_expiry)]
+    #[arg(long, value_name = "D", value_parser = config::parse_expiry, help_heading = HEADING_LEASE)]
     pub min_hold: Option<Duration>,
 }
 
@@ -361,31 +398,31 @@ pub struct RunArgs {
     pub lease: LeaseArgs,
 
     /// Renewal period [default: ttl/3]
-    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = config::parse_duration, help_heading = HEADING_LEASE)]
     pub renew_every: Option<Duration>,
 
     /// First signal sent to CMD's process group when the lease is lost
-    #[arg(long, default_value = "TERM", value_name = "SIG", value_parser = config::parse_signal)]
+    #[arg(long, default_value = "TERM", value_name = "SIG", value_parser = config::parse_signal, help_heading = HEADING_STOPPING)]
     pub kill_signal: Signal,
 
     /// Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]
-    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = config::parse_duration, help_heading = HEADING_STOPPING)]
     pub kill_grace: Option<Duration>,
 
     /// Stop CMD (kill signal, then SIGKILL after the grace) once it has held
     /// the lock for D; exit 124
-    #[arg(long, value_name = "D", value_parser = config::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = config::parse_duration, help_heading = HEADING_STOPPING)]
     pub max_hold: Option<Duration>,
 
     /// Send SIG to CMD once, as soon as a renewal is overdue (half a period
     /// late) or has failed, so it can checkpoint before the kill deadline
     /// [default: none]
-    #[arg(long, value_name = "SIG", value_parser = config::parse_any_signal)]
+    #[arg(long, value_name = "SIG", value_parser = config::parse_any_signal, help_heading = HEADING_STOPPING)]
     pub at_risk_signal: Option<Signal>,
 
     /// How long Redis keeps the record of the last run (who, when, how
     /// long, exit status, token)
-    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry)]
+    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry, help_heading = HEADING_CRON_CI)]
     pub last_run_keep: Duration,
 
     /// The command and its arguments, after --
@@ -404,7 +441,7 @@ pub struct AcquireArgs {
     pub lease: LeaseArgs,
 
     /// Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]
-    #[arg(long, value_name = "ID", value_parser = config::parse_owner)]
+    #[arg(long, value_name = "ID", value_parser = config::parse_owner, help_heading = HEADING_LEASE)]
     pub owner: Option<String>,
 
     /// Print one JSON object instead of export lines
@@ -419,7 +456,7 @@ pub struct HoldArgs {
     pub acquire: AcquireArgs,
 
     /// Release the lock after this long at the latest: a duration or forever
-    #[arg(long, default_value = "1h", value_name = "D", value_parser = config::parse_wait)]
+    #[arg(long, default_value = "1h", value_name = "D", value_parser = config::parse_wait, help_heading = HEADING_LEASE)]
     pub max: Wait,
 }
 
@@ -453,15 +490,16 @@ pub struct RenewArgs {
 
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Owner id that must hold the lease
-    #[arg(long, hide_env_values = true, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
+    #[arg(long, hide_env_values = true, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner, help_heading = HEADING_LEASE)]
     pub owner: Option<String>,
 
     /// New lease length, counted from now
     #[arg(
+        help_heading = HEADING_LEASE,
         long,
         hide_env_values = true, env = "DISTLOCK_TTL",
         default_value = "30s",
@@ -480,11 +518,11 @@ pub struct ReleaseArgs {
 
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Owner id that must hold the lease (ignored with --force)
-    #[arg(long, hide_env_values = true, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner)]
+    #[arg(long, hide_env_values = true, env = "DISTLOCK_OWNER", value_name = "ID", value_parser = config::parse_owner, help_heading = HEADING_LEASE)]
     pub owner: Option<String>,
 
     /// Release whoever holds it, and print who that was
@@ -501,7 +539,7 @@ pub struct InspectArgs {
 
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Print one JSON object

@@ -68,4 +68,31 @@ fn committed_man_pages_are_up_to_date() {
     for section in ["EXIT STATUS", "ENVIRONMENT", "EXAMPLES", "kill\\-grace"] {
         assert!(run.contains(section), "distlock-run.1 lacks {section}");
     }
+    // The help headings are subsections of OPTIONS, in run --help's order,
+    // not sections of their own next to EXAMPLES (issue 12, point 6).
+    let sections: Vec<&str> = run
+        .lines()
+        .filter(|l| l.starts_with(".SH ") || l.starts_with(".SS "))
+        .collect();
+    let options = sections.iter().position(|l| *l == ".SH OPTIONS");
+    let options = options.expect("distlock-run.1 has an OPTIONS section");
+    let expected = [
+        ".SS \"Lease\"",
+        ".SS \"Waiting\"",
+        ".SS \"Stopping CMD\"",
+        ".SS \"Cron and CI\"",
+        ".SS \"Connection and security\"",
+    ];
+    assert_eq!(
+        sections[options + 1..options + 1 + expected.len()],
+        expected,
+        "distlock-run.1: {sections:?}"
+    );
+    let lease = run.find(".SS \"Lease\"").unwrap();
+    let waiting = run.find(".SS \"Waiting\"").unwrap();
+    let ttl = run[lease..]
+        .find("\\fB\\-\\-ttl\\fR")
+        .map(|i| lease + i)
+        .expect("distlock-run.1 documents --ttl under a heading");
+    assert!(ttl < waiting, "--ttl is under Lease, not a later heading");
 }

@@ -86,19 +86,257 @@ fn run_help_exits_0_and_mentions_every_run_option_and_distlock_ttl() {
     }
 }
 
+/// The option headings of `cli.rs`, in the order `run --help` shows them.
+const HEADINGS: &[&str] = &[
+    "Lease",
+    "Waiting",
+    "Stopping CMD",
+    "Cron and CI",
+    "Connection and security",
+];
+
+/// Splits clap's help text into its sections: each line like `Lease:` at
+/// the left margin starts one, and the options listed under it are the
+/// `-x`/`--xyz` words that start its (shallowly indented) option lines.
+/// Descriptions are indented deeper and never count, so an option that
+/// only *mentions* another (`needs --tls-key`) does not move it.
+fn help_sections(help: &str) -> Vec<(String, Vec<String>)> {
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if indent == 0 && line.ends_with(':') {
+            sections.push((line.trim_end_matches(':').to_string(), Vec::new()));
+            continue;
+        }
+        let trimmed = line.trim_start();
+        let is_option = (1..=6).contains(&indent)
+            && trimmed.starts_with('-')
+            && trimmed[1..].starts_with(|c: char| c == '-' || c.is_ascii_alphanumeric());
+        if let (true, Some((_, opts))) = (is_option, sections.last_mut()) {
+            opts.extend(
+                trimmed
+                    .split_whitespace()
+                    .map(|w| w.trim_end_matches(',').trim_end_matches("..."))
+                    .take_while(|w| w.starts_with('-'))
+                    .map(str::to_string),
+            );
+        }
+    }
+    sections
+}
+
+/// The heading an option is listed under; fails if it is under none or
+/// under several.
+fn heading_of<'a>(sections: &'a [(String, Vec<String>)], opt: &str, help: &str) -> &'a str {
+    let found: Vec<&str> = sections
+        .iter()
+        .filter(|(_, opts)| opts.iter().any(|o| o == opt))
+        .map(|(h, _)| h.as_str())
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{opt} must be under exactly one heading, is under {found:?}: {help}"
+    );
+    found[0]
+}
+
+/// Issue 12, point 6: `run --help` groups its options under headings, so
+/// the run options and the global connection options are no longer
+/// shuffled together; short and long help alike.
+#[test]
+fn run_help_groups_the_options_under_headings() {
+    let expected: &[(&str, &[&str])] = &[
+        (
+            "Lease",
+            &["--ttl", "--limit", "--renew-every", "--min-hold"],
+        ),
+        (
+            "Waiting",
+            &["-w", "--wait", "--wait-order", "-E", "--conflict-exit-code"],
+        ),
+        (
+            "Stopping CMD",
+            &[
+                "--kill-signal",
+                "--kill-grace",
+                "--max-hold",
+                "--at-risk-signal",
+            ],
+        ),
+        ("Cron and CI", &["--last-run-keep"]),
+        (
+            "Connection and security",
+            &[
+                "-r",
+                "--redis-url",
+                "--prefix",
+                "--redis-password-file",
+                "--tls-ca",
+                "--tls-cert",
+                "--tls-key",
+                "--tls-insecure",
+                "--min-replicas",
+            ],
+        ),
+        (
+            "Options",
+            &["-v", "--verbose", "-q", "--quiet", "-h", "--help"],
+        ),
+    ];
+    for flag in ["--help", "-h"] {
+        let out = run(&["run", flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {out:?}");
+        let help = text(&out.stdout);
+        let sections = help_sections(&help);
+        let names: Vec<&str> = sections.iter().map(|(h, _)| h.as_str()).collect();
+        let shown: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| HEADINGS.contains(n))
+            .collect();
+        assert_eq!(
+            shown, HEADINGS,
+            "run {flag}: headings and their order: {help}"
+        );
+        for (heading, opts) in expected {
+            for opt in *opts {
+                assert_eq!(
+                    heading_of(&sections, opt, &help),
+                    *heading,
+                    "run {flag}: {opt}: {help}"
+                );
+            }
+        }
+    }
+}
+
+/// An option and the heading it must be listed under.
+type OptionUnder = (&'static str, &'static str);
+
+/// Every other subcommand uses the same headings for the options it
+/// shares with `run`, and the top-level help puts the connection options
+/// under their heading too.
+#[test]
+fn every_subcommand_help_uses_the_same_headings() {
+    let cases: &[(&[&str], &[OptionUnder])] = &[
+        (
+            &["--help"],
+            &[
+                ("--redis-url", "Connection and security"),
+                ("--quiet", "Options"),
+            ],
+        ),
+        (
+            &["acquire", "--help"],
+            &[
+                ("--ttl", "Lease"),
+                ("--owner", "Lease"),
+                ("--wait", "Waiting"),
+                ("--tls-ca", "Connection and security"),
+                ("--json", "Options"),
+            ],
+        ),
+        (
+            &["hold", "--help"],
+            &[
+                ("--max", "Lease"),
+                ("--wait", "Waiting"),
+                ("--prefix", "Connection and security"),
+            ],
+        ),
+        (
+            &["renew", "--help"],
+            &[
+                ("--ttl", "Lease"),
+                ("--owner", "Lease"),
+                ("--tls-key", "Connection and security"),
+            ],
+        ),
+        (
+            &["release", "--help"],
+            &[
+                ("--owner", "Lease"),
+                ("--force", "Options"),
+                ("-r", "Connection and security"),
+            ],
+        ),
+        (
+            &["inspect", "--help"],
+            &[
+                ("--limit", "Lease"),
+                ("--tls-cert", "Connection and security"),
+            ],
+        ),
+        (
+            &["list", "--help"],
+            &[("--min-replicas", "Connection and security")],
+        ),
+        (
+            &["doctor", "--help"],
+            &[("--tls-insecure", "Connection and security")],
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        let help = text(&out.stdout);
+        let sections = help_sections(&help);
+        for (opt, heading) in *expected {
+            assert_eq!(
+                heading_of(&sections, opt, &help),
+                *heading,
+                "{args:?}: {opt}"
+            );
+        }
+    }
+}
+
+/// `--version` is `distlock X.Y.Z`, plus ` (abc1234)` when built from a git
+/// checkout (build.rs): then it must be the commit the tests build from.
 #[test]
 fn version_exits_0_and_prints_the_package_version() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let head = std::path::Path::new(root)
+        .join(".git")
+        .exists()
+        .then(|| {
+            std::process::Command::new("git")
+                .args(["-C", root, "rev-parse", "HEAD"])
+                .stderr(Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| text(&o.stdout).trim().to_string())
+        })
+        .flatten();
     for args in [&["--version"][..], &["-V"][..], &["run", "--version"][..]] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
         let version = text(&out.stdout);
-        assert!(version.starts_with("distlock"), "{args:?}: {version}");
-        assert!(
-            version
-                .trim_end()
-                .ends_with(&format!(" {}", env!("CARGO_PKG_VERSION"))),
-            "{args:?}: {version}"
-        );
+        let line = version.trim_end();
+        assert_eq!(version.lines().count(), 1, "{args:?}: {version}");
+        let (name, rest) = line.split_once(' ').expect("NAME VERSION");
+        assert!(name.starts_with("distlock"), "{args:?}: {version}");
+        let (number, commit) = match rest.split_once(' ') {
+            Some((n, c)) => (n, Some(c)),
+            None => (rest, None),
+        };
+        assert_eq!(number, env!("CARGO_PKG_VERSION"), "{args:?}: {version}");
+        match (&head, commit) {
+            (Some(head), Some(commit)) => {
+                let hash = commit
+                    .strip_prefix('(')
+                    .and_then(|c| c.strip_suffix(')'))
+                    .unwrap_or_else(|| panic!("{args:?}: commit in parentheses: {version}"));
+                assert!(
+                    hash.len() >= 7 && head.starts_with(hash),
+                    "{args:?}: {hash} is not HEAD {head}: {version}"
+                );
+            }
+            (None, None) => {}
+            (head, commit) => panic!("{args:?}: HEAD {head:?} but --version says {commit:?}"),
+        }
     }
 }
 

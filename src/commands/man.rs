@@ -4,14 +4,21 @@ use anyhow::Result;
 
 /// `distlock man --dir D`: writes `distlock.1` and one page per visible
 /// subcommand. clap_mangen renders the usual sections; we add EXAMPLES (from
-/// each command's long help), EXIT STATUS and ENVIRONMENT, as flock(1) has.
+/// each command's long help), EXIT STATUS and ENVIRONMENT, as flock(1) has,
+/// and turn the help headings into subsections of OPTIONS.
 pub fn man(dir: &std::path::Path) -> Result<()> {
     use clap::CommandFactory;
     fn page(cmd: &clap::Command, dir: &std::path::Path) -> Result<()> {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             page(sub, dir)?;
         }
-        let man = clap_mangen::Man::new(cmd.clone())
+        // clap_mangen's own SYNOPSIS lists every option in declaration
+        // order, which shuffles run's options and the global ones together
+        // again; the OPTIONS subsections list them properly, so the
+        // synopsis is clap's short usage line, as `--help` prints it.
+        let usage = cmd.clone().render_usage().to_string();
+        let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).to_string();
+        let man = clap_mangen::Man::new(cmd.clone().override_usage(usage))
             .date("")
             .source("distlock");
         let mut out = Vec::new();
@@ -20,7 +27,9 @@ pub fn man(dir: &std::path::Path) -> Result<()> {
         man.render_synopsis_section(&mut out)?;
         man.render_description_section(&mut out)?;
         if cmd.get_arguments().any(|a| !a.is_hide_set()) {
-            man.render_options_section(&mut out)?;
+            let mut options = Vec::new();
+            man.render_options_section(&mut options)?;
+            out.extend_from_slice(headings_as_subsections(&String::from_utf8(options)?).as_bytes());
         }
         if cmd.has_subcommands() {
             man.render_subcommands_section(&mut out)?;
@@ -38,9 +47,49 @@ pub fn man(dir: &std::path::Path) -> Result<()> {
         Ok(())
     }
     std::fs::create_dir_all(dir)?;
-    let mut cmd = crate::cli::Cli::command().disable_help_subcommand(true);
+    // The plain package version, not `--version`'s commit (build.rs): the
+    // pages are committed, and a commit hash in them would make them stale
+    // with every commit.
+    let mut cmd = crate::cli::Cli::command()
+        .disable_help_subcommand(true)
+        .version(env!("CARGO_PKG_VERSION"));
     cmd.build();
     page(&cmd, dir)
+}
+
+/// clap_mangen turns each help heading into a section of its own (`.SH
+/// LEASE` next to `.SH EXAMPLES`); man pages group options as subsections of
+/// OPTIONS instead (as git(1) and curl(1) do), so a reader finds every option
+/// under one section and `/^OPTIONS` still works. Rewrites the heading
+/// sections of `cli::HEADINGS` into `.SS` lines under one `.SH OPTIONS`.
+fn headings_as_subsections(roff: &str) -> String {
+    let mut out = String::new();
+    let mut have_options = false;
+    for line in roff.lines() {
+        let section = line.strip_prefix(".SH ").map(|s| s.trim_matches('"'));
+        if section == Some("OPTIONS") {
+            have_options = true;
+        }
+        let heading = section.and_then(|s| {
+            crate::cli::HEADINGS
+                .into_iter()
+                .find(|h| h.to_uppercase() == s)
+        });
+        match heading {
+            Some(h) => {
+                if !have_options {
+                    out.push_str(".SH OPTIONS\n");
+                    have_options = true;
+                }
+                out.push_str(&format!(".SS \"{h}\"\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// Escapes text for a roff `.nf` block: backslashes, and leading dots or
