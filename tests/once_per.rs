@@ -259,7 +259,9 @@ fn a_host_killed_mid_job_is_replaced_by_the_next_waiter() {
     let ttl = ["--ttl", "2s"];
     let mut a = host(&server, &dir, "crashy", "A", &ttl);
     wait_runs(&dir, 1);
+    // B queues before C: the queue is FIFO, so B is next.
     let mut b = host(&server, &dir, "crashy", "B", &ttl);
+    wait_queued(&server, "crashy", 1);
     let mut c = host(&server, &dir, "crashy", "C", &ttl);
     wait_queued(&server, "crashy", 2);
     // A's distlock dies: no release, no mark; its guardian kills CMD.
