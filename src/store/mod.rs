@@ -57,6 +57,12 @@ pub struct LockKeys {
     pub limit_key: String,
     /// `P:{N}:tokens`: semaphore holders' fencing tokens (hash).
     pub tokens: String,
+    /// `P:{N}:done`: the done mark of `run --once-per` (hash), expiring at
+    /// the acquisition of the run that succeeded + its window.
+    pub done: String,
+    /// `run --once-per D`: acquisitions look at the done mark and do not
+    /// take a lease that a success less than D ago makes pointless.
+    pub once_per: Option<Duration>,
     /// `--limit N`: Some(N) for a semaphore of N > 1 holders; None for a
     /// plain lock (which is what `--limit 1` means).
     pub limit: Option<u32>,
@@ -79,9 +85,17 @@ impl LockKeys {
             slots: format!("{lock}:slots"),
             limit_key: format!("{lock}:limit"),
             tokens: format!("{lock}:tokens"),
+            done: format!("{lock}:done"),
+            once_per: None,
             limit: None,
             lock,
         }
+    }
+
+    /// The same lock for `run --once-per window`.
+    pub fn with_once_per(mut self, window: Option<Duration>) -> LockKeys {
+        self.once_per = window;
+        self
     }
 
     /// The same lock as a semaphore of `n` holders (`n` ≤ 1: a plain lock).
@@ -127,6 +141,45 @@ pub enum Acquire {
     /// Taken, but fewer than `--min-replicas` replicas acknowledged it in
     /// time, so it was released again: a failover could have lost it.
     Unacknowledged,
+    /// `--once-per`: the lock was ours to take, but a run succeeded less
+    /// than the window ago; no lease was taken and the next waiter was
+    /// woken.
+    Done(DoneMark),
+}
+
+/// The done mark of `run --once-per`: which run succeeded, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoneMark {
+    /// When that run acquired the lease (Unix ms, the server's clock).
+    pub at_ms: u64,
+    /// Host that ran it.
+    pub host: String,
+    /// Its fencing token.
+    pub token: u64,
+    /// Its owner id, when known.
+    pub owner: Option<String>,
+    /// How long ago it acquired, by the server's clock (from `acquire`).
+    pub age: Option<Duration>,
+    /// How long until the mark expires (from `inspect`).
+    pub expires_in: Option<Duration>,
+}
+
+impl DoneMark {
+    /// A mark from its hash fields (as HGETALL returns them) and PTTL;
+    /// None when there is no mark.
+    fn from_fields(fields: &[(String, String)], pttl: i64) -> Option<DoneMark> {
+        let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+        Some(DoneMark {
+            at_ms: get("at_ms")?.parse().ok()?,
+            host: get("host").unwrap_or("").to_owned(),
+            token: get("fencing_token")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0),
+            owner: get("owner").map(str::to_owned),
+            age: None,
+            expires_in: pttl_to_ttl(pttl),
+        })
+    }
 }
 
 /// What a compare-and-delete found.
@@ -157,6 +210,8 @@ pub struct LockInfo {
     /// Some(N) when the name is in use as a semaphore of N (`--limit N`)
     /// with a live slot: then it is not a plain lock to inspect or release.
     pub semaphore: Option<u32>,
+    /// The done mark of `run --once-per`, if one is kept.
+    pub done: Option<DoneMark>,
 }
 
 /// A lock key found by `list`: a plain lock, or a semaphore's slots.
@@ -397,6 +452,7 @@ impl Store {
         }
         let (replicas, wait_ms) = self.wait_args(ttl_ms);
         let load = self.needs_load(&ACQUIRE);
+        let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
         let v = self.call("acquire", |c| {
             let mut inv = ACQUIRE.key(&keys.lock);
             inv.key(&keys.fence)
@@ -405,13 +461,21 @@ impl Store {
                 .key(&keys.deadlines)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
-                .key(&keys.turns)
-                .arg(owner)
+                .key(&keys.turns);
+            if once_per_ms.is_some() {
+                inv.key(&keys.done);
+            }
+            inv.arg(owner)
                 .arg(ttl_ms)
                 .arg(mode.as_arg())
                 .arg(&keys.wake_prefix);
             for (k, v) in meta {
                 inv.arg(*k).arg(*v);
+            }
+            if let Some(ms) = &once_per_ms {
+                // Kept in the lease's metadata: the release that writes the
+                // mark reads the window from there.
+                inv.arg("once_per_ms").arg(ms);
             }
             invoke_acked(&ACQUIRE, &inv, c, replicas, wait_ms, load)
         })?;
@@ -436,6 +500,14 @@ impl Store {
                 },
             }),
             [Value::Int(-1), n] => Err(limit_mismatch(keys, int(n)?)),
+            [Value::Int(2), at, age, host, token] => Ok(Acquire::Done(DoneMark {
+                at_ms: int(at)?.max(0) as u64,
+                host: string(host)?.unwrap_or_default(),
+                token: int(token).unwrap_or(0).max(0) as u64,
+                owner: None,
+                age: Some(Duration::from_millis(int(age)?.max(0) as u64)),
+                expires_in: None,
+            })),
             other => bail!("unexpected reply to acquire: {other:?}"),
         }
     }
@@ -601,16 +673,18 @@ impl Store {
 
     /// Deletes the lease if `owner` holds it (compare-and-delete).
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        self.release_recording(keys, owner, None)
+        self.release_recording(keys, owner, None, false)
     }
 
     /// `release`, writing `run`'s last-run record (kept for `keep`) in the
-    /// same round trip.
+    /// same round trip, and with `mark_done` (`run --once-per` whose CMD
+    /// exited 0) the done mark, if the lease is still ours.
     pub fn release_recording(
         &mut self,
         keys: &LockKeys,
         owner: &str,
         last: Option<(&LastRun, Duration)>,
+        mark_done: bool,
     ) -> Result<Release> {
         self.route(keys)?;
         if keys.limit.is_some() {
@@ -647,10 +721,11 @@ impl Store {
                 .key(&keys.slots)
                 .key(&keys.limit_key)
                 .key(&keys.turns)
-                .key(&keys.fence)
-                .arg(owner)
-                .arg(&keys.wake_prefix)
-                .arg(&keys.released);
+                .key(&keys.fence);
+            if mark_done && keys.once_per.is_some() {
+                inv.key(&keys.done);
+            }
+            inv.arg(owner).arg(&keys.wake_prefix).arg(&keys.released);
             match last {
                 Some((record, keep)) => {
                     inv.arg(keep.as_millis().max(1) as u64);
@@ -695,6 +770,16 @@ impl Store {
             inv.invoke(c)
         })?;
         Ok(())
+    }
+
+    /// `release --forget-done`: deletes the done mark only; returns the
+    /// mark that was there.
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+        self.route(keys)?;
+        let v = self.call("forgetting the done mark", |c| {
+            FORGET_DONE.key(&keys.done).invoke(c)
+        })?;
+        Ok(DoneMark::from_fields(&pairs(&v), -2))
     }
 
     /// Deletes the lease whoever holds it; returns the evicted holder.
@@ -795,6 +880,7 @@ impl Store {
                 .key(&keys.last)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
+                .key(&keys.done)
                 .invoke(c)
         })?;
         let info = parse_info(v)?;
@@ -841,7 +927,8 @@ impl Store {
                             .key(&k.meta)
                             .key(&k.last)
                             .key(&k.slots)
-                            .key(&k.limit_key);
+                            .key(&k.limit_key)
+                            .key(&k.done);
                         inv
                     })
                     .collect();
@@ -954,7 +1041,7 @@ impl Store {
 /// Decodes the INSPECT script's reply.
 fn parse_info(v: Value) -> Result<LockInfo> {
     let items = array(v)?;
-    let [holder, pttl, token, meta, last, semaphore] = items.as_slice() else {
+    let [holder, pttl, token, meta, last, semaphore, done, done_pttl] = items.as_slice() else {
         bail!("unexpected reply to inspect: {items:?}");
     };
     let holder = string(holder)?;
@@ -974,6 +1061,7 @@ fn parse_info(v: Value) -> Result<LockInfo> {
         meta: pairs(meta),
         last_run: pairs(last),
         semaphore: string(semaphore)?.and_then(|n| n.parse().ok()),
+        done: DoneMark::from_fields(&pairs(done), int(done_pttl).unwrap_or(-2)),
     })
 }
 
@@ -1106,5 +1194,6 @@ mod tests {
         assert_eq!(k.lock, "distlock:{deploy/prod}");
         assert_eq!(k.fence, "distlock:{deploy/prod}:fence");
         assert_eq!(k.meta, "distlock:{deploy/prod}:meta");
+        assert_eq!(k.done, "distlock:{deploy/prod}:done");
     }
 }
