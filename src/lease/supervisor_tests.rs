@@ -668,9 +668,18 @@ impl World {
         })
     }
 
-    /// Lets time pass to `to`, waking at every deadline on the way, then
-    /// checks that nothing of CMD is left alive past the hard deadline.
+    /// Lets time pass to `to`, waking at every deadline on the way, and
+    /// checks at the hard deadline itself (if it is on the way) and at
+    /// `to` that nothing of CMD is left alive from the hard deadline on.
     fn advance(&mut self, to: Duration) -> Result<(), TestCaseError> {
+        let hard = self.last_ok + self.t.hard_after();
+        if self.now < hard && hard < to {
+            self.advance_to(hard)?;
+        }
+        self.advance_to(to)
+    }
+
+    fn advance_to(&mut self, to: Duration) -> Result<(), TestCaseError> {
         let mut wakes = 0;
         while let Some(d) = self.s.next_deadline().filter(|&d| d <= to) {
             self.now = self.now.max(d);
