@@ -252,7 +252,7 @@ impl Timings {
         let ttl = Duration::from_millis(ttl.as_millis() as u64);
         let renew_every = renew_every.unwrap_or(ttl / 3);
         let kill_grace = kill_grace.unwrap_or_else(|| (ttl / 4).min(Duration::from_secs(5)));
-        let margin = ttl / 100 + Duration::from_millis(5);
+        let margin = Timings::margin_for(ttl);
         if renew_every.is_zero() {
             return Err(UsageError("--renew-every must be greater than 0".into()));
         }
@@ -286,6 +286,29 @@ impl Timings {
         })
     }
 
+    /// The safety margin for a lease of `ttl`: ttl/100 + 5ms, an allowance
+    /// for clock-rate drift between us and Redis and for scheduling. The
+    /// one place this formula is written.
+    pub fn margin_for(ttl: Duration) -> Duration {
+        ttl / 100 + Duration::from_millis(5)
+    }
+
+    /// Timings of a lease with no CMD to stop (`hold`'s background
+    /// renewer): renew every ttl/3, no kill grace, the usual margin, so
+    /// its deadline is `hard_after`. Not checked against the relations of
+    /// `new`: `acquire` takes any ttl of 1ms or more, and a holder whose
+    /// ttl is shorter than the margin simply reports the lease lost at
+    /// once rather than refusing to start.
+    pub fn for_holder(ttl: Duration) -> Timings {
+        let ttl = Duration::from_millis(ttl.as_millis().max(1) as u64);
+        Timings {
+            ttl,
+            renew_every: ttl / 3,
+            kill_grace: Duration::ZERO,
+            margin: Timings::margin_for(ttl),
+        }
+    }
+
     /// The lease length as Redis's PX wants it.
     pub fn ttl_ms(&self) -> u64 {
         self.ttl.as_millis() as u64
@@ -294,12 +317,16 @@ impl Timings {
     /// How long after a request was sent CMD must get the kill signal if no
     /// later request has been confirmed.
     pub fn soft_after(&self) -> Duration {
-        self.ttl - self.kill_grace - self.margin
+        // Saturating only matters for `for_holder` with a tiny ttl; `new`
+        // guarantees renew_every + kill_grace + margin < ttl.
+        self.ttl
+            .saturating_sub(self.kill_grace)
+            .saturating_sub(self.margin)
     }
 
     /// How long after a request was sent nothing of CMD may be alive.
     pub fn hard_after(&self) -> Duration {
-        self.ttl - self.margin
+        self.ttl.saturating_sub(self.margin)
     }
 }
 

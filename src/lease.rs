@@ -1,10 +1,11 @@
 //! A held lease over time: taking it (with waiting), and the renewer thread
 //! that keeps it alive while CMD runs.
 //!
-//! Time is read from CLOCK_BOOTTIME, a monotonic clock that, unlike
-//! CLOCK_MONOTONIC (Rust's `Instant`), keeps counting while the machine is
-//! suspended: Redis's expiry keeps counting then too, so a laptop lid must
-//! not stretch a lease.
+//! The decisions (when to renew, when CMD must be signalled) are pure and
+//! live in [`supervisor`]; this file does the Redis and thread work.
+//!
+//! Time is read from CLOCK_BOOTTIME (`crate::clock`), so a suspended
+//! machine does not stretch a lease.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,17 +19,13 @@ use crate::config::{fmt_duration, Timings, Wait};
 use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store};
 use crate::supervise::{self, Signals};
 
-/// Now, on the boot-time monotonic clock.
-pub fn now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills ts; CLOCK_BOOTTIME exists on every Linux
-    // distlock runs on (2.6.39+).
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
+pub mod supervisor;
+
+use supervisor::{Attempt, RenewalPolicy};
+
+/// Now, on the boot-time monotonic clock (see `crate::clock`); kept here
+/// so callers of `lease::now` need not change.
+pub use crate::clock::now;
 
 /// How a wait for the lock ended.
 pub enum Acquired {
@@ -510,6 +507,8 @@ impl Renewer {
     }
 }
 
+/// The renewer thread: sends renewals when [`RenewalPolicy`] says so (or
+/// when told to after a SIGCONT) and reports each outcome.
 fn renew_loop(
     store: &mut Store,
     spec: &LeaseSpec,
@@ -518,38 +517,36 @@ fn renew_loop(
     wake: &OwnedFd,
 ) {
     let t = spec.timings;
-    let retry = (t.renew_every / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
-    let mut last_ok = spec.t0;
-    let mut next = last_ok + t.renew_every;
-    let mut failures = 0u32;
+    let mut policy = RenewalPolicy::new(t, spec.t0);
     let send = |e: Event| {
         let _ = events.send(e);
         poke(wake);
     };
     loop {
-        match orders.recv_timeout(next.saturating_sub(now())) {
+        // Nothing due (too late, or not ours): wait to be told to stop.
+        let order = match policy.next_due() {
+            Some(next) => orders.recv_timeout(next.saturating_sub(now())),
+            None => orders
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match order {
             Ok(Order::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
             Ok(Order::RenewNow) | Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         let sent_at = now();
-        let kill_at = last_ok + t.soft_after();
-        if sent_at >= kill_at {
-            // Too late to matter; the supervisor is stopping CMD. Wait to
-            // be told to stop.
-            next = sent_at + Duration::from_secs(3600);
-            continue;
-        }
-        // A reply that arrives after the kill deadline is useless, and a
-        // stalled connection is better replaced than waited on.
-        store.set_timeout((kill_at - sent_at).min(t.renew_every));
+        let timeout = match policy.attempt(sent_at) {
+            Attempt::Send { timeout } => timeout,
+            // Too late to matter; the supervisor is stopping CMD.
+            Attempt::TooLate => continue,
+        };
+        store.set_timeout(timeout);
         match store.renew(&spec.keys, &spec.owner, t.ttl_ms()) {
             Ok(true) => {
-                if failures > 0 && !spec.quiet {
+                if policy.failures() > 0 && !spec.quiet {
                     eprintln!("distlock: renewal of {} confirmed again", spec.keys.name);
                 }
-                failures = 0;
-                last_ok = sent_at;
-                next = sent_at + t.renew_every;
+                policy.confirmed(sent_at);
                 if spec.verbose >= 2 {
                     eprintln!("distlock: renewed {}", spec.keys.name);
                 }
@@ -557,29 +554,23 @@ fn renew_loop(
             }
             Ok(false) => {
                 send(Event::NotOwner);
-                next = sent_at + Duration::from_secs(3600);
+                policy.not_owner();
             }
             Err(e) => {
-                failures += 1;
+                let now_t = now();
+                policy.failed(now_t);
+                let failures = policy.failures();
                 if failures == 1 {
                     send(Event::Unconfirmed);
                 }
                 if !spec.quiet && (failures == 1 || spec.verbose >= 1) {
-                    let left = kill_at.saturating_sub(now());
+                    let left = policy.deadline().saturating_sub(now_t);
                     eprintln!(
                         "distlock: warning: {e:#}; retrying, CMD will be stopped in {} unless a renewal of {} succeeds",
                         fmt_duration(left),
                         spec.keys.name
                     );
                 }
-                // Retry after the usual pause, but never so late that no
-                // attempt fits before the kill deadline: half-way there at
-                // the latest. With the default timings a timed-out
-                // renewal ends at t0 + 2/3 ttl, and the pause (ttl/12)
-                // would land past the deadline (t0 + 3/4 ttl - margin).
-                let now_t = now();
-                let left = kill_at.saturating_sub(now_t);
-                next = now_t + retry.min(left / 2).max(Duration::from_millis(1));
             }
         }
     }

@@ -22,6 +22,7 @@
 //! the subcommand.
 
 mod cli;
+mod clock;
 mod commands;
 mod config;
 mod exit;

@@ -9,8 +9,9 @@ use super::{busy_line, release_quietly, require_owner, Global, IO_TIMEOUT};
 use crate::cli::{
     AcquireArgs, HoldArgs, HoldRenewerArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs,
 };
-use crate::config::{self, fmt_duration, UsageError, Wait};
+use crate::config::{self, fmt_duration, Timings, UsageError, Wait};
 use crate::exit;
+use crate::lease::supervisor::{Attempt, RenewalPolicy};
 use crate::lease::{self, Acquired};
 use crate::store::{DoneMark, ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store};
 use crate::supervise::{self, Signals};
@@ -216,37 +217,40 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
 pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let ttl = Duration::from_millis(args.ttl.as_millis().max(1) as u64);
-    let renew_every = ttl / 3;
-    let margin = ttl / 100 + Duration::from_millis(5);
-    let retry = (renew_every / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
+    let timings = Timings::for_holder(args.ttl);
     let release_at = args.release_at_ns.map(Duration::from_nanos);
-    let mut store = g.store(renew_every);
-    let mut last_ok = Duration::from_nanos(args.t0_ns);
-    let mut next = last_ok + renew_every;
+    let mut store = g.store(timings.renew_every);
+    // The same rules as `run`'s renewer: when to renew, how long a request
+    // may take, how soon a failure is retried.
+    let mut policy = RenewalPolicy::new(timings, Duration::from_nanos(args.t0_ns));
     loop {
-        let wake = release_at.map_or(next, |r| r.min(next));
-        let (sigs, _) = signals.wait(Some(wake.saturating_sub(lease::now())), None);
+        let wake = match (policy.next_due(), release_at) {
+            (Some(n), Some(r)) => Some(n.min(r)),
+            (n, r) => n.or(r),
+        };
+        let (sigs, _) = signals.wait(wake.map(|w| w.saturating_sub(lease::now())), None);
         let now = lease::now();
         let stop = sigs.iter().any(|s| supervise::WAIT_ENDERS.contains(s));
         if stop || release_at.is_some_and(|r| now >= r) {
             let _ = store.release(&keys, &args.owner);
             return Ok(0);
         }
-        if now >= last_ok + ttl - margin {
+        if now >= policy.deadline() {
+            // No renewal was confirmed before the lease could expire.
             return Ok(exit::LEASE_LOST);
         }
-        if now < next {
+        if policy.next_due().is_none_or(|n| now < n) {
             continue;
         }
-        store.set_timeout((last_ok + ttl - margin - now).min(renew_every));
-        match store.renew(&keys, &args.owner, ttl.as_millis() as u64) {
-            Ok(true) => {
-                last_ok = now;
-                next = now + renew_every;
-            }
+        let timeout = match policy.attempt(now) {
+            Attempt::Send { timeout } => timeout,
+            Attempt::TooLate => return Ok(exit::LEASE_LOST),
+        };
+        store.set_timeout(timeout);
+        match store.renew(&keys, &args.owner, timings.ttl_ms()) {
+            Ok(true) => policy.confirmed(now),
             Ok(false) => return Ok(0),
-            Err(_) => next = now + retry,
+            Err(_) => policy.failed(lease::now()),
         }
     }
 }

@@ -2,15 +2,15 @@
 //! its process group, release, and turn the outcome into an exit status.
 
 use std::ffi::OsString;
-use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
 
 use super::{busy_line, release_quietly, Global};
 use crate::cli::RunArgs;
-use crate::config::{self, fmt_duration, Signal, Timings, UsageError};
+use crate::config::{self, fmt_duration, Timings, UsageError};
 use crate::exit;
+use crate::lease::supervisor::{Action, Input, Loss, Options, Outcome, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
 use crate::store::{self, DoneMark, LastRun, LockKeys, Release};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
@@ -154,29 +154,20 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     };
     let mut renewer = Renewer::new(store, spec);
 
-    let mut sup = Supervisor {
+    let options = Options {
+        kill_signal: args.kill_signal.number,
+        at_risk_signal: args.at_risk_signal.map(|s| s.number),
+        max_hold: args.max_hold,
+    };
+    let mut driver = Driver {
         g,
         name: &keys.name,
         pgid,
-        timings,
-        kill_signal: args.kill_signal,
-        // A bound beyond the clock's range is no bound (and no panic with
-        // the lease held and CMD running).
-        max_hold_at: args.max_hold.and_then(|d| t0.checked_add(d)),
-        at_risk: args.at_risk_signal,
-        t0,
         tty: tty.as_ref(),
         guardian: &guardian,
-        lost: None,
-        status: None,
-        stopped: false,
-        killing: None,
+        machine: Supervisor::new(timings, options, t0),
     };
-    for sig in pending {
-        sup.on_signal(sig, &mut renewer);
-    }
-    sup.supervise(&signals, &mut renewer);
-    let (lost, status) = (sup.lost, sup.status);
+    let outcome = driver.supervise(&signals, &mut renewer, pending);
 
     // CMD's group is empty: release first (the next holder is waiting),
     // then stand the guardian down.
@@ -185,18 +176,13 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         .unwrap_or_else(|| g.store(timings.renew_every.min(Duration::from_secs(5))));
     // Only a CMD that exited 0 by itself, with the lease still ours, marks
     // the job done (and only if the release finds the lease ours).
-    let mark_done =
-        args.once_per.is_some() && lost.is_none() && status.is_some_and(|s| s.success());
+    let mark_done = args.once_per.is_some() && outcome.marks_done();
     let not_marked = if mark_done {
         "; no done mark was written, so the job may run again in this window"
     } else {
         ""
     };
-    let code = match (lost, status) {
-        (Some(_), _) => exit::LEASE_LOST,
-        (None, Some(st)) => exit::from_status(st),
-        (None, None) => exit::FAILURE,
-    };
+    let code = outcome.exit_code();
     let record = LastRun {
         host,
         owner: owner.clone(),
@@ -207,7 +193,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         exit: code,
         token,
     };
-    match lost {
+    match outcome.lost {
         Some(Loss::NotOwner) => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
             let _ = store.record_last_run(&keys, &record, args.last_run_keep);
@@ -273,206 +259,121 @@ fn done_line(name: &str, mark: &DoneMark, window: Duration) -> String {
     )
 }
 
-/// Why CMD is being stopped by distlock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Loss {
-    /// Redis said the lease is no longer ours.
-    NotOwner,
-    /// No renewal was confirmed in time; the lease may expire.
-    Unconfirmed,
-    /// CMD held the lock for `--max-hold`.
-    MaxHold,
-}
-
-/// The escalation in progress: the first signal went out, SIGKILL follows.
-#[derive(Debug, Clone, Copy)]
-struct Killing {
-    sigkill_at: Duration,
-    sigkill_sent: bool,
-}
-
-/// The main loop's state while CMD runs.
-struct Supervisor<'a> {
+/// Carries out what the [`Supervisor`] decides: the only place where its
+/// inputs are gathered (signalfd, `waitpid`, the renewer, the terminal)
+/// and its actions become signals, terminal hand-offs and messages.
+struct Driver<'a> {
     g: &'a Global,
     name: &'a str,
     /// CMD's pid, which is also its process group id.
     pgid: i32,
-    timings: Timings,
-    kill_signal: Signal,
-    /// When `--max-hold` runs out (boot-time clock).
-    max_hold_at: Option<Duration>,
-    /// `--at-risk-signal`, until it has been sent once.
-    at_risk: Option<Signal>,
-    /// Send time of the last confirmed acquire/renew (boot-time clock).
-    t0: Duration,
     tty: Option<&'a Tty>,
     /// Kills CMD's group if distlock dies or cannot act by the deadline;
     /// told of every renewal.
     guardian: &'a Guardian,
-    /// Set once the lease is lost; CMD is being stopped.
-    lost: Option<Loss>,
-    /// CMD's wait status once it has ended.
-    status: Option<ExitStatus>,
-    /// CMD is stopped (job control).
-    stopped: bool,
-    /// Set once distlock has begun to signal CMD's group.
-    killing: Option<Killing>,
+    machine: Supervisor,
 }
 
-impl Supervisor<'_> {
+impl Driver<'_> {
     /// Runs until CMD has ended and its whole process group is gone.
-    fn supervise(&mut self, signals: &Signals, renewer: &mut Renewer) {
-        let soft = self.timings.soft_after();
-        let hard = self.timings.hard_after();
+    /// `pending` are signals that arrived before CMD started.
+    fn supervise(
+        &mut self,
+        signals: &Signals,
+        renewer: &mut Renewer,
+        pending: Vec<i32>,
+    ) -> Outcome {
+        for sig in pending {
+            let tty = self.tty_facts();
+            if let Some(o) = self.feed(Input::Signal { sig, tty }, renewer) {
+                return o;
+            }
+        }
         loop {
-            let now = lease::now();
-            // The deadline comes first, so a distlock that was itself
-            // stopped or starved acts on it before anything else.
-            if self.lost.is_none() && self.status.is_none() && now >= self.t0 + soft {
-                self.lose(Loss::Unconfirmed, self.t0 + hard);
+            // After whatever woke us (and before the first wait): the
+            // deadlines, the end of the run, a stop of our own.
+            let tick = Input::Tick {
+                tty: self.tty_facts(),
+                group_empty: supervise::group_is_empty(self.pgid),
+            };
+            if let Some(o) = self.feed(tick, renewer) {
+                return o;
             }
-            // A renewal not confirmed half a period after it was due has
-            // failed to be confirmed in time, whether or not its request
-            // has timed out yet: warn CMD now, while it has the most time.
-            if self.lost.is_none() && self.status.is_none() && now >= self.at_risk_at() {
-                self.warn_at_risk();
-            }
-            if let Some(at) = self.max_hold_at {
-                if self.lost.is_none() && self.status.is_none() && now >= at {
-                    let sigkill_at = (now + self.timings.kill_grace).min(self.t0 + hard);
-                    self.lose(Loss::MaxHold, sigkill_at);
-                }
-            }
-            if let Some(k) = &mut self.killing {
-                if !k.sigkill_sent && now >= k.sigkill_at {
-                    supervise::signal_group(self.pgid, libc::SIGKILL);
-                    k.sigkill_sent = true;
-                }
-            }
-            if self.status.is_some() {
-                if supervise::group_is_empty(self.pgid) {
-                    return;
-                }
-                if self.killing.is_none() {
-                    // CMD is gone but left processes in its group: they
-                    // must not outlive the lease.
-                    let sigkill_at = (now + self.timings.kill_grace).min(self.t0 + hard);
-                    self.start_kill(sigkill_at);
-                }
-            }
-
-            let mut wake: Option<Duration> = None;
-            let mut at = |t: Duration| wake = Some(wake.map_or(t, |w| w.min(t)));
-            if let Some(t) = renewer.start_at() {
-                at(t);
-            }
-            if self.lost.is_none() && self.status.is_none() {
-                at(self.t0 + soft);
-                if let Some(m) = self.max_hold_at {
-                    at(m);
-                }
-                if self.at_risk.is_some() {
-                    at(self.at_risk_at());
-                }
-            }
-            if let Some(k) = self.killing.filter(|k| !k.sigkill_sent) {
-                at(k.sigkill_at);
-            }
-            if self.status.is_some() {
-                // Group members that are not our children report no exit:
-                // look again soon.
-                at(now + Duration::from_millis(10));
-            }
+            let wake = match (self.machine.next_deadline(), renewer.start_at()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let timeout = wake.map(|w| w.saturating_sub(lease::now()));
             let (sigs, _) = signals.wait(timeout, renewer.wake_fd());
             renewer.start_if_due(lease::now());
 
             for sig in sigs {
-                self.on_signal(sig, renewer);
-            }
-            if let Some(state) = supervise::reap(self.pgid) {
-                self.on_child(state);
-            }
-            for event in renewer.events() {
-                match event {
-                    Event::Renewed { sent_at } => {
-                        if sent_at > self.t0 {
-                            self.t0 = sent_at;
-                            if self.lost.is_none() {
-                                self.guardian.extend(self.t0 + hard);
-                            }
-                        }
-                    }
-                    Event::Unconfirmed => {
-                        if self.status.is_none() {
-                            self.warn_at_risk();
-                        }
-                    }
-                    Event::NotOwner => {
-                        if self.lost.is_none() && self.status.is_none() {
-                            let at = lease::now() + self.timings.kill_grace;
-                            self.lose(Loss::NotOwner, at);
-                        }
-                    }
+                let tty = self.tty_facts();
+                if let Some(o) = self.feed(Input::Signal { sig, tty }, renewer) {
+                    return o;
                 }
             }
-            if self.stopped && self.killing.is_none() {
-                // CMD was stopped (Ctrl-Z, SIGTSTP): stop too, so the shell
-                // gets its prompt back. While stopped, nothing renews.
-                let whole_group = self.tty.is_some_and(|t| t.is_foreground(self.pgid));
-                supervise::stop_self(whole_group);
+            if let Some(state) = supervise::reap(self.pgid) {
+                let tty = self.tty_facts();
+                let input = match state {
+                    ChildState::Exited(status) => Input::Exited { status, tty },
+                    ChildState::Stopped(sig) => Input::Stopped { sig, tty },
+                    ChildState::Continued => Input::Continued,
+                };
+                if let Some(o) = self.feed(input, renewer) {
+                    return o;
+                }
+            }
+            for event in renewer.events() {
+                let input = match event {
+                    Event::Renewed { sent_at } => Input::Renewed { sent_at },
+                    Event::Unconfirmed => Input::Unconfirmed,
+                    Event::NotOwner => Input::NotOwner,
+                };
+                if let Some(o) = self.feed(input, renewer) {
+                    return o;
+                }
             }
         }
     }
 
-    /// A signal sent to distlock: SIGCHLD is ours (the reaping follows),
-    /// SIGCONT resumes the job, a stop signal stops it, and everything else
-    /// goes on to CMD's group.
-    fn on_signal(&mut self, sig: i32, renewer: &mut Renewer) {
-        match sig {
-            libc::SIGCHLD => {}
-            libc::SIGCONT => self.on_continue(renewer),
-            s if supervise::STOPS.contains(&s) => self.on_stop_request(),
-            _ => forward(self.pgid, sig),
+    /// Who has the terminal now (all false without one).
+    fn tty_facts(&self) -> TtyFacts {
+        self.tty.map_or(TtyFacts::default(), |t| TtyFacts {
+            we_have_it: t.we_are_foreground(),
+            cmd_has_it: t.is_foreground(self.pgid),
+        })
+    }
+
+    /// Steps the machine and carries out its actions; the outcome once the
+    /// run is over.
+    fn feed(&mut self, input: Input, renewer: &mut Renewer) -> Option<Outcome> {
+        for action in self.machine.step(lease::now(), input) {
+            match action {
+                Action::SignalGroup(sig) => supervise::signal_group(self.pgid, sig),
+                Action::SignalCmd(sig) => supervise::signal_process(self.pgid, sig),
+                Action::StopSelf { whole_group } => supervise::stop_self(whole_group),
+                Action::GiveTerminalToCmd => {
+                    if let Some(tty) = self.tty {
+                        tty.give_to(self.pgid);
+                    }
+                }
+                Action::TakeTerminalBack => {
+                    if let Some(tty) = self.tty {
+                        // SAFETY: plain syscall.
+                        tty.give_to(unsafe { libc::getpgrp() });
+                    }
+                }
+                Action::RenewNow => renewer.renew_now(),
+                Action::ExtendGuardian(at) => self.guardian.extend(at),
+                Action::Lost(loss) => self.say_lost(loss),
+                Action::Finish(outcome) => return Some(outcome),
+            }
         }
+        None
     }
 
-    /// A SIGTSTP, SIGTTIN or SIGTTOU sent to distlock itself (`kill -TSTP`;
-    /// the terminal's Ctrl-Z goes to CMD's foreground group instead): stop
-    /// CMD's whole group with SIGSTOP, as dumb-init does in its setsid
-    /// mode. Forwarding the signal itself would let a CMD that catches
-    /// SIGTSTP run on, and distlock would then either stop while CMD runs
-    /// without renewals, or never stop. distlock stops once CMD is reported
-    /// stopped (`on_child`, then the end of the loop), so it never stops
-    /// while CMD keeps running.
-    ///
-    /// While CMD is being killed, or has exited and its group is being
-    /// emptied, a stop is ignored: the group must be able to act on the
-    /// kill signal before its deadline.
-    fn on_stop_request(&mut self) {
-        if self.killing.is_none() && self.status.is_none() {
-            supervise::signal_group(self.pgid, libc::SIGSTOP);
-        }
-    }
-
-    /// When a renewal counts as overdue: half a period after it was due,
-    /// or half-way from then to the kill deadline if that is sooner.
-    fn at_risk_at(&self) -> Duration {
-        let due = self.timings.renew_every;
-        let soft = self.timings.soft_after();
-        self.t0 + (due * 3 / 2).min((due + soft) / 2)
-    }
-
-    /// Sends `--at-risk-signal`, once, to CMD itself, not its group:
-    /// children that do not expect it would die of it.
-    fn warn_at_risk(&mut self) {
-        if let Some(sig) = self.at_risk.take() {
-            supervise::signal_process(self.pgid, sig.number);
-        }
-    }
-
-    fn lose(&mut self, loss: Loss, sigkill_at: Duration) {
-        self.lost = Some(loss);
+    fn say_lost(&self, loss: Loss) {
         match loss {
             Loss::NotOwner => self.g.say(format_args!(
                 "the lease on {} is gone (expired or taken over); stopping CMD",
@@ -487,91 +388,7 @@ impl Supervisor<'_> {
                 self.name
             )),
         }
-        self.start_kill(sigkill_at);
     }
-
-    /// Sends the kill signal to CMD's group, SIGKILL at `sigkill_at`. A
-    /// stopped CMD gets SIGKILL at once: it would otherwise run again just
-    /// to handle the first signal, after its lease is gone.
-    fn start_kill(&mut self, sigkill_at: Duration) {
-        let sig = if self.stopped {
-            libc::SIGKILL
-        } else {
-            self.kill_signal.number
-        };
-        supervise::signal_group(self.pgid, sig);
-        if sig != libc::SIGKILL {
-            // Stopped members of the group cannot act on it otherwise.
-            supervise::signal_group(self.pgid, libc::SIGCONT);
-        }
-        self.killing = Some(Killing {
-            sigkill_at,
-            sigkill_sent: sig == libc::SIGKILL,
-        });
-    }
-
-    fn on_child(&mut self, state: ChildState) {
-        match state {
-            ChildState::Exited(st) => {
-                self.status = Some(st);
-                self.stopped = false;
-                // Take the terminal back from CMD's (now leaderless) group.
-                if let Some(tty) = self.tty.filter(|t| t.is_foreground(self.pgid)) {
-                    // SAFETY: plain syscall.
-                    tty.give_to(unsafe { libc::getpgrp() });
-                }
-            }
-            ChildState::Stopped(sig) => {
-                // CMD used the terminal from a background group although
-                // distlock is now the foreground job: the shell's `fg` of a
-                // job that was running in the background (after `&` or
-                // `bg`) hands over the terminal but sends no SIGCONT, so
-                // distlock heard nothing. Pass the terminal on and let CMD
-                // go on, as it would have if it were the job itself,
-                // instead of stopping the whole job.
-                let tty = self.tty.filter(|t| t.we_are_foreground());
-                match tty {
-                    Some(tty) if self.killing.is_none() && is_tty_stop(sig) => {
-                        tty.give_to(self.pgid);
-                        supervise::signal_group(self.pgid, libc::SIGCONT);
-                    }
-                    _ => self.stopped = true,
-                }
-            }
-            ChildState::Continued => self.stopped = false,
-        }
-    }
-
-    /// distlock was continued (`fg`, `bg`, `kill -CONT`): CMD may run again
-    /// only if the lease is still good; then renew at once, hand over the
-    /// terminal if we have it, and continue CMD.
-    fn on_continue(&mut self, renewer: &mut Renewer) {
-        if self.killing.is_some() {
-            return;
-        }
-        if self.status.is_none() && lease::now() >= self.t0 + self.timings.soft_after() {
-            let at = self.t0 + self.timings.hard_after();
-            self.lose(Loss::Unconfirmed, at);
-            return;
-        }
-        renewer.renew_now();
-        if let Some(tty) = self.tty.filter(|t| t.we_are_foreground()) {
-            tty.give_to(self.pgid);
-        }
-        supervise::signal_group(self.pgid, libc::SIGCONT);
-        self.stopped = false;
-    }
-}
-
-/// Whether a stop came from using the terminal outside its foreground
-/// group (reading it, or writing or changing its modes with TOSTOP).
-fn is_tty_stop(sig: i32) -> bool {
-    sig == libc::SIGTTIN || sig == libc::SIGTTOU
-}
-
-/// Passes a signal sent to distlock on to CMD's process group.
-fn forward(pgid: i32, sig: i32) {
-    supervise::signal_group(pgid, sig);
 }
 
 /// Kills and reaps a CMD that must not run (distlock cannot supervise it).
