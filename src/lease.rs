@@ -1,10 +1,8 @@
 //! A held lease over time: taking it (with waiting), and the renewer thread
 //! that keeps it alive while CMD runs.
 //!
-//! Time is read from CLOCK_BOOTTIME, a monotonic clock that, unlike
-//! CLOCK_MONOTONIC (Rust's `Instant`), keeps counting while the machine is
-//! suspended: Redis's expiry keeps counting then too, so a laptop lid must
-//! not stretch a lease.
+//! Time is [`crate::clock::now`] (CLOCK_BOOTTIME, which counts a suspend
+//! as Redis's expiry does).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,21 +12,13 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::config::{fmt_duration, Timings, Wait};
-use crate::store::{Acquire, LockKeys, Mode, Store};
+use crate::config::{fmt_duration, Timings, Wait, WaitOrder};
+use crate::store::{Acquire, LockKeys, Mode, Store, Subscription};
 use crate::supervise::{self, Signals};
 
-/// Now, on the boot-time monotonic clock.
-pub fn now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills ts; CLOCK_BOOTTIME exists on every Linux
-    // distlock runs on (2.6.39+).
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
+/// Re-exported so the callers of `lease::now` keep compiling while the
+/// supervisor is rewritten; the clock itself lives in the leaf `clock`.
+pub use crate::clock::now;
 
 /// How a wait for the lock ended.
 pub enum Acquired {
@@ -44,15 +34,6 @@ pub enum Acquired {
     },
     /// A terminating signal arrived while waiting.
     Interrupted(i32),
-}
-
-/// Order in which waiters get a busy lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WaitOrder {
-    /// First come, first served: a queue under the lock's hash tag.
-    Fair,
-    /// Whoever asks first once the lock is free (no queue).
-    Any,
 }
 
 /// Takes the lock, waiting as long as `wait` allows.
@@ -138,7 +119,7 @@ pub fn acquire(
                 fallback = (fallback * 2).min(Duration::from_secs(1));
                 (None, Some(t), None, true)
             }
-            Err(e) => break Err(e),
+            Err(e) => break Err(e.into()),
         };
         let now_t = now();
         let mut wake_at = now_t
@@ -245,8 +226,9 @@ fn jitter(d: Duration) -> Duration {
 
 /// A thread that blocks on the subscribed connection and hands each message
 /// over (a [`Notice`] on a channel, with a byte on a pipe), so the main
-/// thread can sleep in one poll on signals and wake-ups. redis-rs's sync
-/// connection does not expose its socket, hence the thread.
+/// thread can sleep in one poll on signals and wake-ups. The store's
+/// [`Subscription`] reads with a timeout but exposes no socket to poll,
+/// hence the thread.
 struct Subscriber {
     stop: Arc<AtomicBool>,
     dead: Arc<AtomicBool>,
@@ -259,7 +241,7 @@ impl Subscriber {
     /// should stop; costs no Redis command.
     const TICK: Duration = Duration::from_millis(200);
 
-    fn start(mut conn: redis::Connection) -> Result<Subscriber> {
+    fn start(mut sub: Subscription) -> Result<Subscriber> {
         let (wake, notify) = pipe()?;
         let stop = Arc::new(AtomicBool::new(false));
         let dead = Arc::new(AtomicBool::new(false));
@@ -268,15 +250,13 @@ impl Subscriber {
         std::thread::Builder::new()
             .name("subscriber".into())
             .spawn(move || {
-                let mut pubsub = conn.as_pubsub();
-                let _ = pubsub.set_read_timeout(Some(Self::TICK));
                 while !stop2.load(Ordering::Relaxed) {
-                    match pubsub.get_message() {
-                        Ok(msg) => {
-                            let _ = tx.send(Notice::parse(msg.get_payload_bytes()));
+                    match sub.next_message(Self::TICK) {
+                        Ok(Some(payload)) => {
+                            let _ = tx.send(Notice::parse(&payload));
                             poke(&notify);
                         }
-                        Err(e) if e.is_timeout() => {}
+                        Ok(None) => {}
                         Err(_) => {
                             dead2.store(true, Ordering::Relaxed);
                             poke(&notify);
@@ -284,8 +264,8 @@ impl Subscriber {
                         }
                     }
                 }
-                // Close the socket without an UNSUBSCRIBE round trip.
-                std::mem::forget(pubsub);
+                // Dropping `sub` closes the socket without an UNSUBSCRIBE
+                // round trip.
             })?;
         Ok(Subscriber {
             stop,

@@ -22,6 +22,7 @@
 //! the subcommand.
 
 mod cli;
+mod clock;
 mod commands;
 mod config;
 mod exit;
@@ -36,6 +37,7 @@ use clap::{CommandFactory, Parser};
 
 use crate::cli::{Cli, Command};
 use crate::config::UsageError;
+use crate::store::StoreError;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -46,26 +48,28 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             commands::stderr_line(format_args!("{}", one_line(&format!("{e:#}"))));
-            ExitCode::from(if e.is::<UsageError>() {
-                exit::USAGE
-            } else {
-                exit::FAILURE
-            })
+            // A name used with two different --limit values is the user's
+            // mistake, told by the store as a kind of its own.
+            let usage = e.is::<UsageError>()
+                || e.downcast_ref::<StoreError>()
+                    .is_some_and(StoreError::is_usage);
+            ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
         }
     }
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     let global = |g: cli::GlobalArgs| -> anyhow::Result<commands::Global> {
-        let (password, password_from_env) = password(&g)?;
-        let security = store::Security {
-            password,
-            password_from_env,
-            tls_ca: g.tls_ca.clone(),
-            tls_cert: g.tls_cert.clone(),
-            tls_key: g.tls_key.clone(),
-            tls_insecure: g.tls_insecure,
-        };
+        let security = config::Security::new(
+            config::SecurityOptions {
+                password_file: g.redis_password_file.clone(),
+                tls_ca: g.tls_ca.clone(),
+                tls_cert: g.tls_cert.clone(),
+                tls_key: g.tls_key.clone(),
+                tls_insecure: g.tls_insecure,
+            },
+            std::env::var("DISTLOCK_REDIS_PASSWORD").ok(),
+        )?;
         // Parse first: --tls-insecure with a redis:// URL is a usage error,
         // and its one error line should not come after a warning.
         let target = store::Target::parse(&g.redis_url, &security)?;
@@ -115,33 +119,6 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
     }
-}
-
-/// The Redis password from outside the URL, so it need not show in `ps`:
-/// `--redis-password-file` (first line, trailing newline stripped) wins over
-/// `DISTLOCK_REDIS_PASSWORD`, which wins over a password in the URL.
-fn password(g: &cli::GlobalArgs) -> anyhow::Result<(Option<String>, bool)> {
-    if let Some(path) = &g.redis_password_file {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            UsageError(format!(
-                "cannot read --redis-password-file {}: {e}",
-                path.display()
-            ))
-        })?;
-        let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
-        if line.is_empty() {
-            anyhow::bail!(UsageError(format!(
-                "--redis-password-file {} is empty",
-                path.display()
-            )));
-        }
-        return Ok((Some(line.to_owned()), false));
-    }
-    let env = std::env::var("DISTLOCK_REDIS_PASSWORD")
-        .ok()
-        .filter(|p| !p.is_empty());
-    let from_env = env.is_some();
-    Ok((env, from_env))
 }
 
 /// Prints a clap error the distlock way: help and version as clap renders

@@ -12,7 +12,7 @@ use crate::cli::{
 use crate::config::{self, fmt_duration, UsageError, Wait};
 use crate::exit;
 use crate::lease::{self, Acquired};
-use crate::store::{ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store};
+use crate::store::{ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store, StoreError};
 use crate::supervise::{self, Signals};
 
 /// A lease taken by `acquire` or `hold`.
@@ -502,12 +502,11 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         let keys = LockKeys::new(&g.prefix, &f.name).with_limit(2);
         let info = match store.inspect_slots(&keys) {
             Ok(info) => info,
-            Err(e) => {
-                if let Some(fk) = e.downcast_ref::<ForeignKey>() {
-                    skip_foreign(g, fk);
-                }
+            Err(StoreError::WrongType(fk)) => {
+                skip_foreign(g, &fk);
                 continue;
             }
+            Err(_) => continue,
         };
         if info.holders.is_empty() {
             continue;
