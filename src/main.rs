@@ -6,16 +6,21 @@
 //! Data flows one way: args → config → acquire → spawn → supervise/renew →
 //! release → exit code.
 //!
-//! - `cli`: the clap definition; no I/O.
-//! - `config`: checked values (names, durations, signals, timings, owner ids).
-//! - `store`: the only Redis code: `Store` (the lock operations), `scripts`
-//!   (every Lua script, one round trip each), `target` (URLs, TLS, Sentinel,
-//!   Cluster, connecting with timeouts, error sentences without secrets).
-//! - `lease`: taking the lease (and waiting), the renewer thread, the clock.
-//! - `supervise`: signals, spawning CMD, the terminal, the guardian, reaping.
+//! - `cli`: the clap definition; no I/O; uses only `config` and `exit`.
+//! - `config`: checked values (names, durations, signals, timings, owner
+//!   ids, the password and TLS settings: the password file is read here).
+//! - `clock`: the boot-time clock every deadline is on; a leaf.
+//! - `store`: the only Redis code: `Store` and its operations, split by job
+//!   (`keys`, `connection`, `scripts`, `replies`, `lock`, `semaphore`,
+//!   `pubsub`, `server`), with typed errors (`error`: `StoreError`).
+//! - `lease`: taking the lease (and waiting), the renewer thread.
+//! - `supervise`: signals, spawning CMD, the terminal, the guardian,
+//!   reaping; knows no Redis.
 //! - `commands`: the subcommands: `run` (with its supervisor), `manual`
 //!   (acquire, hold, renew, release, inspect, list), `doctor`, `man`.
 //! - `exit`: the exit status table.
+//!
+//! `tests/architecture.rs` checks these arrows and that there is no cycle.
 //!
 //! Errors are printed once, here, as `distlock: …`, and mapped to 2 (usage)
 //! or 125 (distlock failed); every other status is an outcome returned by
