@@ -114,7 +114,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 // The reader went away (`| head`): end quietly, with the
                 // status a SIGPIPE death would give, as C tools do.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                    Ok(exit::signal_code(libc::SIGPIPE))
+                    Ok(exit::signal_code(nix::sys::signal::Signal::SIGPIPE as i32))
                 }
                 Err(e) => Err(anyhow::Error::new(e).context("cannot write the completions")),
             }
