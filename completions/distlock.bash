@@ -795,7 +795,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__release)
-            opts="-r -v -q -h -V --limit --owner --force --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --force --forget-done --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -907,7 +907,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --renew-every --kill-signal --kill-grace --max-hold --at-risk-signal --last-run-keep --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --renew-every --kill-signal --kill-grace --max-hold --at-risk-signal --once-per --done-exit-code --last-run-keep --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -962,6 +962,14 @@ _distlock() {
                     return 0
                     ;;
                 --at-risk-signal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --once-per)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --done-exit-code)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -60,6 +60,8 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l max-hold -d 'Stop CMD (kill signal, then SIGKILL after the grace) once it has held the lock for D; exit 124' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l at-risk-signal -d 'Send SIG to CMD once, as soon as a renewal is overdue (half a period late) or has failed, so it can checkpoint before the kill deadline [default: none]' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l once-per -d 'Once per window: after acquiring, start CMD only if no `run --once-per` of NAME succeeded (exited 0) less than D ago, by the Redis server\'s clock; otherwise exit with --done-exit-code. A success writes the done mark PREFIX:{NAME}:done, which expires D after that run acquired the lock. Not with --limit above 1' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l done-exit-code -d 'Exit code when --once-per finds the job already done in this window' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l last-run-keep -d 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
@@ -158,6 +160,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-cert -
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l force -d 'Release whoever holds it, and print who that was'
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l forget-done -d 'Delete only the done mark of `run --once-per`, so the next run starts CMD again; needs no owner and leaves a held lease alone. Not with --force or --owner (DISTLOCK_OWNER in the environment is ignored)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'

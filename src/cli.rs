@@ -50,7 +50,10 @@ Examples:
   distlock run --ttl 2m --renew-every 20s reindex -- ./reindex --full
 
   # Exit 0 instead of 75 when another host holds the lock
-  distlock run -E 0 report -- ./make-report";
+  distlock run -E 0 report -- ./make-report
+
+  # On every host: succeed once per night, on whichever host is up
+  distlock run --wait 2h --once-per 20h nightly-billing -- ./bill";
 
 const ACQUIRE_EXAMPLES: &str = "\
 Examples:
@@ -79,7 +82,8 @@ const RELEASE_EXAMPLES: &str = "\
 Examples:
   distlock release deploy                  # as $DISTLOCK_OWNER
   distlock release deploy --owner \"$OWNER\"
-  distlock release --force deploy          # evict a stuck holder";
+  distlock release --force deploy          # evict a stuck holder
+  distlock release --forget-done billing   # let the next --once-per run run again";
 
 const INSPECT_EXAMPLES: &str = "\
 Examples:
@@ -419,6 +423,25 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIG", value_parser = config::parse_any_signal, help_heading = HEADING_STOPPING)]
     pub at_risk_signal: Option<Signal>,
 
+    /// Once per window: after acquiring, start CMD only if no `run
+    /// --once-per` of NAME succeeded (exited 0) less than D ago, by the Redis
+    /// server's clock; otherwise exit with --done-exit-code. A success
+    /// writes the done mark PREFIX:{NAME}:done, which expires D after that
+    /// run acquired the lock. Not with --limit above 1
+    #[arg(long, value_name = "D", value_parser = config::parse_window, allow_hyphen_values = true, help_heading = HEADING_CRON_CI)]
+    pub once_per: Option<Duration>,
+
+    /// Exit code when --once-per finds the job already done in this window
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        value_parser = config::parse_exit_code,
+        requires = "once_per",
+        help_heading = HEADING_CRON_CI
+    )]
+    pub done_exit_code: u8,
+
     /// How long Redis keeps the record of the last run (who, when, how
     /// long, exit status, token)
     #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry, help_heading = HEADING_CRON_CI)]
@@ -527,6 +550,35 @@ pub struct ReleaseArgs {
     /// Release whoever holds it, and print who that was
     #[arg(long)]
     pub force: bool,
+
+    /// Delete only the done mark of `run --once-per`, so the next run
+    /// starts CMD again; needs no owner and leaves a held lease alone. Not
+    /// with --force or --owner (DISTLOCK_OWNER in the environment is
+    /// ignored)
+    // --owner typed on the command line is refused by
+    // `conflicts_from_command_line`: a script that took a lock has
+    // DISTLOCK_OWNER set anyway.
+    #[arg(long, conflicts_with = "force")]
+    pub forget_done: bool,
+}
+
+/// Conflicts that only count for values typed on the command line, which
+/// clap's `conflicts_with` cannot tell from environment fallbacks: an
+/// operator's `release --forget-done NAME` in a shell where
+/// `eval "$(distlock acquire …)"` set DISTLOCK_OWNER must still work.
+pub fn conflicts_from_command_line(m: &clap::ArgMatches) -> Option<clap::Error> {
+    use clap::parser::ValueSource;
+    let (name, sub) = m.subcommand()?;
+    if name == "release"
+        && sub.get_flag("forget_done")
+        && sub.value_source("owner") == Some(ValueSource::CommandLine)
+    {
+        return Some(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--forget-done cannot be used with --owner: it deletes the done mark whoever holds the lock",
+        ));
+    }
+    None
 }
 
 /// Options of `distlock inspect`.

@@ -83,6 +83,24 @@ pub fn parse_expiry(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses the window of `run --once-per D`: a positive expiry of at least
+/// 1ms (the done mark expires on Redis's millisecond clock). Zero and
+/// negative windows get a message of their own, since "once per nothing"
+/// has no meaning and `-1s` would otherwise read as an odd parse error.
+pub fn parse_window(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let positive =
+        format!("invalid window {s:?}: the window must be a positive duration, e.g. 20h or 1d");
+    if t.starts_with('-') || (!t.is_empty() && t.chars().all(|c| c == '0')) {
+        return Err(positive);
+    }
+    let d = parse_expiry(s)?;
+    if d < Duration::from_millis(1) {
+        return Err(positive);
+    }
+    Ok(d)
+}
+
 /// How long `run`/`acquire` wait for a busy lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -455,6 +473,17 @@ mod tests {
         assert_eq!(parse_wait("forever"), Ok(Wait::Forever));
         assert_eq!(parse_wait("0"), Ok(Wait::For(Duration::ZERO)));
         assert_eq!(parse_wait("2s"), Ok(Wait::For(Duration::from_secs(2))));
+    }
+
+    #[test]
+    fn windows_are_positive_durations() {
+        assert_eq!(parse_window("20h"), Ok(Duration::from_secs(72_000)));
+        assert_eq!(parse_window("1ms"), Ok(Duration::from_millis(1)));
+        for bad in ["0", "0s", "-1s", "-5m", "500us", "20", "", "100001y"] {
+            assert!(parse_window(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_window("0s").unwrap_err().contains("positive"));
+        assert!(parse_window("-1s").unwrap_err().contains("positive"));
     }
 
     #[test]

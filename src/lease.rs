@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::config::{fmt_duration, Timings, Wait, WaitOrder};
-use crate::store::{Acquire, LockKeys, Mode, Store, Subscription};
+use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, Subscription};
 use crate::supervise::{self, Signals};
 
 /// Re-exported so the callers of `lease::now` keep compiling while the
@@ -34,6 +34,9 @@ pub enum Acquired {
     },
     /// A terminating signal arrived while waiting.
     Interrupted(i32),
+    /// `run --once-per`: our turn came, but a run succeeded less than the
+    /// window ago (no lease was taken).
+    Done(DoneMark),
 }
 
 /// Takes the lock, waiting as long as `wait` allows.
@@ -88,6 +91,7 @@ pub fn acquire(
         Acquire::Acquired { token } => return Ok(Acquired::Yes { token, sent_at }),
         Acquire::Busy { holder, ahead, .. } => (holder, ahead, false),
         Acquire::Unacknowledged => (None, None, true),
+        Acquire::Done(mark) => return Ok(Acquired::Done(mark)),
     };
     if give_up_at.is_some_and(|t| t <= now()) {
         return Ok(Acquired::Busy {
@@ -119,6 +123,8 @@ pub fn acquire(
                 fallback = (fallback * 2).min(Duration::from_secs(1));
                 (None, Some(t), None, true)
             }
+            // The script left the queue and woke the next waiter itself.
+            Ok(Acquire::Done(mark)) => break Ok(Acquired::Done(mark)),
             Err(e) => break Err(e.into()),
         };
         let now_t = now();
@@ -173,7 +179,7 @@ pub fn acquire(
         }
     };
     subscriber.stop();
-    if mode == Mode::Fair && !matches!(outcome, Ok(Acquired::Yes { .. })) {
+    if mode == Mode::Fair && !matches!(outcome, Ok(Acquired::Yes { .. } | Acquired::Done(_))) {
         // Best effort: a waiter that vanishes is dropped at the next release.
         let _ = store.leave(keys, owner);
     }

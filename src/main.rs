@@ -38,14 +38,21 @@ mod supervise;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Command};
 use crate::config::UsageError;
 use crate::store::StoreError;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed =
+        Cli::command()
+            .try_get_matches()
+            .and_then(|m| match cli::conflicts_from_command_line(&m) {
+                Some(e) => Err(e),
+                None => Cli::from_arg_matches(&m),
+            });
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(clap_error(e)),
     };

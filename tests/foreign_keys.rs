@@ -241,3 +241,52 @@ fn list_skips_a_foreign_key_with_one_warning_and_lists_the_rest() {
     }
     assert_eq!(snapshot(&server, "middle"), before, "list changed a key");
 }
+
+/// The done mark of `run --once-per` and the fair queue's turns are keys of
+/// the name too: a foreign value there is refused by name like the lock's
+/// own, and `release --forget-done` never deletes it.
+#[test]
+fn a_foreign_done_mark_or_turns_key_is_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "done",
+            &[
+                "run",
+                "--once-per",
+                "1h",
+                "{n}",
+                "--",
+                "sh",
+                "-c",
+                "{touch}",
+            ],
+        ),
+        ("done", &["inspect", "{n}"]),
+        ("done", &["inspect", "--json", "{n}"]),
+        ("done", &["release", "--forget-done", "{n}"]),
+        ("turns", &["run", "{n}", "--", "sh", "-c", "{touch}"]),
+        ("turns", &["acquire", "{n}"]),
+        ("turns", &["release", "--force", "{n}"]),
+    ];
+    for (case, (suffix, args)) in cases.iter().enumerate() {
+        for kind in ["list", "set"] {
+            let name = format!("d{case}{kind}");
+            let key = format!("distlock:{{{name}}}:{suffix}");
+            plant(&server, &key, kind);
+            let before = snapshot(&server, &name);
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| a.replace("{n}", &name).replace("{touch}", &touch))
+                .collect();
+            let label = format!("{args:?} with a {kind} at {key}");
+            let out = run(distlock(&server).args(&args));
+            assert_refused(&out, &key, &label);
+            assert_eq!(snapshot(&server, &name), before, "{label}: keys changed");
+            assert!(!marker.exists(), "{label}: CMD ran");
+        }
+    }
+}

@@ -1468,3 +1468,82 @@ fn min_replicas_an_empty_script_cache_costs_no_extra_wait() {
     let _: () = p.master.cmd(&["SCRIPT", "FLUSH"]);
     unacknowledged_acquire_and_renew(&p, "held", "late");
 }
+
+// ------------------------------------------------------------ --once-per
+
+/// `run --once-per` through `url`, where `node` is the server that holds
+/// `name`'s keys: a success while a waiter waits makes the waiter skip CMD
+/// (exit 0, found through the done mark in the same slot as the lock),
+/// `inspect` shows the mark, `release --forget-done` clears it and the next
+/// run runs CMD again.
+fn once_per_through(url: &str, node: &Node, name: &str) {
+    let mut first = Holder::spawn(url, name, &["run", name, "--once-per", "1h"]);
+    let (_, token, _) = first.info();
+    let waiter = Bg::spawn(
+        url,
+        &[
+            "run",
+            "--wait",
+            "15s",
+            "--once-per",
+            "1h",
+            name,
+            "--",
+            "echo",
+            "ran",
+        ],
+    );
+    let queue = format!("{}:queue", key(name));
+    assert!(
+        poll(LIMIT, Duration::from_millis(5), || node
+            .try_cmd::<u64>(&["ZCARD", &queue])
+            .is_ok_and(|n| n == 1)),
+        "the waiter never queued on the node of {name}"
+    );
+    assert!(first.finish().success(), "{}", first.err.text());
+    let out = waiter.finish();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "", "CMD must not run again: {out:?}");
+    assert!(
+        out.stderr.contains("already done")
+            && out.stderr.contains(&format!("fencing token {token}")),
+        "{out:?}"
+    );
+    let done = format!("{}:done", key(name));
+    let t: Option<String> = node.cmd(&["HGET", &done, "fencing_token"]);
+    assert_eq!(t, Some(token.to_string()), "the mark lives beside the lock");
+    assert!(node.cmd::<i64>(&["PTTL", &done]) > 0);
+
+    let out = dl(url, &["inspect", "--json", name]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(json(&out.stdout)["done"]["fencing_token"], token, "{out:?}");
+
+    let out = dl(url, &["release", "--forget-done", name]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("forgot the done mark"), "{out:?}");
+    assert_eq!(node.cmd::<u64>(&["EXISTS", &done]), 0);
+    assert_eq!(run_token(url, &[], name), token + 1);
+}
+
+#[test]
+fn sentinel_once_per_skips_a_done_job_through_the_master() {
+    let set = SentinelSet::start();
+    once_per_through(&set.url(), &set.master, "nightly");
+}
+
+#[test]
+fn cluster_once_per_keeps_the_mark_in_the_lock_slot_on_every_master() {
+    let c = ClusterSet::start();
+    let url = c.url();
+    let names = one_name_per_master(&c);
+    for (i, n) in names.iter().enumerate() {
+        let done = format!("{}:done", key(n));
+        assert_eq!(
+            c.slot(&done),
+            c.slot(&key(n)),
+            "the done mark shares the hash tag"
+        );
+        assert_eq!(c.node_of(n), i);
+        once_per_through(&url, &c.nodes[i], n);
+    }
+}

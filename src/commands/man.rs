@@ -116,7 +116,8 @@ CMD's own status
 run: CMD exited by itself; 128+N if signal N ended it.
 .TP
 0
-The subcommand succeeded.
+The subcommand succeeded; run \-\-once\-per: the job already succeeded in
+this window and CMD was not started (\-\-done\-exit\-code changes it).
 .TP
 1
 renew/release: the lock is not held by that owner.

@@ -12,7 +12,9 @@ use crate::cli::{
 use crate::config::{self, fmt_duration, UsageError, Wait};
 use crate::exit;
 use crate::lease::{self, Acquired};
-use crate::store::{ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store, StoreError};
+use crate::store::{
+    DoneMark, ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store, StoreError,
+};
 use crate::supervise::{self, Signals};
 
 /// A lease taken by `acquire` or `hold`.
@@ -75,6 +77,8 @@ fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
             Ok(Err(args.lease.conflict_exit_code))
         }
         Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),
+        // Only `run --once-per` looks at the done mark.
+        Acquired::Done(_) => bail!("unexpected done mark for {}", keys.name),
     }
 }
 
@@ -268,6 +272,18 @@ pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
 pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = g.store(IO_TIMEOUT);
+    if args.forget_done {
+        // The result of the command, either way: on stdout, exit 0.
+        match store.forget_done(&keys)? {
+            Some(mark) => println!(
+                "forgot the done mark of {}: {}",
+                keys.name,
+                DoneView(&mark).line()
+            ),
+            None => println!("{} had no done mark", keys.name),
+        }
+        return Ok(0);
+    }
     if args.force {
         return Ok(match store.force_release(&keys)? {
             Some(holder) => {
@@ -353,7 +369,50 @@ pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
     if let Some(last) = LastRunView::of(&info.last_run) {
         println!("  last run: {}", last.line());
     }
+    if let Some(mark) = &info.done {
+        println!("  done: {}", DoneView(mark).line());
+    }
     Ok(0)
+}
+
+/// The done mark of `run --once-per` as `inspect`, `list` and `release
+/// --forget-done` show it.
+struct DoneView<'a>(&'a DoneMark);
+
+impl DoneView<'_> {
+    /// RFC 3339, UTC, milliseconds: the acquisition of the run that
+    /// succeeded, on the server's clock.
+    fn at(&self) -> String {
+        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.0.at_ms);
+        humantime::format_rfc3339_millis(t).to_string()
+    }
+
+    /// `2026-12-02T00:00:01.042Z on web-2, token 41, expires in 19h 58m`
+    fn line(&self) -> String {
+        let mut line = format!("{} on {}, token {}", self.at(), self.host(), self.0.token);
+        if let Some(left) = self.0.expires_in {
+            line.push_str(&format!(", expires in {}", fmt_ttl(left)));
+        }
+        line
+    }
+
+    fn host(&self) -> &str {
+        if self.0.host.is_empty() {
+            "an unknown host"
+        } else {
+            &self.0.host
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "at": self.at(),
+            "host": self.0.host,
+            "fencing_token": self.0.token,
+            "owner": self.0.owner,
+            "expires_in_ms": self.0.expires_in.map(|d| d.as_millis() as u64),
+        })
+    }
 }
 
 /// `inspect --limit N`: a semaphore's holders.
@@ -481,7 +540,7 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         .map(|i| i.map_err(|fk| skip_foreign(g, &fk)).ok())
         .collect();
     // (name, JSON object, table row), merged and sorted by name.
-    let mut entries: Vec<(String, serde_json::Value, [String; 5])> = plain
+    let mut entries: Vec<(String, serde_json::Value, [String; 6])> = plain
         .iter()
         .zip(&infos)
         .filter_map(|(k, i)| Some((k, i.as_ref()?)))
@@ -493,6 +552,9 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
                 i.token.map_or("-".into(), |t| t.to_string()),
                 i.holder.clone().unwrap_or_default(),
                 Meta::of(i).command.unwrap_or("").to_owned(),
+                i.done
+                    .as_ref()
+                    .map_or(String::new(), |d| DoneView(d).line()),
             ];
             (k.name.clone(), info_json(k, i), row)
         })
@@ -520,6 +582,7 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
             info.token.map_or("-".into(), |t| t.to_string()),
             format!("{} of {n} slots: {}", owners.len(), owners.join(", ")),
             String::new(),
+            String::new(),
         ];
         entries.push((f.name.clone(), slots_json(&keys, &info), row));
     }
@@ -533,8 +596,14 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         g.say(format_args!("no locks held under prefix {}", g.prefix));
         return Ok(0);
     }
-    let rows: Vec<[String; 5]> = entries.into_iter().map(|e| e.2).collect();
-    let header = ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND"].map(String::from);
+    let rows: Vec<[String; 6]> = entries.into_iter().map(|e| e.2).collect();
+    let header = ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND", "DONE"].map(String::from);
+    // The DONE column (`run --once-per`'s mark) only when a lock has one.
+    let columns = if rows.iter().any(|r| !r[5].is_empty()) {
+        6
+    } else {
+        5
+    };
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -544,6 +613,7 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
     for r in std::iter::once(&header).chain(&rows) {
         let line = r
             .iter()
+            .take(columns)
             .zip(widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect::<Vec<_>>()
@@ -604,6 +674,7 @@ fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
         "pid": m.pid,
         "command": m.command,
         "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
+        "done": info.done.as_ref().map(|d| DoneView(d).json()),
     })
 }
 

@@ -9,18 +9,28 @@ use anyhow::{bail, Result};
 
 use super::{busy_line, release_quietly, Global};
 use crate::cli::RunArgs;
-use crate::config::{self, fmt_duration, Signal, Timings};
+use crate::config::{self, fmt_duration, Signal, Timings, UsageError};
 use crate::exit;
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
-use crate::store::{self, LastRun, LockKeys, Release};
+use crate::store::{self, DoneMark, LastRun, LockKeys, Release};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// `distlock run`: acquire, spawn, supervise, release.
 pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
+    if args.once_per.is_some() && args.lease.limit > 1 {
+        // Once per window means one success: N holders at a time would
+        // run it N times, and the mark could not say which run counts.
+        bail!(UsageError(format!(
+            "--once-per cannot be used with --limit {}: a job done once per window has one holder at a time",
+            args.lease.limit
+        )));
+    }
     let timings = Timings::new(args.lease.ttl, args.renew_every, args.kill_grace)?;
     // First, before any thread exists (see supervise.rs).
     let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.lease.limit);
+    let keys = LockKeys::new(&g.prefix, &args.name)
+        .with_limit(args.lease.limit)
+        .with_once_per(args.once_per);
     let owner = config::new_owner_id()?;
     // The acquisition's reply is useful until the kill deadline it would
     // start; a slow Redis is given that long (at most 5s), not less.
@@ -62,6 +72,13 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
             return Ok(args.lease.conflict_exit_code);
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
+        Acquired::Done(mark) => {
+            g.say(format_args!(
+                "{}",
+                done_line(&keys.name, &mark, args.once_per.unwrap_or_default())
+            ));
+            return Ok(args.done_exit_code);
+        }
     };
     if g.verbose > 0 {
         g.say(format_args!(
@@ -166,6 +183,15 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let mut store = renewer
         .stop()
         .unwrap_or_else(|| g.store(timings.renew_every.min(Duration::from_secs(5))));
+    // Only a CMD that exited 0 by itself, with the lease still ours, marks
+    // the job done (and only if the release finds the lease ours).
+    let mark_done =
+        args.once_per.is_some() && lost.is_none() && status.is_some_and(|s| s.success());
+    let not_marked = if mark_done {
+        "; no done mark was written, so the job may run again in this window"
+    } else {
+        ""
+    };
     let code = match (lost, status) {
         (Some(_), _) => exit::LEASE_LOST,
         (None, Some(st)) => exit::from_status(st),
@@ -189,12 +215,12 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         Some(Loss::Unconfirmed | Loss::MaxHold) => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
             let last = Some((&record, args.last_run_keep));
-            let _ = store.release_recording(&keys, &owner, last);
+            let _ = store.release_recording(&keys, &owner, last, false);
         }
         None => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(5)));
             let last = Some((&record, args.last_run_keep));
-            match store.release_recording(&keys, &owner, last) {
+            match store.release_recording(&keys, &owner, last, mark_done) {
                 Ok(Release::Released) => {}
                 Ok(Release::Kept(left)) if g.verbose > 0 => g.say(format_args!(
                     "{} stays held for another {} (--min-hold)",
@@ -203,7 +229,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
                 )),
                 Ok(Release::Kept(_)) => {}
                 Ok(Release::NotOwner(holder)) => g.say(format_args!(
-                    "warning: the lease on {} was lost before CMD finished; {}",
+                    "warning: the lease on {} was lost before CMD finished; {}{not_marked}",
                     keys.name,
                     match holder {
                         Some(h) => format!("it is now held by {h}, left alone"),
@@ -211,7 +237,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
                     }
                 )),
                 Err(e) => g.say(format_args!(
-                    "warning: {e:#}; the lease on {} will expire by itself within {}",
+                    "warning: {e:#}; the lease on {} will expire by itself within {}{not_marked}",
                     keys.name,
                     fmt_duration(timings.ttl)
                 )),
@@ -220,6 +246,31 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     }
     guardian.disarm();
     Ok(code)
+}
+
+/// The line `run --once-per` prints when the job is already done:
+/// `billing: already done 3h 2m ago (2026-12-02T00:00:01Z) on web-2 with
+/// fencing token 41; CMD not started (--once-per 20h)`. The age is the
+/// server's, so a host with a wrong clock still reads it right.
+fn done_line(name: &str, mark: &DoneMark, window: Duration) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(mark.at_ms);
+    let age = mark.age.unwrap_or_default();
+    let age = if age < Duration::from_secs(1) {
+        format!("{}ms", age.as_millis())
+    } else {
+        humantime::format_duration(Duration::from_secs(age.as_secs())).to_string()
+    };
+    let host = if mark.host.is_empty() {
+        "an unknown host"
+    } else {
+        mark.host.as_str()
+    };
+    format!(
+        "{name}: already done {age} ago ({}) on {host} with fencing token {}; CMD not started (--once-per {})",
+        humantime::format_rfc3339_seconds(at),
+        mark.token,
+        fmt_duration(window)
+    )
 }
 
 /// Why CMD is being stopped by distlock.

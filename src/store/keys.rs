@@ -1,6 +1,8 @@
 //! The Redis keys of one lock, named once. All of a lock's keys share the
 //! `{NAME}` hash tag, so every script touches one Cluster slot.
 
+use std::time::Duration;
+
 /// The Redis keys of one lock. All share the `{NAME}` hash tag, so every
 /// script touches one Cluster slot.
 #[derive(Debug, Clone)]
@@ -33,6 +35,12 @@ pub struct LockKeys {
     pub limit_key: String,
     /// `P:{N}:tokens`: semaphore holders' fencing tokens (hash).
     pub tokens: String,
+    /// `P:{N}:done`: the done mark of `run --once-per` (hash), expiring at
+    /// the acquisition of the run that succeeded + its window.
+    pub done: String,
+    /// `run --once-per D`: acquisitions look at the done mark and do not
+    /// take a lease that a success less than D ago makes pointless.
+    pub once_per: Option<Duration>,
     /// `--limit N`: Some(N) for a semaphore of N > 1 holders; None for a
     /// plain lock (which is what `--limit 1` means).
     pub limit: Option<u32>,
@@ -55,9 +63,17 @@ impl LockKeys {
             slots: format!("{lock}:slots"),
             limit_key: format!("{lock}:limit"),
             tokens: format!("{lock}:tokens"),
+            done: format!("{lock}:done"),
+            once_per: None,
             limit: None,
             lock,
         }
+    }
+
+    /// The same lock for `run --once-per window`.
+    pub fn with_once_per(mut self, window: Option<Duration>) -> LockKeys {
+        self.once_per = window;
+        self
     }
 
     /// The same lock as a semaphore of `n` holders (`n` ≤ 1: a plain lock).
@@ -77,6 +93,14 @@ mod tests {
         assert_eq!(k.lock, "distlock:{deploy/prod}");
         assert_eq!(k.fence, "distlock:{deploy/prod}:fence");
         assert_eq!(k.meta, "distlock:{deploy/prod}:meta");
+        assert_eq!(k.done, "distlock:{deploy/prod}:done");
+        assert_eq!(k.once_per, None);
+        assert_eq!(
+            k.clone()
+                .with_once_per(Some(Duration::from_secs(60)))
+                .once_per,
+            Some(Duration::from_secs(60))
+        );
         assert_eq!(k.limit, None);
         assert_eq!(k.clone().with_limit(1).limit, None);
         assert_eq!(k.with_limit(3).limit, Some(3));

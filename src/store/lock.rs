@@ -1,13 +1,17 @@
 //! The operations on a plain lock (`P:{N}` and its fence, metadata, wait
-//! queue and last-run record). Each is one script, one round trip. With
+//! queue, last-run record and `--once-per` done mark). Each is one script, one round trip. With
 //! `--limit N` the same calls go to `semaphore.rs`, so callers need not
 //! know which kind of name they hold.
 
 use std::time::Duration;
 
-use super::replies::{AcquireReply, ForceReleaseReply, InspectReply, ReleaseReply, Renewed};
+use super::replies::{
+    AcquireReply, ForceReleaseReply, ForgetDoneReply, InspectReply, ReleaseReply, Renewed,
+};
 use super::scripts::*;
-use super::{Acquire, LastRun, LockInfo, LockKeys, Mode, Release, Result, Store, StoreError};
+use super::{
+    Acquire, DoneMark, LastRun, LockInfo, LockKeys, Mode, Release, Result, Store, StoreError,
+};
 use redis::Value;
 
 impl Store {
@@ -24,6 +28,7 @@ impl Store {
         if let Some(n) = keys.limit {
             return self.acquire_slot(keys, owner, ttl_ms, n);
         }
+        let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
         let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
             let mut inv = ACQUIRE.key(&keys.lock);
             inv.key(&keys.fence)
@@ -32,13 +37,22 @@ impl Store {
                 .key(&keys.deadlines)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
-                .key(&keys.turns)
-                .arg(owner)
+                .key(&keys.turns);
+            // `--once-per`: KEYS[9], the done mark, after every other key.
+            if once_per_ms.is_some() {
+                inv.key(&keys.done);
+            }
+            inv.arg(owner)
                 .arg(ttl_ms)
                 .arg(mode.as_arg())
                 .arg(&keys.wake_prefix);
             for (k, v) in meta {
                 inv.arg(*k).arg(*v);
+            }
+            if let Some(ms) = &once_per_ms {
+                // Kept in the lease's metadata: the release that writes the
+                // mark reads the window from there.
+                inv.arg("once_per_ms").arg(ms);
             }
             inv
         })?;
@@ -63,6 +77,8 @@ impl Store {
             AcquireReply::Acquired { token } => Ok(Acquire::Acquired { token }),
             AcquireReply::Busy { holder, ttl, ahead } => Ok(Acquire::Busy { holder, ttl, ahead }),
             AcquireReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
+            // No lease was taken, so there is nothing for replicas to keep.
+            AcquireReply::Done(mark) => Ok(Acquire::Done(mark)),
         }
     }
 
@@ -109,16 +125,18 @@ impl Store {
 
     /// Deletes the lease if `owner` holds it (compare-and-delete).
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        self.release_recording(keys, owner, None)
+        self.release_recording(keys, owner, None, false)
     }
 
     /// `release`, writing `run`'s last-run record (kept for `keep`) in the
-    /// same round trip.
+    /// same round trip, and with `mark_done` (`run --once-per` whose CMD
+    /// exited 0) the done mark, if the lease is still ours.
     pub fn release_recording(
         &mut self,
         keys: &LockKeys,
         owner: &str,
         last: Option<(&LastRun, Duration)>,
+        mark_done: bool,
     ) -> Result<Release> {
         self.route(keys)?;
         if keys.limit.is_some() {
@@ -133,10 +151,12 @@ impl Store {
                 .key(&keys.slots)
                 .key(&keys.limit_key)
                 .key(&keys.turns)
-                .key(&keys.fence)
-                .arg(owner)
-                .arg(&keys.wake_prefix)
-                .arg(&keys.released);
+                .key(&keys.fence);
+            // KEYS[10], the done mark, only when it is to be written.
+            if mark_done && keys.once_per.is_some() {
+                inv.key(&keys.done);
+            }
+            inv.arg(owner).arg(&keys.wake_prefix).arg(&keys.released);
             match last {
                 Some((record, keep)) => {
                     inv.arg(keep.as_millis().max(1) as u64);
@@ -183,6 +203,16 @@ impl Store {
         Ok(())
     }
 
+    /// `release --forget-done`: deletes the done mark only (a held lease is
+    /// left alone); returns the mark that was there.
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+        self.route(keys)?;
+        let ForgetDoneReply(mark) = self.call("forgetting the done mark", |c| {
+            FORGET_DONE.key(&keys.done).invoke(c)
+        })?;
+        Ok(mark)
+    }
+
     /// Deletes the lease whoever holds it; returns the evicted holder (for
     /// a semaphore: every holder, comma-separated).
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
@@ -224,6 +254,7 @@ impl Store {
                 .key(&keys.last)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
+                .key(&keys.done)
                 .invoke(c)
         })?;
         if let Some(n) = info.semaphore {
@@ -267,7 +298,8 @@ impl Store {
                             .key(&k.meta)
                             .key(&k.last)
                             .key(&k.slots)
-                            .key(&k.limit_key);
+                            .key(&k.limit_key)
+                            .key(&k.done);
                         inv
                     })
                     .collect();

@@ -83,6 +83,27 @@ pub enum Acquire {
     /// Taken, but fewer than `--min-replicas` replicas acknowledged it in
     /// time, so it was released again: a failover could have lost it.
     Unacknowledged,
+    /// `--once-per`: the lock was ours to take, but a run succeeded less
+    /// than the window ago; no lease was taken and the next waiter was
+    /// woken.
+    Done(DoneMark),
+}
+
+/// The done mark of `run --once-per`: which run succeeded, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoneMark {
+    /// When that run acquired the lease (Unix ms, the server's clock).
+    pub at_ms: u64,
+    /// Host that ran it.
+    pub host: String,
+    /// Its fencing token.
+    pub token: u64,
+    /// Its owner id, when known.
+    pub owner: Option<String>,
+    /// How long ago it acquired, by the server's clock (from `acquire`).
+    pub age: Option<Duration>,
+    /// How long until the mark expires (from `inspect`).
+    pub expires_in: Option<Duration>,
 }
 
 /// What a compare-and-delete found.
@@ -113,6 +134,8 @@ pub struct LockInfo {
     /// Some(N) when the name is in use as a semaphore of N (`--limit N`)
     /// with a live slot: then it is not a plain lock to inspect or release.
     pub semaphore: Option<u32>,
+    /// The done mark of `run --once-per`, if one is kept.
+    pub done: Option<DoneMark>,
 }
 
 /// A lock key found by `list`: a plain lock, or a semaphore's slots.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, ParsingError, Value};
 
 use super::error::ForeignKey;
-use super::{LockInfo, SlotsInfo};
+use super::{DoneMark, LockInfo, SlotsInfo};
 
 /// What `ACQUIRE` and `ACQUIRE_SLOT` answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +32,9 @@ pub(super) enum AcquireReply {
     },
     /// `{-1, n}`: in use with `--limit n` (≤ 1: as a plain lock).
     LimitMismatch(i64),
+    /// `{2, at_ms, age_ms, host, token}` (`run --once-per` only): ours to
+    /// take, but a run succeeded less than the window ago; not taken.
+    Done(DoneMark),
 }
 
 impl FromRedisValue for AcquireReply {
@@ -50,6 +53,16 @@ impl FromRedisValue for AcquireReply {
                 },
             }),
             [Value::Int(-1), n] => Ok(AcquireReply::LimitMismatch(int(n)?)),
+            [Value::Int(2), at, age, host, token] => Ok(AcquireReply::Done(DoneMark {
+                at_ms: int(at)?.max(0) as u64,
+                host: string(host)?.unwrap_or_default(),
+                // The token is the mark's own field, written by a release:
+                // a missing one is no reason to start CMD again.
+                token: int(token).unwrap_or(0).max(0) as u64,
+                owner: None,
+                age: Some(Duration::from_millis(int(age)?.max(0) as u64)),
+                expires_in: None,
+            })),
             other => Err(unexpected("acquire", other)),
         }
     }
@@ -128,14 +141,15 @@ impl FromRedisValue for ForceReleaseReply {
     }
 }
 
-/// What `INSPECT` answers: `{holder, pttl, token, meta, last, semaphore}`.
+/// What `INSPECT` answers: `{holder, pttl, token, meta, last, semaphore,
+/// done mark, its pttl}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct InspectReply(pub LockInfo);
 
 impl FromRedisValue for InspectReply {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let items = array(v)?;
-        let [holder, pttl, token, meta, last, semaphore] = items.as_slice() else {
+        let [holder, pttl, token, meta, last, semaphore, done, done_pttl] = items.as_slice() else {
             return Err(unexpected("inspect", &items));
         };
         let holder = string(holder)?;
@@ -155,8 +169,40 @@ impl FromRedisValue for InspectReply {
             meta: pairs(meta),
             last_run: pairs(last),
             semaphore: string(semaphore)?.and_then(|n| n.parse().ok()),
+            done: done_mark(&pairs(done), int(done_pttl).unwrap_or(-2)),
         }))
     }
+}
+
+/// What `FORGET_DONE` answers: the done mark it deleted, as HGETALL's
+/// field/value pairs (none if there was no mark).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ForgetDoneReply(pub Option<DoneMark>);
+
+impl FromRedisValue for ForgetDoneReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        match v {
+            Value::Array(_) | Value::Map(_) => Ok(ForgetDoneReply(done_mark(&pairs(&v), -2))),
+            other => Err(unexpected("forgetting the done mark", &[other])),
+        }
+    }
+}
+
+/// A done mark from its hash fields (as HGETALL returns them) and PTTL;
+/// None when there is no mark, or one without the time it stands for
+/// (which could not say whether the window is over).
+fn done_mark(fields: &[(String, String)], pttl: i64) -> Option<DoneMark> {
+    let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+    Some(DoneMark {
+        at_ms: get("at_ms")?.parse().ok()?,
+        host: get("host").unwrap_or("").to_owned(),
+        token: get("fencing_token")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0),
+        owner: get("owner").map(str::to_owned),
+        age: None,
+        expires_in: pttl_to_ttl(pttl),
+    })
 }
 
 /// What `INSPECT_SLOTS` answers: `{limit, {owner, ms, token}…, token,
@@ -367,6 +413,108 @@ mod tests {
         );
         assert!(r(vec![Value::Int(5)]).is_err());
         assert!(AcquireReply::from_redis_value(Value::Okay).is_err());
+    }
+
+    #[test]
+    fn acquire_reads_the_done_mark_of_once_per() {
+        let r = |items: Vec<Value>| AcquireReply::from_redis_value(Value::Array(items));
+        // As ACQUIRE sends it: at_ms and token as the hash's strings, the
+        // age as a number.
+        assert_eq!(
+            r(vec![
+                Value::Int(2),
+                bulk("1764633601042"),
+                Value::Int(3_600_000),
+                bulk("web-2"),
+                bulk("41")
+            ])
+            .unwrap(),
+            AcquireReply::Done(DoneMark {
+                at_ms: 1_764_633_601_042,
+                host: "web-2".into(),
+                token: 41,
+                owner: None,
+                age: Some(Duration::from_secs(3600)),
+                expires_in: None,
+            })
+        );
+        // A mark written without a token still stops CMD.
+        let AcquireReply::Done(mark) = r(vec![
+            Value::Int(2),
+            bulk("5"),
+            Value::Int(0),
+            bulk(""),
+            bulk(""),
+        ])
+        .unwrap() else {
+            panic!("not a done mark");
+        };
+        assert_eq!((mark.at_ms, mark.token, mark.host.as_str()), (5, 0, ""));
+        // Without its time, or short of a field, it is no done mark.
+        assert!(r(vec![
+            Value::Int(2),
+            bulk("x"),
+            Value::Int(0),
+            bulk("h"),
+            bulk("1")
+        ])
+        .is_err());
+        assert!(r(vec![Value::Int(2), bulk("5"), Value::Int(0), bulk("h")]).is_err());
+    }
+
+    #[test]
+    fn inspect_replies_carry_the_done_mark() {
+        let fields = |kv: &[(&str, &str)]| {
+            Value::Array(kv.iter().flat_map(|(k, v)| [bulk(k), bulk(v)]).collect())
+        };
+        let reply = |done: Value, pttl: i64| {
+            InspectReply::from_redis_value(Value::Array(vec![
+                Value::Nil,
+                Value::Int(-2),
+                bulk("41"),
+                Value::Array(vec![]),
+                Value::Array(vec![]),
+                Value::Nil,
+                done,
+                Value::Int(pttl),
+            ]))
+        };
+        let mark = fields(&[
+            ("at_ms", "1000"),
+            ("host", "web-2"),
+            ("fencing_token", "41"),
+            ("owner", "web-2:7:ab"),
+            ("once_per_ms", "72000000"),
+        ]);
+        let info = reply(mark.clone(), 5000).unwrap().0;
+        assert_eq!((info.holder, info.token), (None, Some(41)));
+        assert_eq!(
+            info.done,
+            Some(DoneMark {
+                at_ms: 1000,
+                host: "web-2".into(),
+                token: 41,
+                owner: Some("web-2:7:ab".into()),
+                age: None,
+                expires_in: Some(Duration::from_secs(5)),
+            })
+        );
+        assert_eq!(reply(Value::Array(vec![]), -2).unwrap().0.done, None);
+        // A hash without at_ms is no mark.
+        assert_eq!(
+            reply(fields(&[("host", "web-2")]), 5000).unwrap().0.done,
+            None
+        );
+        // The reply of INSPECT before the done mark (6 items) is refused.
+        assert!(InspectReply::from_redis_value(Value::Array(vec![Value::Nil; 6])).is_err());
+        // release --forget-done: the mark it deleted, or none.
+        let forgot = ForgetDoneReply::from_redis_value(mark).unwrap().0.unwrap();
+        assert_eq!((forgot.at_ms, forgot.expires_in), (1000, None));
+        assert_eq!(
+            ForgetDoneReply::from_redis_value(Value::Array(vec![])).unwrap(),
+            ForgetDoneReply(None)
+        );
+        assert!(ForgetDoneReply::from_redis_value(Value::Int(1)).is_err());
     }
 
     #[test]

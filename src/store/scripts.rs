@@ -163,21 +163,73 @@ local function end_turns(turns, chan, me)
 end
 ";
 
+/// Lua for the done mark of `run --once-per D` (`P:{N}:done`, a hash):
+/// read by `acquire`, written by `release` when CMD exited 0. Kept apart
+/// from the lock and queue logic so each script only gains one call.
+///
+/// The mark holds the acquisition time (server ms), host, fencing token,
+/// owner and window of the run that succeeded, and expires by itself at
+/// acquisition + window (that instant less the server's now, as PEXPIRE:
+/// the window counts from the acquisition, not from the release, no
+/// host's clock takes part, and no command beyond the README's ACL line
+/// is needed). `done_within` tells whether the mark is younger than the
+/// caller's own window (callers may disagree on D: each is judged by its
+/// own) and returns `{2, at_ms, age_ms, host, token}`, else false.
+/// `arg_field` finds a field among the metadata pairs in ARGV.
+const DONE_MARK: &str = r"
+local function arg_field(first, name)
+  for i = first, #ARGV - 1, 2 do
+    if ARGV[i] == name then return ARGV[i + 1] end
+  end
+  return nil
+end
+local function done_within(done, now_ms, window)
+  local m = redis.call('HMGET', done, 'at_ms', 'host', 'fencing_token')
+  local at = tonumber(m[1])
+  if at and window and now_ms - at < window then
+    return {2, m[1], math.max(now_ms - at, 0), m[2] or '', m[3] or '0'}
+  end
+  return false
+end
+local function write_done(done, meta, owner, now_ms)
+  local m = redis.call('HMGET', meta, 'acquired_ms', 'once_per_ms', 'host', 'token')
+  local at, window = tonumber(m[1]), tonumber(m[2])
+  if not (at and window) then return end
+  redis.call('DEL', done)
+  local left = at + window - now_ms
+  -- A run that outlasted its window leaves no mark: the window is over.
+  if left <= 0 then return end
+  redis.call('HSET', done, 'at_ms', m[1], 'host', m[3] or '', 'fencing_token', m[4] or '',
+    'owner', owner, 'once_per_ms', m[2])
+  redis.call('PEXPIRE', done, string.format('%d', left))
+end
+";
+
 /// `acquire`: take the lease if it is free and no live waiter is ahead, or
 /// refresh it if this owner already holds it (a retry after a lost reply
 /// must not burn a token).
 ///
 /// KEYS: lock, fence, meta, queue, deadlines, slots, limit (those two
-/// only to refuse a name in use as a semaphore), turns. ARGV: owner, ttl ms, mode
+/// only to refuse a name in use as a semaphore), turns, and with
+/// `--once-per` the done mark. ARGV: owner, ttl ms, mode
 /// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
 /// queue), wake channel prefix, then metadata field/value pairs.
 /// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false}`, or
 /// `{-1, N}` when the name is in use as a semaphore of N.
+///
+/// `run --once-per D` adds KEYS[9], the done mark, and `once_per_ms` among
+/// the metadata: when the lease would be ours but a mark younger than D is
+/// there, the lease is not taken at all (no token burnt, nothing to
+/// release, still one round trip): we leave the queue, wake the next
+/// waiter (who finds the mark too) and return the mark, `{2, at_ms,
+/// age_ms, host, token}` (see `DONE_MARK`).
 pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{FOREIGN_KEY}{WAKE_NEXT}{}",
+        "{FOREIGN_KEY}{WAKE_NEXT}{DONE_MARK}{}",
         r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'})
+local expect = {KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
+if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
+local foreign = foreign_key(expect)
 if foreign then return foreign end
 local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local turns = KEYS[8]
@@ -200,6 +252,15 @@ if holder == false and mode ~= 'any' then
   ahead = wake_next(queue, deadlines, turns, chan, owner)
 end
 if holder == false and not ahead then
+  -- run --once-per: done already in this window?
+  if KEYS[9] then
+    local done = done_within(KEYS[9], math.floor(now / 1000), tonumber(arg_field(5, 'once_per_ms')))
+    if done then
+      drop(queue, deadlines, turns, owner)
+      wake_next(queue, deadlines, turns, chan, owner)
+      return done
+    end
+  end
   redis.call('SET', lock, owner, 'PX', ttl)
   local token = redis.call('INCR', fence)
   redis.call('ZREM', queue, owner)
@@ -318,11 +379,17 @@ end
 /// record), then the record's field/value pairs. Returns `{1}` when
 /// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
+///
+/// `run --once-per` whose CMD exited 0 adds KEYS[10], the done mark: it is
+/// written from the lease's metadata (see `DONE_MARK`) only if the lease is
+/// still ours, in the same round trip as the release.
 pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
-        "{FOREIGN_KEY}{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{}",
+        "{FOREIGN_KEY}{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{DONE_MARK}{}",
         r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'string'})
+local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'string'}
+if KEYS[10] then table.insert(expect, KEYS[10]) table.insert(expect, 'hash') end
+local foreign = foreign_key(expect)
 if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
 if holder == false then
@@ -330,6 +397,7 @@ if holder == false then
   if n then return {-1, n} end
 end
 if holder ~= ARGV[1] then return {0, holder} end
+if KEYS[10] then write_done(KEYS[10], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
 if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 5) end
 local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms')
 local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
@@ -356,6 +424,22 @@ local foreign = foreign_key({KEYS[1], 'hash'})
 if foreign then return foreign end
 record_last_run(KEYS[1], ARGV[1], 2)
 return 1
+"
+    ))
+});
+
+/// `release --forget-done`: delete the done mark of `run --once-per`, and
+/// only it (a held lease is left alone). KEYS: done mark. Returns the mark
+/// that was there (field/value pairs, empty if none).
+pub(super) static FORGET_DONE: LazyLock<Script> = LazyLock::new(|| {
+    lua(&format!(
+        "{FOREIGN_KEY}{}",
+        r"
+local foreign = foreign_key({KEYS[1], 'hash'})
+if foreign then return foreign end
+local mark = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+return mark
 "
     ))
 });
@@ -388,14 +472,14 @@ return holder
 });
 
 /// `inspect`: one consistent snapshot. KEYS: lock, fence, metadata, last
-/// run, slots, limit. Returns `{holder|nil, pttl, last token|nil,
-/// {metadata…}, {last run…}, N|nil}`, N when the name is in use as a
-/// semaphore of N.
+/// run, slots, limit, done mark. Returns `{holder|nil, pttl, last
+/// token|nil, {metadata…}, {last run…}, N|nil, {done mark…}, its pttl}`, N
+/// when the name is in use as a semaphore of N.
 pub(super) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     lua(&format!(
         "{FOREIGN_KEY}{SEMAPHORE_IN_USE}{}",
         r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'hash'})
 if foreign then return foreign end
 return {
   redis.call('GET', KEYS[1]),
@@ -404,6 +488,8 @@ return {
   redis.call('HGETALL', KEYS[3]),
   redis.call('HGETALL', KEYS[4]),
   semaphore_in_use(KEYS[5], KEYS[6]),
+  redis.call('HGETALL', KEYS[7]),
+  redis.call('PTTL', KEYS[7]),
 }
 "
     ))
