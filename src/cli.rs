@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{self, Signal, Wait};
-use crate::lease::WaitOrder;
+use crate::config::{self, Signal, Wait, WaitOrder};
 
 /// Help headings, so `run --help` reads like a manual: options grouped by
 /// what they are about instead of by which struct declares them (issue 12,

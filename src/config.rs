@@ -6,6 +6,7 @@
 //! sides share `UsageError`, which `main` maps to exit 2.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -107,6 +108,17 @@ pub enum Wait {
     For(Duration),
     /// Wait without limit.
     Forever,
+}
+
+/// Order in which waiters get a busy lock (`--wait-order`). A value enum
+/// of the command line, kept here rather than in `lease` so that `cli`
+/// imports nothing but `config`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitOrder {
+    /// First come, first served: a queue under the lock's hash tag.
+    Fair,
+    /// Whoever asks first once the lock is free (no queue).
+    Any,
 }
 
 /// Parses `--wait`: a duration, `0` (do not wait, as with flock `-w 0`) or
@@ -372,6 +384,94 @@ pub fn parse_owner(s: &str) -> Result<String, String> {
         ));
     }
     Ok(s.to_owned())
+}
+
+/// TLS and password settings from the command line and environment,
+/// with the password file read here, once, so that no other module reads
+/// it (and `main` builds no settings). What depends on the URL (TLS
+/// options need `rediss://`, --tls-cert goes with --tls-key, the files
+/// themselves) is checked by `store::Target::parse`, in that order.
+#[derive(Debug, Default, Clone)]
+pub struct Security {
+    /// A password from --redis-password-file or DISTLOCK_REDIS_PASSWORD;
+    /// overrides one in the URL.
+    pub password: Option<String>,
+    /// The password came from DISTLOCK_REDIS_PASSWORD, which may be set in
+    /// an environment shared with servers that need none.
+    pub password_from_env: bool,
+    /// PEM file of the CA(s) to trust instead of the system's.
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate and key, for mutual TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// See `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Skip certificate verification (testing only).
+    pub tls_insecure: bool,
+}
+
+/// The raw connection options as the command line gives them, for
+/// [`Security::new`] (plain values, so `config` needs nothing of `cli`).
+#[derive(Debug, Default, Clone)]
+pub struct SecurityOptions {
+    /// `--redis-password-file`.
+    pub password_file: Option<PathBuf>,
+    /// `--tls-ca`.
+    pub tls_ca: Option<PathBuf>,
+    /// `--tls-cert`.
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`.
+    pub tls_key: Option<PathBuf>,
+    /// `--tls-insecure`.
+    pub tls_insecure: bool,
+}
+
+impl Security {
+    /// Reads the password from outside the URL, so it need not show in
+    /// `ps`: `--redis-password-file` (first line, trailing newline
+    /// stripped) wins over `DISTLOCK_REDIS_PASSWORD`, which wins over a
+    /// password in the URL. `env_password` is that variable's value.
+    /// Errors are usage errors that name the file, never its contents.
+    pub fn new(opts: SecurityOptions, env_password: Option<String>) -> Result<Security> {
+        let (password, password_from_env) = match &opts.password_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    UsageError(format!(
+                        "cannot read --redis-password-file {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
+                if line.is_empty() {
+                    anyhow::bail!(UsageError(format!(
+                        "--redis-password-file {} is empty",
+                        path.display()
+                    )));
+                }
+                (Some(line.to_owned()), false)
+            }
+            None => {
+                let env = env_password.filter(|p| !p.is_empty());
+                let from_env = env.is_some();
+                (env, from_env)
+            }
+        };
+        Ok(Security {
+            password,
+            password_from_env,
+            tls_ca: opts.tls_ca,
+            tls_cert: opts.tls_cert,
+            tls_key: opts.tls_key,
+            tls_insecure: opts.tls_insecure,
+        })
+    }
+
+    /// Whether any TLS option was given.
+    pub fn uses_tls(&self) -> bool {
+        self.tls_ca.is_some()
+            || self.tls_cert.is_some()
+            || self.tls_key.is_some()
+            || self.tls_insecure
+    }
 }
 
 #[cfg(test)]

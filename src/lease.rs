@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::config::{fmt_duration, Timings, Wait};
-use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store};
+use crate::config::{fmt_duration, Timings, Wait, WaitOrder};
+use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, Subscription};
 use crate::supervise::{self, Signals};
 
 pub mod supervisor;
@@ -44,15 +44,6 @@ pub enum Acquired {
     /// `run --once-per`: our turn came, but a run succeeded less than the
     /// window ago (no lease was taken).
     Done(DoneMark),
-}
-
-/// Order in which waiters get a busy lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WaitOrder {
-    /// First come, first served: a queue under the lock's hash tag.
-    Fair,
-    /// Whoever asks first once the lock is free (no queue).
-    Any,
 }
 
 /// Takes the lock, waiting as long as `wait` allows.
@@ -141,7 +132,7 @@ pub fn acquire(
             }
             // The script left the queue and woke the next waiter itself.
             Ok(Acquire::Done(mark)) => break Ok(Acquired::Done(mark)),
-            Err(e) => break Err(e),
+            Err(e) => break Err(e.into()),
         };
         let now_t = now();
         let mut wake_at = now_t
@@ -248,8 +239,9 @@ fn jitter(d: Duration) -> Duration {
 
 /// A thread that blocks on the subscribed connection and hands each message
 /// over (a [`Notice`] on a channel, with a byte on a pipe), so the main
-/// thread can sleep in one poll on signals and wake-ups. redis-rs's sync
-/// connection does not expose its socket, hence the thread.
+/// thread can sleep in one poll on signals and wake-ups. The store's
+/// [`Subscription`] reads with a timeout but exposes no socket to poll,
+/// hence the thread.
 struct Subscriber {
     stop: Arc<AtomicBool>,
     dead: Arc<AtomicBool>,
@@ -262,7 +254,7 @@ impl Subscriber {
     /// should stop; costs no Redis command.
     const TICK: Duration = Duration::from_millis(200);
 
-    fn start(mut conn: redis::Connection) -> Result<Subscriber> {
+    fn start(mut sub: Subscription) -> Result<Subscriber> {
         let (wake, notify) = pipe()?;
         let stop = Arc::new(AtomicBool::new(false));
         let dead = Arc::new(AtomicBool::new(false));
@@ -271,15 +263,13 @@ impl Subscriber {
         std::thread::Builder::new()
             .name("subscriber".into())
             .spawn(move || {
-                let mut pubsub = conn.as_pubsub();
-                let _ = pubsub.set_read_timeout(Some(Self::TICK));
                 while !stop2.load(Ordering::Relaxed) {
-                    match pubsub.get_message() {
-                        Ok(msg) => {
-                            let _ = tx.send(Notice::parse(msg.get_payload_bytes()));
+                    match sub.next_message(Self::TICK) {
+                        Ok(Some(payload)) => {
+                            let _ = tx.send(Notice::parse(&payload));
                             poke(&notify);
                         }
-                        Err(e) if e.is_timeout() => {}
+                        Ok(None) => {}
                         Err(_) => {
                             dead2.store(true, Ordering::Relaxed);
                             poke(&notify);
@@ -287,8 +277,8 @@ impl Subscriber {
                         }
                     }
                 }
-                // Close the socket without an UNSUBSCRIBE round trip.
-                std::mem::forget(pubsub);
+                // Dropping `sub` closes the socket without an UNSUBSCRIBE
+                // round trip.
             })?;
         Ok(Subscriber {
             stop,

@@ -6,16 +6,21 @@
 //! Data flows one way: args → config → acquire → spawn → supervise/renew →
 //! release → exit code.
 //!
-//! - `cli`: the clap definition; no I/O.
-//! - `config`: checked values (names, durations, signals, timings, owner ids).
-//! - `store`: the only Redis code: `Store` (the lock operations), `scripts`
-//!   (every Lua script, one round trip each), `target` (URLs, TLS, Sentinel,
-//!   Cluster, connecting with timeouts, error sentences without secrets).
-//! - `lease`: taking the lease (and waiting), the renewer thread, the clock.
-//! - `supervise`: signals, spawning CMD, the terminal, the guardian, reaping.
+//! - `cli`: the clap definition; no I/O; uses only `config` and `exit`.
+//! - `config`: checked values (names, durations, signals, timings, owner
+//!   ids, the password and TLS settings: the password file is read here).
+//! - `clock`: the boot-time clock every deadline is on; a leaf.
+//! - `store`: the only Redis code: `Store` and its operations, split by job
+//!   (`keys`, `connection`, `scripts`, `replies`, `lock`, `semaphore`,
+//!   `pubsub`, `server`), with typed errors (`error`: `StoreError`).
+//! - `lease`: taking the lease (and waiting), the renewer thread.
+//! - `supervise`: signals, spawning CMD, the terminal, the guardian,
+//!   reaping; knows no Redis.
 //! - `commands`: the subcommands: `run` (with its supervisor), `manual`
 //!   (acquire, hold, renew, release, inspect, list), `doctor`, `man`.
 //! - `exit`: the exit status table.
+//!
+//! `tests/architecture.rs` checks these arrows and that there is no cycle.
 //!
 //! Errors are printed once, here, as `distlock: …`, and mapped to 2 (usage)
 //! or 125 (distlock failed); every other status is an outcome returned by
@@ -37,6 +42,7 @@ use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Command};
 use crate::config::UsageError;
+use crate::store::StoreError;
 
 fn main() -> ExitCode {
     let parsed =
@@ -54,26 +60,28 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             commands::stderr_line(format_args!("{}", one_line(&format!("{e:#}"))));
-            ExitCode::from(if e.is::<UsageError>() {
-                exit::USAGE
-            } else {
-                exit::FAILURE
-            })
+            // A name used with two different --limit values is the user's
+            // mistake, told by the store as a kind of its own.
+            let usage = e.is::<UsageError>()
+                || e.downcast_ref::<StoreError>()
+                    .is_some_and(StoreError::is_usage);
+            ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
         }
     }
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     let global = |g: cli::GlobalArgs| -> anyhow::Result<commands::Global> {
-        let (password, password_from_env) = password(&g)?;
-        let security = store::Security {
-            password,
-            password_from_env,
-            tls_ca: g.tls_ca.clone(),
-            tls_cert: g.tls_cert.clone(),
-            tls_key: g.tls_key.clone(),
-            tls_insecure: g.tls_insecure,
-        };
+        let security = config::Security::new(
+            config::SecurityOptions {
+                password_file: g.redis_password_file.clone(),
+                tls_ca: g.tls_ca.clone(),
+                tls_cert: g.tls_cert.clone(),
+                tls_key: g.tls_key.clone(),
+                tls_insecure: g.tls_insecure,
+            },
+            std::env::var("DISTLOCK_REDIS_PASSWORD").ok(),
+        )?;
         // Parse first: --tls-insecure with a redis:// URL is a usage error,
         // and its one error line should not come after a warning.
         let target = store::Target::parse(&g.redis_url, &security)?;
@@ -113,7 +121,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 // The reader went away (`| head`): end quietly, with the
                 // status a SIGPIPE death would give, as C tools do.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                    Ok(exit::signal_code(libc::SIGPIPE))
+                    Ok(exit::signal_code(nix::sys::signal::Signal::SIGPIPE as i32))
                 }
                 Err(e) => Err(anyhow::Error::new(e).context("cannot write the completions")),
             }
@@ -123,33 +131,6 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
     }
-}
-
-/// The Redis password from outside the URL, so it need not show in `ps`:
-/// `--redis-password-file` (first line, trailing newline stripped) wins over
-/// `DISTLOCK_REDIS_PASSWORD`, which wins over a password in the URL.
-fn password(g: &cli::GlobalArgs) -> anyhow::Result<(Option<String>, bool)> {
-    if let Some(path) = &g.redis_password_file {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            UsageError(format!(
-                "cannot read --redis-password-file {}: {e}",
-                path.display()
-            ))
-        })?;
-        let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
-        if line.is_empty() {
-            anyhow::bail!(UsageError(format!(
-                "--redis-password-file {} is empty",
-                path.display()
-            )));
-        }
-        return Ok((Some(line.to_owned()), false));
-    }
-    let env = std::env::var("DISTLOCK_REDIS_PASSWORD")
-        .ok()
-        .filter(|p| !p.is_empty());
-    let from_env = env.is_some();
-    Ok((env, from_env))
 }
 
 /// Prints a clap error the distlock way: help and version as clap renders

@@ -193,7 +193,7 @@ impl Signals {
         ];
         // Arm (or, with no timeout, disarm) the boot-time timer.
         let at = timeout.map(|t| {
-            let at = crate::lease::now() + t.max(Duration::from_nanos(1));
+            let at = crate::clock::now() + t.max(Duration::from_nanos(1));
             libc::timespec {
                 tv_sec: at.as_secs() as libc::time_t,
                 tv_nsec: at.subsec_nanos() as libc::c_long,
@@ -522,17 +522,6 @@ fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
-/// Now on the boot-time clock, in nanoseconds (the clock of `lease::now`).
-fn boottime_nanos() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills ts; it is async-signal-safe.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The guardian's whole life. It keeps distlock's blocked signal mask, so
 /// terminal and job signals cannot end it early; only SIGKILL can.
 unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
@@ -585,7 +574,7 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
                 _ => kill_all(),
             }
         }
-        if boottime_nanos() >= deadline {
+        if nanos(crate::clock::now()) >= deadline {
             kill_all();
         }
         let spec = libc::itimerspec {

@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use super::{Global, IO_TIMEOUT};
 use crate::cli::DoctorArgs;
 use crate::exit;
-use crate::store::Store;
 
 /// How worrying one `doctor` finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,7 +43,7 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
     let mut reach_error = None;
     for _ in 0..5 {
         let t = std::time::Instant::now();
-        match store.command("PING", &redis::cmd("PING")) {
+        match store.ping() {
             Ok(_) => rtts.push(t.elapsed()),
             Err(e) => {
                 reach_error = Some(e);
@@ -84,21 +83,7 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
         },
     });
 
-    let info =
-        |store: &mut Store, section: &str| -> Result<std::collections::HashMap<String, String>> {
-            let v = store.command("INFO", redis::cmd("INFO").arg(section))?;
-            let text = match v {
-                redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
-                redis::Value::VerbatimString { text, .. } => text,
-                other => format!("{other:?}"),
-            };
-            Ok(text
-                .lines()
-                .filter_map(|l| l.split_once(':'))
-                .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-                .collect())
-        };
-    let server = info(&mut store, "server")?;
+    let server = store.info("server")?;
     let version = server.get("redis_version").cloned().unwrap_or_default();
     let major: u32 = version
         .split('.')
@@ -120,7 +105,7 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
         },
     });
 
-    let persistence = info(&mut store, "persistence")?;
+    let persistence = store.info("persistence")?;
     let aof = persistence.get("aof_enabled").map(String::as_str) == Some("1");
     checks.push(Check {
         name: "persistence",
@@ -137,7 +122,7 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
         },
     });
 
-    let memory = info(&mut store, "memory")?;
+    let memory = store.info("memory")?;
     let policy = memory
         .get("maxmemory_policy")
         .cloned()
@@ -154,7 +139,7 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
         },
     });
 
-    let replication = info(&mut store, "replication")?;
+    let replication = store.info("replication")?;
     let role = replication.get("role").cloned().unwrap_or_default();
     let replicas: u32 = replication
         .get("connected_slaves")
@@ -180,29 +165,11 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
         advice,
     });
 
-    let time = |store: &mut Store| -> Result<Duration> {
-        let v = store.command("TIME", &redis::cmd("TIME"))?;
-        let parts: Vec<u64> = match v {
-            redis::Value::Array(a) => a
-                .iter()
-                .filter_map(|x| match x {
-                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).parse().ok(),
-                    redis::Value::Int(i) => u64::try_from(*i).ok(),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        match parts.as_slice() {
-            [s, us] => Ok(Duration::from_secs(*s) + Duration::from_micros(*us)),
-            _ => bail!("unexpected reply to TIME"),
-        }
-    };
     let local = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let first = time(&mut store)?;
-    let second = time(&mut store)?;
+    let first = store.server_time()?;
+    let second = store.server_time()?;
     let skew = first.as_secs_f64() - local.as_secs_f64();
     let (verdict, advice) = if second < first {
         (

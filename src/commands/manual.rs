@@ -13,7 +13,9 @@ use crate::config::{self, fmt_duration, Timings, UsageError, Wait};
 use crate::exit;
 use crate::lease::supervisor::{Attempt, RenewalPolicy};
 use crate::lease::{self, Acquired};
-use crate::store::{DoneMark, ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store};
+use crate::store::{
+    DoneMark, ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store, StoreError,
+};
 use crate::supervise::{self, Signals};
 
 /// A lease taken by `acquire` or `hold`.
@@ -566,12 +568,11 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         let keys = LockKeys::new(&g.prefix, &f.name).with_limit(2);
         let info = match store.inspect_slots(&keys) {
             Ok(info) => info,
-            Err(e) => {
-                if let Some(fk) = e.downcast_ref::<ForeignKey>() {
-                    skip_foreign(g, fk);
-                }
+            Err(StoreError::WrongType(fk)) => {
+                skip_foreign(g, &fk);
                 continue;
             }
+            Err(_) => continue,
         };
         if info.holders.is_empty() {
             continue;

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::config::UsageError;
-use crate::store::{LockKeys, Security, Store, Target};
+use crate::config::{Security, UsageError};
+use crate::store::{LockKeys, Store, Target};
 
 pub use doctor::doctor;
 pub use man::man;

@@ -1,15 +1,14 @@
 //! Where Redis is and how to reach it: URLs (plain, TLS, Unix socket,
-//! Sentinel, Cluster), passwords and TLS files, connecting with timeouts,
-//! and turning redis-rs errors into one plain sentence without secrets.
+//! Sentinel, Cluster), passwords and TLS files, connecting with timeouts.
+//! What a failed connection means is told by `error.rs`.
 
 use std::time::Duration;
 
 use anyhow::{bail, Result};
 use redis::{Connection, IntoConnectionInfo, Value};
 
-use super::scripts::script_commands;
-use super::{int, string};
-use crate::config::UsageError;
+use super::replies::{int, string};
+use crate::config::{Security, UsageError};
 
 /// Where Redis is, parsed once; the password never leaves this struct.
 #[derive(Clone)]
@@ -28,25 +27,6 @@ pub struct Target {
     pub(super) tls_host: Option<String>,
     /// Where trust comes from (for messages): a CA file or the system's.
     pub(super) tls_trust: String,
-}
-
-/// TLS and password settings from the command line and environment.
-#[derive(Debug, Default, Clone)]
-pub struct Security {
-    /// A password from --redis-password-file or DISTLOCK_REDIS_PASSWORD;
-    /// overrides one in the URL.
-    pub password: Option<String>,
-    /// The password came from DISTLOCK_REDIS_PASSWORD, which may be set in
-    /// an environment shared with servers that need none.
-    pub password_from_env: bool,
-    /// PEM file of the CA(s) to trust instead of the system's.
-    pub tls_ca: Option<std::path::PathBuf>,
-    /// PEM client certificate and key, for mutual TLS.
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// See `tls_cert`.
-    pub tls_key: Option<std::path::PathBuf>,
-    /// Skip certificate verification (testing only).
-    pub tls_insecure: bool,
 }
 
 impl Target {
@@ -179,16 +159,6 @@ impl Target {
                 None => "the system's trusted CAs".into(),
             },
         })
-    }
-}
-
-impl Security {
-    /// Whether any TLS option was given.
-    fn uses_tls(&self) -> bool {
-        self.tls_ca.is_some()
-            || self.tls_cert.is_some()
-            || self.tls_key.is_some()
-            || self.tls_insecure
     }
 }
 
@@ -706,203 +676,8 @@ pub fn without_password(url: &str) -> String {
     out
 }
 
-/// Turns a redis-rs error into one plain sentence that names the server
-/// (password redacted) but never the password itself. TLS and ACL failures
-/// are recognised by what they are (the rustls error inside, the server's
-/// NOPERM code), not by their wording, so the same sentence comes out
-/// whichever server (Redis, Valkey) or library version answers.
-pub(super) fn describe(e: redis::RedisError, target: &Target) -> anyhow::Error {
-    let display = &target.display;
-    if let Some(why) = rustls_error(&e).map(|r| tls_failure(r, target)) {
-        return anyhow::anyhow!("redis at {display}: TLS: {why}");
-    }
-    if let Some(why) = acl_refusal(&e) {
-        return anyhow::anyhow!("redis at {display}: {why}");
-    }
-    let text = e.to_string();
-    let what = if e.is_timeout() {
-        "timed out".to_owned()
-    } else if e.is_connection_refusal() {
-        "connection refused".to_owned()
-    } else if text.contains("NOAUTH") || text.contains("unauthenticated") {
-        "authentication required: the server refused the password, or got none".to_owned()
-    } else if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) {
-        format!(
-            "authentication failed ({})",
-            e.detail().unwrap_or("refused")
-        )
-    } else if matches!(e.kind(), redis::ErrorKind::InvalidClientConfig) && target.tls_host.is_some()
-    {
-        // rustls refused the TLS settings themselves (`Target::parse` checks
-        // the client certificate first, so this is a last resort).
-        format!(
-            "TLS: the TLS files cannot be used ({})",
-            e.detail().unwrap_or("refused")
-        )
-    } else {
-        // redis-rs messages carry the server's words and never the
-        // password; keep them on one line.
-        text.replace('\n', " ")
-    };
-    anyhow::anyhow!("redis at {display}: {what}")
-}
-
-/// The rustls error behind a redis-rs error, if any: redis-rs keeps the
-/// `io::Error` of the TLS stream (in an `Arc`), and rustls puts its own
-/// error inside that `io::Error`. `source()` alone does not reach it: an
-/// `io::Error`'s source is its inner error's source, not the inner error.
-fn rustls_error(e: &redis::RedisError) -> Option<&rustls::Error> {
-    use std::error::Error;
-    let mut next: Option<&(dyn Error + 'static)> = e.source();
-    while let Some(err) = next {
-        let err: &(dyn Error + 'static) =
-            match err.downcast_ref::<std::sync::Arc<dyn Error + Send + Sync>>() {
-                Some(inner) => inner.as_ref(),
-                None => err,
-            };
-        if let Some(r) = err.downcast_ref::<rustls::Error>() {
-            return Some(r);
-        }
-        if let Some(r) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(r);
-        }
-        next = err.source();
-    }
-    None
-}
-
-/// A TLS failure in plain words that name the host name and the CA
-/// involved, or the option to fix.
-fn tls_failure(err: &rustls::Error, target: &Target) -> String {
-    use rustls::{AlertDescription, CertificateError};
-    let host = target.tls_host.as_deref().unwrap_or("the server");
-    let trust = &target.tls_trust;
-    let cert = match err {
-        rustls::Error::InconsistentKeys(_) => {
-            return "--tls-key is not the private key of the certificate in --tls-cert".into()
-        }
-        rustls::Error::AlertReceived(
-            alert @ (AlertDescription::CertificateRequired | AlertDescription::HandshakeFailure),
-        ) => {
-            return format!(
-                "{host} requires a client certificate (mutual TLS): pass --tls-cert and --tls-key (the server's alert: {alert:?})"
-            )
-        }
-        rustls::Error::AlertReceived(alert) => {
-            return format!(
-                "{host} ended the handshake with the alert {alert:?}: if it checks client certificates, it did not accept the one in --tls-cert"
-            )
-        }
-        rustls::Error::InvalidCertificate(cert) => cert,
-        other => return format!("{other} (trusting {trust})"),
-    };
-    let why = match cert {
-        CertificateError::NotValidForNameContext { presented, .. } if !presented.is_empty() => {
-            // webpki shows each name as `DnsName("x")` or `IpAddress(..)`.
-            let names: Vec<String> = presented
-                .iter()
-                .map(|n| {
-                    n.replace("DnsName(", "")
-                        .replace("IpAddress(", "")
-                        .replace(['"', ')'], "")
-                })
-                .collect();
-            format!(
-                "it is issued for {}, not for the host name {host:?} in the URL; connect by a name it lists",
-                names.join(", ")
-            )
-        }
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-            format!("it is not valid for the host name {host:?} in the URL")
-        }
-        CertificateError::UnknownIssuer => format!("it is not signed by {trust}"),
-        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-            "it is not valid yet (check the clocks)".to_owned()
-        }
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-            "it has expired".to_owned()
-        }
-        other => format!("{other:?} (trusting {trust})"),
-    };
-    format!("the certificate of {host} does not verify: {why}")
-}
-
-/// A refusal by the server's ACL, naming what was refused, from the
-/// server errors in `e` (a pipeline carries one per failed command).
-fn acl_refusal(e: &redis::RedisError) -> Option<String> {
-    let errors = e.clone().into_server_errors()?;
-    errors
-        .iter()
-        .find_map(|(_, se)| acl_refusal_of(se.code(), se.details().unwrap_or("")))
-}
-
-/// An ACL refusal from a server error's code and detail text. A command
-/// distlock sends itself is refused with the code NOPERM. Inside a script
-/// the code is ERR, the text says "ACL failure in script" (Redis 7.2+,
-/// Valkey) or "The user executing the script" (Redis 7.0), and the server
-/// names only the script's SHA1 and line: the command is looked up on that
-/// line of distlock's own scripts, so every server gets the same sentence.
-fn acl_refusal_of(code: &str, detail: &str) -> Option<String> {
-    const HINT: &str = "grant it (see the README's ACL SETUSER line)";
-    let between = |s: &str, from: &str, to: &str| -> Option<String> {
-        let rest = s.split(from).nth(1)?;
-        Some(rest.split(to).next()?.to_owned())
-    };
-    let in_script = detail.starts_with("ACL failure in script")
-        || detail.starts_with("The user executing the script");
-    if code != "NOPERM" && !in_script {
-        return None;
-    }
-    // `run the 'x' command` in every server's words for a refused command.
-    let named = between(detail, "run the '", "'").map(|c| c.to_uppercase());
-    // The server's own words, then (last) where in which script:
-    // `... script: SHA1, on @user_script:LINE.`
-    let (words, location) = detail.rsplit_once(" script: ").unwrap_or((detail, ""));
-    let denied_keys = named.is_none() && words.contains("key");
-    let denied_channel = named.is_none() && !denied_keys && words.contains("channel");
-    let mut commands = match (
-        location.split(',').next().filter(|sha| !sha.is_empty()),
-        between(location, "@user_script:", ".").and_then(|l| l.trim().parse().ok()),
-    ) {
-        (Some(sha), Some(line)) => script_commands(sha.trim(), line),
-        _ => Vec::new(),
-    };
-    commands.dedup();
-    let which = match (commands.as_slice(), &named) {
-        ([], None) => None,
-        ([], Some(n)) => Some(n.clone()),
-        ([one], _) => Some(one.clone()),
-        (many, Some(n)) if many.contains(n) => Some(n.clone()),
-        (many, _) => Some(format!("one of {}", many.join(", "))),
-    };
-    let in_script = if in_script {
-        " in one of distlock's scripts"
-    } else {
-        ""
-    };
-    let with = which
-        .as_ref()
-        .map(|w| format!(" with {w}"))
-        .unwrap_or_default();
-    Some(if denied_keys {
-        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see the README's ACL SETUSER line)")
-    } else if denied_channel {
-        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see the README's ACL SETUSER line)")
-    } else {
-        format!(
-            "permission denied: this Redis user may not run {}{in_script}; {HINT}",
-            which.as_deref().unwrap_or("a command")
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::scripts::{RENEW, SOURCES};
     use super::*;
 
     #[test]
@@ -931,132 +706,6 @@ mod tests {
             "unix:///s.sock?db=1&pass=***"
         );
         assert!(!redact("redis://a:b:c@d@h").contains("b:c"));
-    }
-
-    /// A redis-rs error as the client gets it from a server's reply line.
-    fn server_error(line: &str) -> redis::RedisError {
-        redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
-            .unwrap()
-            .extract_error()
-            .unwrap_err()
-    }
-
-    /// The sentence for a server's reply line.
-    fn said(line: &str) -> String {
-        let target = Target::parse("redis://127.0.0.1:1", &Security::default()).unwrap();
-        format!("{:#}", describe(server_error(line), &target))
-    }
-
-    /// The line of the renew script that calls `call`, with its SHA1.
-    fn renew_line(call: &str) -> (String, usize) {
-        let sha = RENEW.get_hash().to_owned();
-        let sources = SOURCES.lock().unwrap();
-        let code = &sources.iter().find(|(h, _)| *h == sha).unwrap().1;
-        let line = code.lines().position(|l| l.contains(call)).unwrap() + 1;
-        (sha, line)
-    }
-
-    #[test]
-    fn acl_refusals_read_the_same_from_redis_and_valkey() {
-        // (Redis 7.0's words, Redis 7.2 / Valkey 8's words, what must be said.)
-        let (sha, pexpire) = renew_line("redis.call('PEXPIRE', KEYS[1]");
-        let (_, get) = renew_line("redis.call('GET', KEYS[1])");
-        let at = |line: usize| format!("script: {sha}, on @user_script:{line}.");
-        let cases = [
-            (
-                "NOPERM this user has no permissions to run the 'evalsha' command".to_owned(),
-                "NOPERM User distlock has no permissions to run the 'evalsha' command".to_owned(),
-                "may not run EVALSHA;",
-            ),
-            (
-                "NOPERM this user has no permissions to access one of the keys used as arguments".into(),
-                "NOPERM No permissions to access a key".into(),
-                "may not access distlock's keys;",
-            ),
-            (
-                "NOPERM this user has no permissions to access one of the channels used as arguments".into(),
-                "NOPERM No permissions to access a channel".into(),
-                "may not use distlock's channels;",
-            ),
-            (
-                format!("ERR The user executing the script can't run this command or subcommand {}", at(pexpire)),
-                format!("ERR ACL failure in script: User distlock has no permissions to run the 'pexpire' command {}", at(pexpire)),
-                "may not run PEXPIRE in one of distlock's scripts;",
-            ),
-            (
-                format!("ERR The user executing the script can't access at least one of the keys mentioned in the command {}", at(get)),
-                format!("ERR ACL failure in script: No permissions to access a key {}", at(get)),
-                "may not access distlock's keys with GET in one of distlock's scripts;",
-            ),
-            (
-                format!("ERR The user executing the script can't publish to the channel mentioned in the command {}", at(get)),
-                format!("ERR ACL failure in script: No permissions to access a channel {}", at(get)),
-                "may not use distlock's channels with GET in one of distlock's scripts;",
-            ),
-        ];
-        for (redis, valkey, want) in cases {
-            let (a, b) = (said(&redis), said(&valkey));
-            assert!(a.contains(want), "{redis}: {a}");
-            assert_eq!(a, b, "{redis} / {valkey}");
-            assert!(!a.contains(&sha), "{a}");
-        }
-        // Not a refusal: the server's words, on one line.
-        let other = said("WRONGTYPE Operation against a key holding the wrong kind of value");
-        assert!(!other.contains("permission"), "{other}");
-        assert!(acl_refusal(&server_error("ERR no such key")).is_none());
-    }
-
-    /// The sentence for a TLS stream that failed with `err`, as redis-rs
-    /// hands it on (an `io::Error` around rustls's error).
-    fn tls_said(err: rustls::Error) -> String {
-        let sec = Security {
-            tls_ca: Some("ca.pem".into()),
-            ..Security::default()
-        };
-        let target = Target::parse("rediss://localhost:6380", &sec).unwrap_or_else(|_| {
-            // The CA file need not exist for the message: parse without it.
-            let mut t = Target::parse("rediss://localhost:6380", &Security::default()).unwrap();
-            t.tls_trust = "the CA in ca.pem".into();
-            t
-        });
-        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, err);
-        format!("{:#}", describe(redis::RedisError::from(io), &target))
-    }
-
-    #[test]
-    fn tls_failures_are_told_by_rustls_error_not_by_its_wording() {
-        use rustls::{AlertDescription, CertificateError};
-        let s = tls_said(rustls::Error::InvalidCertificate(
-            CertificateError::UnknownIssuer,
-        ));
-        assert!(
-            s.contains("the certificate of localhost does not verify: it is not signed by the CA in ca.pem"),
-            "{s}"
-        );
-        let s = tls_said(rustls::Error::InvalidCertificate(
-            CertificateError::NotValidForNameContext {
-                expected: rustls::pki_types::ServerName::try_from("localhost").unwrap(),
-                presented: vec!["DnsName(\"otherhost\")".into()],
-            },
-        ));
-        assert!(
-            s.contains("issued for otherhost, not for the host name \"localhost\""),
-            "{s}"
-        );
-        let s = tls_said(rustls::Error::InvalidCertificate(CertificateError::Expired));
-        assert!(s.contains("it has expired"), "{s}");
-        let s = tls_said(rustls::Error::AlertReceived(
-            AlertDescription::CertificateRequired,
-        ));
-        assert!(s.contains("requires a client certificate"), "{s}");
-        assert!(s.contains("--tls-cert"), "{s}");
-        let s = tls_said(rustls::Error::AlertReceived(AlertDescription::UnknownCA));
-        assert!(s.contains("did not accept the one in --tls-cert"), "{s}");
-        // A plain I/O error is no TLS failure.
-        let target = Target::parse("rediss://localhost:6380", &Security::default()).unwrap();
-        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, "certificate");
-        let s = format!("{:#}", describe(redis::RedisError::from(io), &target));
-        assert!(!s.contains("TLS:"), "{s}");
     }
 
     #[test]

@@ -1,0 +1,630 @@
+//! Typed errors of the store. Every failure of a Redis call becomes one
+//! [`StoreError`] here, of a kind callers can match on (a timeout whose
+//! outcome is unknown, an unreachable server, an ACL refusal naming the
+//! command, ...), with a `Display` that is the one sentence users see. The
+//! sentence names the server with its password redacted and never holds a
+//! secret. Nothing outside the store looks at redis-rs errors or at the
+//! wording of these sentences.
+
+use std::fmt;
+
+use super::connection::Target;
+use super::scripts::script_commands;
+
+/// What went wrong with a call to Redis. Each variant is a kind callers can
+/// act on; the text (`Display`) is for people only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// No answer in time. The request may or may not have been carried
+    /// out: for a renewal this is "unconfirmed", never "confirmed".
+    Timeout(Failure),
+    /// The server could not be reached or the connection broke: refused,
+    /// reset, closed, no sentinel or seed node answered, no node serves
+    /// the slot.
+    Unreachable(Failure),
+    /// The server's ACL refused; `command` names the command refused when
+    /// it is known (e.g. `EVALSHA`, or `PEXPIRE` inside a script).
+    Denied {
+        failure: Failure,
+        command: Option<String>,
+    },
+    /// Authentication required or refused.
+    Auth(Failure),
+    /// The TLS handshake failed: certificate, trust, client certificate.
+    Tls(Failure),
+    /// Any other error reply of the server (READONLY, OOM, LOADING, ...).
+    Server(Failure),
+    /// A reply distlock cannot read: not what its scripts answer.
+    Protocol(Failure),
+    /// A key of the lock holds a value of another type: something else
+    /// wrote it, and distlock left it alone.
+    WrongType(ForeignKey),
+    /// The users of a name disagree on its `--limit`: `ours` is this
+    /// call's, `in_use` the one in Redis (≤ 1: a plain lock).
+    LimitMismatch {
+        name: String,
+        ours: u32,
+        in_use: i64,
+    },
+    /// Fewer replicas than `--min-replicas` acknowledged a renewal in
+    /// time: it does not count as confirmed.
+    Unacknowledged { acks: i64, wanted: u32 },
+}
+
+/// Where and during which request a call failed, and why, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The request ("renewal", "acquire", "INFO"); None while connecting.
+    pub op: Option<String>,
+    /// The URL, password redacted.
+    pub server: String,
+    /// Why, in one line without secrets.
+    pub detail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(op) = &self.op {
+            write!(f, "{op} failed: ")?;
+        }
+        write!(f, "redis at {}: {}", self.server, self.detail)
+    }
+}
+
+impl StoreError {
+    /// A reply that does not have the shape distlock's scripts give it.
+    pub(super) fn protocol(server: &str, detail: impl Into<String>) -> StoreError {
+        StoreError::Protocol(Failure {
+            op: None,
+            server: server.to_owned(),
+            detail: detail.into(),
+        })
+    }
+
+    /// Names the request that failed, unless a name is already there
+    /// (errors while connecting get the name of the request they were for
+    /// only where the sentence said so before: see `Store::call_raw`).
+    pub(super) fn during(mut self, op: &str) -> StoreError {
+        if let Some(f) = self.failure_mut() {
+            if f.op.is_none() {
+                f.op = Some(op.to_owned());
+            }
+        }
+        self
+    }
+
+    fn failure_mut(&mut self) -> Option<&mut Failure> {
+        match self {
+            StoreError::Timeout(f)
+            | StoreError::Unreachable(f)
+            | StoreError::Denied { failure: f, .. }
+            | StoreError::Auth(f)
+            | StoreError::Tls(f)
+            | StoreError::Server(f)
+            | StoreError::Protocol(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the user's mistake rather than Redis failing: the
+    /// same name used with different `--limit`s. `main` exits 2 for it.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, StoreError::LimitMismatch { .. })
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Timeout(x)
+            | StoreError::Unreachable(x)
+            | StoreError::Denied { failure: x, .. }
+            | StoreError::Auth(x)
+            | StoreError::Tls(x)
+            | StoreError::Server(x)
+            | StoreError::Protocol(x) => x.fmt(f),
+            StoreError::WrongType(fk) => fk.fmt(f),
+            StoreError::LimitMismatch { name, ours, in_use } => {
+                let theirs = if *in_use <= 1 {
+                    "as a plain lock (--limit 1)".to_owned()
+                } else {
+                    format!("as a semaphore with --limit {in_use}")
+                };
+                write!(
+                    f,
+                    "{name} is in use {theirs}, but this call says --limit {ours}: every user of a name must agree on its limit"
+                )
+            }
+            StoreError::Unacknowledged { acks, wanted } => write!(
+                f,
+                "renewal acknowledged by {acks} of --min-replicas {wanted} replicas in time: not confirmed"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// A key of a lock that holds a value of another Redis type than distlock
+/// gives it (something else wrote it). Every script checks the types of
+/// the keys it touches before it writes anything, and answers
+/// `{-2, key, type}` instead (see `FOREIGN_KEY` in `scripts.rs`), so such
+/// a key is never changed and the user learns which key it is, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignKey {
+    /// The full Redis key, e.g. `distlock:{billing}:fence`.
+    pub key: String,
+    /// Its Redis type, as TYPE names it (`hash`, `list`, ...).
+    pub kind: String,
+}
+
+impl fmt::Display for ForeignKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the key {} is a Redis {} written by something else: it does not hold a distlock lease (distlock left it alone; delete it, or use another name or --prefix)",
+            self.key, self.kind
+        )
+    }
+}
+
+impl From<ForeignKey> for StoreError {
+    fn from(fk: ForeignKey) -> StoreError {
+        StoreError::WrongType(fk)
+    }
+}
+
+/// Turns a redis-rs error into a [`StoreError`] of the right kind, with one
+/// plain sentence that names the server (password redacted) but never the
+/// password itself. TLS and ACL failures are recognised by what they are
+/// (the rustls error inside, the server's NOPERM code), not by their
+/// wording, so the same sentence comes out whichever server (Redis,
+/// Valkey) or library version answers. This is the one place where redis-rs
+/// errors are looked at; everything outside the store sees only the kind.
+pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
+    let at = |detail: String| Failure {
+        op: None,
+        server: target.display.clone(),
+        detail,
+    };
+    if let Some(why) = rustls_error(&e).map(|r| tls_failure(r, target)) {
+        return StoreError::Tls(at(format!("TLS: {why}")));
+    }
+    if let Some((why, command)) = acl_refusal(&e) {
+        return StoreError::Denied {
+            failure: at(why),
+            command,
+        };
+    }
+    if e.is_timeout() {
+        return StoreError::Timeout(at("timed out".to_owned()));
+    }
+    if e.is_connection_refusal() {
+        return StoreError::Unreachable(at("connection refused".to_owned()));
+    }
+    // NOAUTH is the code; "unauthenticated" is how some servers word the
+    // same refusal of HELLO/AUTH-less commands in the error text.
+    if e.code() == Some("NOAUTH") || e.to_string().contains("unauthenticated") {
+        return StoreError::Auth(at(
+            "authentication required: the server refused the password, or got none".to_owned(),
+        ));
+    }
+    if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) {
+        return StoreError::Auth(at(format!(
+            "authentication failed ({})",
+            e.detail().unwrap_or("refused")
+        )));
+    }
+    if matches!(e.kind(), redis::ErrorKind::InvalidClientConfig) && target.tls_host.is_some() {
+        // rustls refused the TLS settings themselves (`Target::parse` checks
+        // the client certificate first, so this is a last resort).
+        return StoreError::Tls(at(format!(
+            "TLS: the TLS files cannot be used ({})",
+            e.detail().unwrap_or("refused")
+        )));
+    }
+    // redis-rs messages carry the server's words and never the password;
+    // keep them on one line.
+    let text = e.to_string().replace('\n', " ");
+    match e.kind() {
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension => StoreError::Server(at(text)),
+        redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
+            StoreError::Protocol(at(text))
+        }
+        // I/O (reset, closed, DNS) and the client's own sentinel and
+        // cluster errors: the server could not be reached.
+        _ => StoreError::Unreachable(at(text)),
+    }
+}
+
+/// The rustls error behind a redis-rs error, if any: redis-rs keeps the
+/// `io::Error` of the TLS stream (in an `Arc`), and rustls puts its own
+/// error inside that `io::Error`. `source()` alone does not reach it: an
+/// `io::Error`'s source is its inner error's source, not the inner error.
+fn rustls_error(e: &redis::RedisError) -> Option<&rustls::Error> {
+    use std::error::Error;
+    let mut next: Option<&(dyn Error + 'static)> = e.source();
+    while let Some(err) = next {
+        let err: &(dyn Error + 'static) =
+            match err.downcast_ref::<std::sync::Arc<dyn Error + Send + Sync>>() {
+                Some(inner) => inner.as_ref(),
+                None => err,
+            };
+        if let Some(r) = err.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        if let Some(r) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(r);
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// A TLS failure in plain words that name the host name and the CA
+/// involved, or the option to fix.
+fn tls_failure(err: &rustls::Error, target: &Target) -> String {
+    use rustls::{AlertDescription, CertificateError};
+    let host = target.tls_host.as_deref().unwrap_or("the server");
+    let trust = &target.tls_trust;
+    let cert = match err {
+        rustls::Error::InconsistentKeys(_) => {
+            return "--tls-key is not the private key of the certificate in --tls-cert".into()
+        }
+        rustls::Error::AlertReceived(
+            alert @ (AlertDescription::CertificateRequired | AlertDescription::HandshakeFailure),
+        ) => {
+            return format!(
+                "{host} requires a client certificate (mutual TLS): pass --tls-cert and --tls-key (the server's alert: {alert:?})"
+            )
+        }
+        rustls::Error::AlertReceived(alert) => {
+            return format!(
+                "{host} ended the handshake with the alert {alert:?}: if it checks client certificates, it did not accept the one in --tls-cert"
+            )
+        }
+        rustls::Error::InvalidCertificate(cert) => cert,
+        other => return format!("{other} (trusting {trust})"),
+    };
+    let why = match cert {
+        CertificateError::NotValidForNameContext { presented, .. } if !presented.is_empty() => {
+            // webpki shows each name as `DnsName("x")` or `IpAddress(..)`.
+            let names: Vec<String> = presented
+                .iter()
+                .map(|n| {
+                    n.replace("DnsName(", "")
+                        .replace("IpAddress(", "")
+                        .replace(['"', ')'], "")
+                })
+                .collect();
+            format!(
+                "it is issued for {}, not for the host name {host:?} in the URL; connect by a name it lists",
+                names.join(", ")
+            )
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            format!("it is not valid for the host name {host:?} in the URL")
+        }
+        CertificateError::UnknownIssuer => format!("it is not signed by {trust}"),
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "it is not valid yet (check the clocks)".to_owned()
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            "it has expired".to_owned()
+        }
+        other => format!("{other:?} (trusting {trust})"),
+    };
+    format!("the certificate of {host} does not verify: {why}")
+}
+
+/// A refusal by the server's ACL, naming what was refused, from the
+/// server errors in `e` (a pipeline carries one per failed command).
+fn acl_refusal(e: &redis::RedisError) -> Option<(String, Option<String>)> {
+    let errors = e.clone().into_server_errors()?;
+    errors
+        .iter()
+        .find_map(|(_, se)| acl_refusal_of(se.code(), se.details().unwrap_or("")))
+}
+
+/// An ACL refusal from a server error's code and detail text: the
+/// sentence, and the command refused when it is known. A command
+/// distlock sends itself is refused with the code NOPERM. Inside a script
+/// the code is ERR, the text says "ACL failure in script" (Redis 7.2+,
+/// Valkey) or "The user executing the script" (Redis 7.0), and the server
+/// names only the script's SHA1 and line: the command is looked up on that
+/// line of distlock's own scripts, so every server gets the same sentence.
+fn acl_refusal_of(code: &str, detail: &str) -> Option<(String, Option<String>)> {
+    const HINT: &str = "grant it (see the README's ACL SETUSER line)";
+    let between = |s: &str, from: &str, to: &str| -> Option<String> {
+        let rest = s.split(from).nth(1)?;
+        Some(rest.split(to).next()?.to_owned())
+    };
+    let in_script = detail.starts_with("ACL failure in script")
+        || detail.starts_with("The user executing the script");
+    if code != "NOPERM" && !in_script {
+        return None;
+    }
+    // `run the 'x' command` in every server's words for a refused command.
+    let named = between(detail, "run the '", "'").map(|c| c.to_uppercase());
+    // The server's own words, then (last) where in which script:
+    // `... script: SHA1, on @user_script:LINE.`
+    let (words, location) = detail.rsplit_once(" script: ").unwrap_or((detail, ""));
+    let denied_keys = named.is_none() && words.contains("key");
+    let denied_channel = named.is_none() && !denied_keys && words.contains("channel");
+    let mut commands = match (
+        location.split(',').next().filter(|sha| !sha.is_empty()),
+        between(location, "@user_script:", ".").and_then(|l| l.trim().parse().ok()),
+    ) {
+        (Some(sha), Some(line)) => script_commands(sha.trim(), line),
+        _ => Vec::new(),
+    };
+    commands.dedup();
+    let which = match (commands.as_slice(), &named) {
+        ([], None) => None,
+        ([], Some(n)) => Some(n.clone()),
+        ([one], _) => Some(one.clone()),
+        (many, Some(n)) if many.contains(n) => Some(n.clone()),
+        (many, _) => Some(format!("one of {}", many.join(", "))),
+    };
+    let in_script = if in_script {
+        " in one of distlock's scripts"
+    } else {
+        ""
+    };
+    let with = which
+        .as_ref()
+        .map(|w| format!(" with {w}"))
+        .unwrap_or_default();
+    let sentence = if denied_keys {
+        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see the README's ACL SETUSER line)")
+    } else if denied_channel {
+        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see the README's ACL SETUSER line)")
+    } else {
+        format!(
+            "permission denied: this Redis user may not run {}{in_script}; {HINT}",
+            which.as_deref().unwrap_or("a command")
+        )
+    };
+    Some((sentence, which))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scripts::{RENEW, SOURCES};
+    use super::*;
+    use crate::config::Security;
+
+    /// A redis-rs error as the client gets it from a server's reply line.
+    fn server_error(line: &str) -> redis::RedisError {
+        redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+            .unwrap()
+            .extract_error()
+            .unwrap_err()
+    }
+
+    /// The sentence for a server's reply line.
+    fn said(line: &str) -> String {
+        let target = Target::parse("redis://127.0.0.1:1", &Security::default()).unwrap();
+        format!("{:#}", describe(server_error(line), &target))
+    }
+
+    /// The line of the renew script that calls `call`, with its SHA1.
+    fn renew_line(call: &str) -> (String, usize) {
+        let sha = RENEW.get_hash().to_owned();
+        let sources = SOURCES.lock().unwrap();
+        let code = &sources.iter().find(|(h, _)| *h == sha).unwrap().1;
+        let line = code.lines().position(|l| l.contains(call)).unwrap() + 1;
+        (sha, line)
+    }
+
+    #[test]
+    fn acl_refusals_read_the_same_from_redis_and_valkey() {
+        // (Redis 7.0's words, Redis 7.2 / Valkey 8's words, what must be said.)
+        let (sha, pexpire) = renew_line("redis.call('PEXPIRE', KEYS[1]");
+        let (_, get) = renew_line("redis.call('GET', KEYS[1])");
+        let at = |line: usize| format!("script: {sha}, on @user_script:{line}.");
+        let cases = [
+            (
+                "NOPERM this user has no permissions to run the 'evalsha' command".to_owned(),
+                "NOPERM User distlock has no permissions to run the 'evalsha' command".to_owned(),
+                "may not run EVALSHA;",
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the keys used as arguments".into(),
+                "NOPERM No permissions to access a key".into(),
+                "may not access distlock's keys;",
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the channels used as arguments".into(),
+                "NOPERM No permissions to access a channel".into(),
+                "may not use distlock's channels;",
+            ),
+            (
+                format!("ERR The user executing the script can't run this command or subcommand {}", at(pexpire)),
+                format!("ERR ACL failure in script: User distlock has no permissions to run the 'pexpire' command {}", at(pexpire)),
+                "may not run PEXPIRE in one of distlock's scripts;",
+            ),
+            (
+                format!("ERR The user executing the script can't access at least one of the keys mentioned in the command {}", at(get)),
+                format!("ERR ACL failure in script: No permissions to access a key {}", at(get)),
+                "may not access distlock's keys with GET in one of distlock's scripts;",
+            ),
+            (
+                format!("ERR The user executing the script can't publish to the channel mentioned in the command {}", at(get)),
+                format!("ERR ACL failure in script: No permissions to access a channel {}", at(get)),
+                "may not use distlock's channels with GET in one of distlock's scripts;",
+            ),
+        ];
+        for (redis, valkey, want) in cases {
+            let (a, b) = (said(&redis), said(&valkey));
+            assert!(a.contains(want), "{redis}: {a}");
+            assert_eq!(a, b, "{redis} / {valkey}");
+            assert!(!a.contains(&sha), "{a}");
+        }
+        // Not a refusal: the server's words, on one line.
+        let other = said("WRONGTYPE Operation against a key holding the wrong kind of value");
+        assert!(!other.contains("permission"), "{other}");
+        assert!(acl_refusal(&server_error("ERR no such key")).is_none());
+    }
+
+    /// The sentence for a TLS stream that failed with `err`, as redis-rs
+    /// hands it on (an `io::Error` around rustls's error).
+    fn tls_said(err: rustls::Error) -> String {
+        let sec = Security {
+            tls_ca: Some("ca.pem".into()),
+            ..Security::default()
+        };
+        let target = Target::parse("rediss://localhost:6380", &sec).unwrap_or_else(|_| {
+            // The CA file need not exist for the message: parse without it.
+            let mut t = Target::parse("rediss://localhost:6380", &Security::default()).unwrap();
+            t.tls_trust = "the CA in ca.pem".into();
+            t
+        });
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, err);
+        format!("{:#}", describe(redis::RedisError::from(io), &target))
+    }
+
+    #[test]
+    fn tls_failures_are_told_by_rustls_error_not_by_its_wording() {
+        use rustls::{AlertDescription, CertificateError};
+        let s = tls_said(rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer,
+        ));
+        assert!(
+            s.contains("the certificate of localhost does not verify: it is not signed by the CA in ca.pem"),
+            "{s}"
+        );
+        let s = tls_said(rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForNameContext {
+                expected: rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                presented: vec!["DnsName(\"otherhost\")".into()],
+            },
+        ));
+        assert!(
+            s.contains("issued for otherhost, not for the host name \"localhost\""),
+            "{s}"
+        );
+        let s = tls_said(rustls::Error::InvalidCertificate(CertificateError::Expired));
+        assert!(s.contains("it has expired"), "{s}");
+        let s = tls_said(rustls::Error::AlertReceived(
+            AlertDescription::CertificateRequired,
+        ));
+        assert!(s.contains("requires a client certificate"), "{s}");
+        assert!(s.contains("--tls-cert"), "{s}");
+        let s = tls_said(rustls::Error::AlertReceived(AlertDescription::UnknownCA));
+        assert!(s.contains("did not accept the one in --tls-cert"), "{s}");
+        // A plain I/O error is no TLS failure.
+        let target = Target::parse("rediss://localhost:6380", &Security::default()).unwrap();
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, "certificate");
+        let s = format!("{:#}", describe(redis::RedisError::from(io), &target));
+        assert!(!s.contains("TLS:"), "{s}");
+    }
+
+    /// The kind of error for a redis-rs error, against a plain target.
+    fn kind_of(e: redis::RedisError) -> StoreError {
+        let target = Target::parse("redis://u:hunter2@127.0.0.1:1", &Security::default()).unwrap();
+        describe(e, &target)
+    }
+
+    #[test]
+    fn redis_errors_become_kinds() {
+        use std::io::{Error, ErrorKind};
+        let e = kind_of(Error::from(ErrorKind::WouldBlock).into());
+        assert!(matches!(e, StoreError::Timeout(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "redis at redis://u:***@127.0.0.1:1: timed out"
+        );
+        let e = kind_of(Error::from(ErrorKind::ConnectionRefused).into());
+        assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
+        assert!(e.to_string().ends_with(": connection refused"), "{e}");
+        let e = kind_of(Error::from(ErrorKind::ConnectionReset).into());
+        assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
+        let e = kind_of(server_error("NOAUTH Authentication required."));
+        assert!(matches!(e, StoreError::Auth(_)), "{e:?}");
+        assert!(e.to_string().contains("authentication required"), "{e}");
+        let e = kind_of(server_error(
+            "NOPERM User distlock has no permissions to run the 'evalsha' command",
+        ));
+        match &e {
+            StoreError::Denied { command, .. } => {
+                assert_eq!(command.as_deref(), Some("EVALSHA"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = kind_of(server_error(
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ));
+        assert!(matches!(e, StoreError::Server(_)), "{e:?}");
+        let e = kind_of(server_error(
+            "READONLY You can't write against a read only replica.",
+        ));
+        assert!(matches!(e, StoreError::Server(_)), "{e:?}");
+        let e = kind_of(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "bad",
+        )));
+        assert!(matches!(e, StoreError::Protocol(_)), "{e:?}");
+        let io = Error::new(
+            ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::Expired),
+        );
+        let e = kind_of(io.into());
+        assert!(matches!(e, StoreError::Tls(_)), "{e:?}");
+        // No kind's sentence holds the password.
+        for e in [
+            kind_of(Error::from(ErrorKind::WouldBlock).into()),
+            kind_of(server_error("NOAUTH Authentication required.")),
+        ] {
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        }
+    }
+
+    #[test]
+    fn sentences_name_the_request_once() {
+        let e = kind_of(std::io::Error::from(std::io::ErrorKind::WouldBlock).into());
+        let e = e.during("renewal").during("acquire");
+        assert_eq!(
+            e.to_string(),
+            "renewal failed: redis at redis://u:***@127.0.0.1:1: timed out"
+        );
+        // Kinds that are not about the connection carry no request name.
+        let fk = StoreError::from(ForeignKey {
+            key: "distlock:{x}:fence".into(),
+            kind: "hash".into(),
+        })
+        .during("acquire");
+        assert!(matches!(fk, StoreError::WrongType(_)));
+        assert!(fk
+            .to_string()
+            .starts_with("the key distlock:{x}:fence is a Redis hash"));
+    }
+
+    #[test]
+    fn limit_mismatches_are_usage_errors_in_words() {
+        let e = StoreError::LimitMismatch {
+            name: "jobs".into(),
+            ours: 3,
+            in_use: 0,
+        };
+        assert!(e.is_usage());
+        assert_eq!(
+            e.to_string(),
+            "jobs is in use as a plain lock (--limit 1), but this call says --limit 3: every user of a name must agree on its limit"
+        );
+        let e = StoreError::LimitMismatch {
+            name: "jobs".into(),
+            ours: 1,
+            in_use: 4,
+        };
+        assert!(
+            e.to_string().contains("as a semaphore with --limit 4"),
+            "{e}"
+        );
+        assert!(!StoreError::Unacknowledged { acks: 0, wanted: 1 }.is_usage());
+    }
+}

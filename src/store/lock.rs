@@ -1,0 +1,320 @@
+//! The operations on a plain lock (`P:{N}` and its fence, metadata, wait
+//! queue, last-run record and `--once-per` done mark). Each is one script, one round trip. With
+//! `--limit N` the same calls go to `semaphore.rs`, so callers need not
+//! know which kind of name they hold.
+
+use std::time::Duration;
+
+use super::replies::{
+    AcquireReply, ForceReleaseReply, ForgetDoneReply, InspectReply, ReleaseReply, Renewed,
+};
+use super::scripts::*;
+use super::{
+    Acquire, DoneMark, LastRun, LockInfo, LockKeys, Mode, Release, Result, Store, StoreError,
+};
+use redis::Value;
+
+impl Store {
+    /// Takes the lease for `owner`, or reports who holds it.
+    pub fn acquire(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl_ms: u64,
+        mode: Mode,
+        meta: &[(&str, &str)],
+    ) -> Result<Acquire> {
+        self.route(keys)?;
+        if let Some(n) = keys.limit {
+            return self.acquire_slot(keys, owner, ttl_ms, n);
+        }
+        let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
+        let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
+            let mut inv = ACQUIRE.key(&keys.lock);
+            inv.key(&keys.fence)
+                .key(&keys.meta)
+                .key(&keys.queue)
+                .key(&keys.deadlines)
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.turns);
+            // `--once-per`: KEYS[9], the done mark, after every other key.
+            if once_per_ms.is_some() {
+                inv.key(&keys.done);
+            }
+            inv.arg(owner)
+                .arg(ttl_ms)
+                .arg(mode.as_arg())
+                .arg(&keys.wake_prefix);
+            for (k, v) in meta {
+                inv.arg(*k).arg(*v);
+            }
+            if let Some(ms) = &once_per_ms {
+                // Kept in the lease's metadata: the release that writes the
+                // mark reads the window from there.
+                inv.arg("once_per_ms").arg(ms);
+            }
+            inv
+        })?;
+        self.acquired(keys, owner, reply, acks)
+    }
+
+    /// What an acquire reply means, with `--min-replicas`: a lease taken
+    /// but acknowledged by too few replicas is released again at once (a
+    /// failover could lose it) and reported as such.
+    pub(super) fn acquired(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        reply: AcquireReply,
+        acks: i64,
+    ) -> Result<Acquire> {
+        match reply {
+            AcquireReply::Acquired { .. } if acks < i64::from(self.min_replicas) => {
+                self.release(keys, owner)?;
+                Ok(Acquire::Unacknowledged)
+            }
+            AcquireReply::Acquired { token } => Ok(Acquire::Acquired { token }),
+            AcquireReply::Busy { holder, ttl, ahead } => Ok(Acquire::Busy { holder, ttl, ahead }),
+            AcquireReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
+            // No lease was taken, so there is nothing for replicas to keep.
+            AcquireReply::Done(mark) => Ok(Acquire::Done(mark)),
+        }
+    }
+
+    /// Leaves the wait queue (best effort: a waiter that vanishes is
+    /// dropped by the next release anyway).
+    pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
+        self.route(keys)?;
+        let _: Value = self.call("leaving the queue", |c| {
+            LEAVE
+                .key(&keys.lock)
+                .key(&keys.queue)
+                .key(&keys.deadlines)
+                .key(&keys.turns)
+                .arg(owner)
+                .arg(&keys.wake_prefix)
+                .invoke(c)
+        })?;
+        Ok(())
+    }
+
+    /// Extends the lease if `owner` still holds it. Ok(false) means the lease
+    /// is gone (expired, deleted, or taken by someone else). A renewal that
+    /// too few replicas acknowledged is [`StoreError::Unacknowledged`]: not
+    /// confirmed.
+    pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.route(keys)?;
+        let (Renewed(renewed), acks) = if keys.limit.is_some() {
+            self.renew_slot(keys, owner, ttl_ms)?
+        } else {
+            self.call_acked("renewal", &RENEW, ttl_ms, || {
+                let mut inv = RENEW.key(&keys.lock);
+                inv.key(&keys.meta).key(&keys.fence).arg(owner).arg(ttl_ms);
+                inv
+            })?
+        };
+        if renewed && acks < i64::from(self.min_replicas) {
+            return Err(StoreError::Unacknowledged {
+                acks,
+                wanted: self.min_replicas,
+            });
+        }
+        Ok(renewed)
+    }
+
+    /// Deletes the lease if `owner` holds it (compare-and-delete).
+    pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.release_recording(keys, owner, None, false)
+    }
+
+    /// `release`, writing `run`'s last-run record (kept for `keep`) in the
+    /// same round trip, and with `mark_done` (`run --once-per` whose CMD
+    /// exited 0) the done mark, if the lease is still ours.
+    pub fn release_recording(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        last: Option<(&LastRun, Duration)>,
+        mark_done: bool,
+    ) -> Result<Release> {
+        self.route(keys)?;
+        if keys.limit.is_some() {
+            return self.release_slot(keys, owner, last);
+        }
+        let reply: ReleaseReply = self.call("release", |c| {
+            let mut inv = RELEASE.key(&keys.lock);
+            inv.key(&keys.meta)
+                .key(&keys.queue)
+                .key(&keys.deadlines)
+                .key(&keys.last)
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.turns)
+                .key(&keys.fence);
+            // KEYS[10], the done mark, only when it is to be written.
+            if mark_done && keys.once_per.is_some() {
+                inv.key(&keys.done);
+            }
+            inv.arg(owner).arg(&keys.wake_prefix).arg(&keys.released);
+            match last {
+                Some((record, keep)) => {
+                    inv.arg(keep.as_millis().max(1) as u64);
+                    for (k, v) in record.fields() {
+                        inv.arg(k).arg(v);
+                    }
+                }
+                None => {
+                    inv.arg("");
+                }
+            }
+            inv.invoke(c)
+        })?;
+        Store::released(keys, reply)
+    }
+
+    /// What a release reply means.
+    pub(super) fn released(keys: &LockKeys, reply: ReleaseReply) -> Result<Release> {
+        match reply {
+            ReleaseReply::Released => Ok(Release::Released),
+            ReleaseReply::Kept(left) => Ok(Release::Kept(left)),
+            ReleaseReply::NotOwner(holder) => Ok(Release::NotOwner(holder)),
+            ReleaseReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
+        }
+    }
+
+    /// Writes the last-run record alone (when there is no release to
+    /// carry it).
+    pub fn record_last_run(
+        &mut self,
+        keys: &LockKeys,
+        record: &LastRun,
+        keep: Duration,
+    ) -> Result<()> {
+        self.route(keys)?;
+        let _: Value = self.call("recording the last run", |c| {
+            let mut inv = LAST_RUN.key(&keys.last);
+            inv.arg(keep.as_millis().max(1) as u64);
+            for (k, v) in record.fields() {
+                inv.arg(k).arg(v);
+            }
+            inv.invoke(c)
+        })?;
+        Ok(())
+    }
+
+    /// `release --forget-done`: deletes the done mark only (a held lease is
+    /// left alone); returns the mark that was there.
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+        self.route(keys)?;
+        let ForgetDoneReply(mark) = self.call("forgetting the done mark", |c| {
+            FORGET_DONE.key(&keys.done).invoke(c)
+        })?;
+        Ok(mark)
+    }
+
+    /// Deletes the lease whoever holds it; returns the evicted holder (for
+    /// a semaphore: every holder, comma-separated).
+    pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
+        self.route(keys)?;
+        let reply: ForceReleaseReply = if keys.limit.is_some() {
+            self.force_release_slots(keys)?
+        } else {
+            self.call("forced release", |c| {
+                FORCE_RELEASE
+                    .key(&keys.lock)
+                    .key(&keys.meta)
+                    .key(&keys.queue)
+                    .key(&keys.deadlines)
+                    .key(&keys.slots)
+                    .key(&keys.limit_key)
+                    .key(&keys.turns)
+                    .key(&keys.fence)
+                    .arg(&keys.wake_prefix)
+                    .arg(&keys.released)
+                    .invoke(c)
+            })?
+        };
+        match reply {
+            ForceReleaseReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
+            ForceReleaseReply::Evicted(owners) => {
+                Ok((!owners.is_empty()).then(|| owners.join(", ")))
+            }
+        }
+    }
+
+    /// Reads holder, remaining lease, last token and metadata atomically.
+    pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
+        self.route(keys)?;
+        let InspectReply(info) = self.call("inspect", |c| {
+            INSPECT
+                .key(&keys.lock)
+                .key(&keys.fence)
+                .key(&keys.meta)
+                .key(&keys.last)
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.done)
+                .invoke(c)
+        })?;
+        if let Some(n) = info.semaphore {
+            return Err(Store::limit_mismatch(keys, i64::from(n)));
+        }
+        Ok(info)
+    }
+
+    /// `inspect` for many locks in pipelined batches: one round trip per
+    /// batch rather than per lock, so `list` stays quick with thousands of
+    /// keys. Locks released between the SCAN and now come back free; a lock
+    /// with a key of another type comes back as that [`super::ForeignKey`],
+    /// so `list` can skip it and still show the others.
+    pub fn inspect_many(
+        &mut self,
+        keys: &[LockKeys],
+    ) -> Result<Vec<std::result::Result<LockInfo, super::ForeignKey>>> {
+        if self.target.cluster.is_some() {
+            // Keys live on different nodes: one at a time, each routed.
+            return keys
+                .iter()
+                .map(|k| match self.inspect(k) {
+                    Ok(info) => Ok(Ok(info)),
+                    Err(StoreError::WrongType(fk)) => Ok(Err(fk)),
+                    Err(e) => Err(e),
+                })
+                .collect();
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(500) {
+            let replies = self.call_pipeline("inspect", |c| {
+                // Pipelines get no NOSCRIPT recovery: load first, in the
+                // same round trip.
+                let mut p = redis::pipe();
+                p.load_script(&INSPECT).ignore();
+                let invocations: Vec<_> = batch
+                    .iter()
+                    .map(|k| {
+                        let mut inv = INSPECT.key(&k.lock);
+                        inv.key(&k.fence)
+                            .key(&k.meta)
+                            .key(&k.last)
+                            .key(&k.slots)
+                            .key(&k.limit_key)
+                            .key(&k.done);
+                        inv
+                    })
+                    .collect();
+                for inv in &invocations {
+                    p.invoke_script(inv);
+                }
+                p.query(c)
+            })?;
+            for v in replies {
+                out.push(match super::replies::foreign_key(&v) {
+                    Some(fk) => Err(fk),
+                    None => Ok(self.parse::<InspectReply>("inspect", v)?.0),
+                });
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,578 @@
+//! The replies of distlock's scripts and of the few plain commands it
+//! sends, as types (`FromRedisValue`), so each shape a script can answer
+//! is written down once, next to the others, and a reply of any other
+//! shape is a protocol error rather than a guess. The Lua side of each
+//! shape is in `scripts.rs`.
+//!
+//! Two shapes are shared by most scripts and checked before these types
+//! see a reply: `{-2, key, type}` (a foreign key, see [`foreign_key`]) and
+//! `{-1, n}` (the name is in use with another `--limit`), which the types
+//! below carry as `LimitMismatch(n)` for the caller to turn into an error
+//! that names the lock.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::{FromRedisValue, ParsingError, Value};
+
+use super::error::ForeignKey;
+use super::{DoneMark, LockInfo, SlotsInfo};
+
+/// What `ACQUIRE` and `ACQUIRE_SLOT` answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum AcquireReply {
+    /// `{1, token}`: taken (or already ours), with this fencing token.
+    Acquired { token: u64 },
+    /// `{0, holder, pttl[, ahead]}`: held by `holder` for `pttl` ms more,
+    /// or free but promised to `ahead`, the next live waiter.
+    Busy {
+        holder: Option<String>,
+        ttl: Option<Duration>,
+        ahead: Option<String>,
+    },
+    /// `{-1, n}`: in use with `--limit n` (≤ 1: as a plain lock).
+    LimitMismatch(i64),
+    /// `{2, at_ms, age_ms, host, token}` (`run --once-per` only): ours to
+    /// take, but a run succeeded less than the window ago; not taken.
+    Done(DoneMark),
+}
+
+impl FromRedisValue for AcquireReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let items = array(v)?;
+        match items.as_slice() {
+            [Value::Int(1), token] => Ok(AcquireReply::Acquired {
+                token: int(token)?.max(0) as u64,
+            }),
+            [Value::Int(0), holder, pttl, rest @ ..] => Ok(AcquireReply::Busy {
+                holder: string(holder)?,
+                ttl: pttl_to_ttl(int(pttl)?),
+                ahead: match rest.first() {
+                    Some(a) => string(a)?,
+                    None => None,
+                },
+            }),
+            [Value::Int(-1), n] => Ok(AcquireReply::LimitMismatch(int(n)?)),
+            [Value::Int(2), at, age, host, token] => Ok(AcquireReply::Done(DoneMark {
+                at_ms: int(at)?.max(0) as u64,
+                host: string(host)?.unwrap_or_default(),
+                // The token is the mark's own field, written by a release:
+                // a missing one is no reason to start CMD again.
+                token: int(token).unwrap_or(0).max(0) as u64,
+                owner: None,
+                age: Some(Duration::from_millis(int(age)?.max(0) as u64)),
+                expires_in: None,
+            })),
+            other => Err(unexpected("acquire", other)),
+        }
+    }
+}
+
+/// What `RENEW` and `RENEW_SLOT` answer: 1 when the lease was ours and is
+/// extended, 0 when it is not ours (any more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Renewed(pub bool);
+
+impl FromRedisValue for Renewed {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        match int(&v)? {
+            1 => Ok(Renewed(true)),
+            0 => Ok(Renewed(false)),
+            _ => Err(unexpected("renewal", &[v])),
+        }
+    }
+}
+
+/// What `RELEASE` and `RELEASE_SLOT` answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ReleaseReply {
+    /// `{1}`: deleted.
+    Released,
+    /// `{2, ms}`: kept for its minimum hold, this many ms more.
+    Kept(Duration),
+    /// `{0}` or `{0, holder}`: not ours; held by `holder`, or by nobody.
+    NotOwner(Option<String>),
+    /// `{-1, n}`: in use with `--limit n`.
+    LimitMismatch(i64),
+}
+
+impl FromRedisValue for ReleaseReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let items = array(v)?;
+        match items.as_slice() {
+            [Value::Int(1)] => Ok(ReleaseReply::Released),
+            [Value::Int(2), left] => Ok(ReleaseReply::Kept(Duration::from_millis(
+                int(left)?.max(0) as u64,
+            ))),
+            [Value::Int(0)] => Ok(ReleaseReply::NotOwner(None)),
+            [Value::Int(0), holder] => Ok(ReleaseReply::NotOwner(string(holder)?)),
+            [Value::Int(-1), n] => Ok(ReleaseReply::LimitMismatch(int(n)?)),
+            other => Err(unexpected("release", other)),
+        }
+    }
+}
+
+/// What `FORCE_RELEASE` (the evicted holder, or nil) and
+/// `FORCE_RELEASE_SLOTS` (every evicted slot holder) answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ForceReleaseReply {
+    /// The holders evicted; none when the lock was free.
+    Evicted(Vec<String>),
+    /// `{-1, n}`: in use with `--limit n`.
+    LimitMismatch(i64),
+}
+
+impl FromRedisValue for ForceReleaseReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        match v {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(-1), n] => Ok(ForceReleaseReply::LimitMismatch(int(n)?)),
+                owners => Ok(ForceReleaseReply::Evicted(
+                    owners
+                        .iter()
+                        .filter_map(|o| string(o).ok().flatten())
+                        .collect(),
+                )),
+            },
+            one => Ok(ForceReleaseReply::Evicted(
+                string(&one)?.into_iter().collect(),
+            )),
+        }
+    }
+}
+
+/// What `INSPECT` answers: `{holder, pttl, token, meta, last, semaphore,
+/// done mark, its pttl}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct InspectReply(pub LockInfo);
+
+impl FromRedisValue for InspectReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let items = array(v)?;
+        let [holder, pttl, token, meta, last, semaphore, done, done_pttl] = items.as_slice() else {
+            return Err(unexpected("inspect", &items));
+        };
+        let holder = string(holder)?;
+        let token = match string(token)? {
+            Some(t) => Some(
+                t.parse::<u64>()
+                    .map_err(|_| ParsingError::from("fencing counter is not a number"))?,
+            ),
+            None => None,
+        };
+        Ok(InspectReply(LockInfo {
+            ttl: holder
+                .as_ref()
+                .and_then(|_| pttl_to_ttl(int(pttl).unwrap_or(-2))),
+            holder,
+            token,
+            meta: pairs(meta),
+            last_run: pairs(last),
+            semaphore: string(semaphore)?.and_then(|n| n.parse().ok()),
+            done: done_mark(&pairs(done), int(done_pttl).unwrap_or(-2)),
+        }))
+    }
+}
+
+/// What `FORGET_DONE` answers: the done mark it deleted, as HGETALL's
+/// field/value pairs (none if there was no mark).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ForgetDoneReply(pub Option<DoneMark>);
+
+impl FromRedisValue for ForgetDoneReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        match v {
+            Value::Array(_) | Value::Map(_) => Ok(ForgetDoneReply(done_mark(&pairs(&v), -2))),
+            other => Err(unexpected("forgetting the done mark", &[other])),
+        }
+    }
+}
+
+/// A done mark from its hash fields (as HGETALL returns them) and PTTL;
+/// None when there is no mark, or one without the time it stands for
+/// (which could not say whether the window is over).
+fn done_mark(fields: &[(String, String)], pttl: i64) -> Option<DoneMark> {
+    let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+    Some(DoneMark {
+        at_ms: get("at_ms")?.parse().ok()?,
+        host: get("host").unwrap_or("").to_owned(),
+        token: get("fencing_token")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0),
+        owner: get("owner").map(str::to_owned),
+        age: None,
+        expires_in: pttl_to_ttl(pttl),
+    })
+}
+
+/// What `INSPECT_SLOTS` answers: `{limit, {owner, ms, token}…, token,
+/// last, plain}`; `plain` is 1 when the name is in use as a plain lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SlotsReply {
+    pub info: SlotsInfo,
+    pub plain: bool,
+}
+
+impl FromRedisValue for SlotsReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let items = array(v)?;
+        let [limit, holders, token, last, plain] = items.as_slice() else {
+            return Err(unexpected("inspect", &items));
+        };
+        let flat = array(holders.clone())?;
+        let mut out = Vec::new();
+        for h in flat.chunks(3) {
+            if let [o, ms, t] = h {
+                out.push((
+                    string(o)?.unwrap_or_default(),
+                    Duration::from_millis(int(ms)?.max(0) as u64),
+                    int(t)?.max(0) as u64,
+                ));
+            }
+        }
+        Ok(SlotsReply {
+            info: SlotsInfo {
+                limit: string(limit)?.and_then(|l| l.parse().ok()),
+                holders: out,
+                token: string(token)?.and_then(|t| t.parse().ok()),
+                last_run: pairs(last),
+            },
+            plain: int(plain)? == 1,
+        })
+    }
+}
+
+/// One page of `SCAN`: the next cursor (0: done) and the keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ScanPage {
+    pub cursor: u64,
+    pub keys: Vec<String>,
+}
+
+impl FromRedisValue for ScanPage {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let items = array(v)?;
+        let [next, keys] = items.as_slice() else {
+            return Err(unexpected("SCAN", &items));
+        };
+        Ok(ScanPage {
+            cursor: string(next)?.unwrap_or_default().parse().unwrap_or(0),
+            keys: array(keys.clone())?
+                .iter()
+                .filter_map(|k| string(k).ok().flatten())
+                .collect(),
+        })
+    }
+}
+
+/// An `INFO section` reply, field by field (`# Section` lines and blank
+/// lines dropped).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct Info(pub HashMap<String, String>);
+
+impl FromRedisValue for Info {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let text = match v {
+            Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            Value::VerbatimString { text, .. } => text,
+            other => return Err(unexpected("INFO", &[other])),
+        };
+        Ok(Info(
+            text.lines()
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+                .collect(),
+        ))
+    }
+}
+
+/// A `TIME` reply: the server's wall clock, since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ServerTime(pub Duration);
+
+impl FromRedisValue for ServerTime {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let items = array(v)?;
+        let parts: Vec<u64> = items
+            .iter()
+            .filter_map(|x| match x {
+                Value::BulkString(b) => String::from_utf8_lossy(b).parse().ok(),
+                Value::Int(i) => u64::try_from(*i).ok(),
+                _ => None,
+            })
+            .collect();
+        match parts.as_slice() {
+            [s, us] => Ok(ServerTime(
+                Duration::from_secs(*s) + Duration::from_micros(*us),
+            )),
+            _ => Err(unexpected("TIME", &items)),
+        }
+    }
+}
+
+/// The `{-2, key, type}` reply of a script that found a foreign key.
+pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
+    match v {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(-2), key, kind] => Some(ForeignKey {
+                key: string(key).ok()??,
+                kind: string(kind).ok()??,
+            }),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn unexpected(what: &str, items: &[Value]) -> ParsingError {
+    format!("unexpected reply to {what}: {items:?}").into()
+}
+
+pub(super) fn array(v: Value) -> Result<Vec<Value>, ParsingError> {
+    match v {
+        Value::Array(a) | Value::Set(a) => Ok(a),
+        other => Err(format!("unexpected reply from redis: {other:?}").into()),
+    }
+}
+
+pub(super) fn int(v: &Value) -> Result<i64, ParsingError> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        Value::BulkString(b) => std::str::from_utf8(b)?
+            .parse()
+            .map_err(|_| format!("expected an integer from redis, got {v:?}").into()),
+        other => Err(format!("expected an integer from redis, got {other:?}").into()),
+    }
+}
+
+pub(super) fn string(v: &Value) -> Result<Option<String>, ParsingError> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::BulkString(b) => Ok(Some(String::from_utf8_lossy(b).into_owned())),
+        Value::SimpleString(s) => Ok(Some(s.clone())),
+        Value::Int(i) => Ok(Some(i.to_string())),
+        other => Err(format!("expected a string from redis, got {other:?}").into()),
+    }
+}
+
+/// A HGETALL reply (flat array in RESP2, map in RESP3) as pairs.
+fn pairs(v: &Value) -> Vec<(String, String)> {
+    let items = match v {
+        Value::Array(a) => a.clone(),
+        Value::Map(m) => m.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect(),
+        _ => Vec::new(),
+    };
+    items
+        .chunks(2)
+        .filter_map(|kv| match kv {
+            [k, v] => Some((string(k).ok()??, string(v).ok()??)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// PTTL is -2 for a missing key and -1 for one without expiry.
+fn pttl_to_ttl(pttl: i64) -> Option<Duration> {
+    (pttl >= 0).then(|| Duration::from_millis(pttl as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn acquire_replies_are_read_by_shape() {
+        let r = |items: Vec<Value>| AcquireReply::from_redis_value(Value::Array(items));
+        assert_eq!(
+            r(vec![Value::Int(1), Value::Int(7)]).unwrap(),
+            AcquireReply::Acquired { token: 7 }
+        );
+        assert_eq!(
+            r(vec![Value::Int(0), bulk("h:1:ab"), Value::Int(1500)]).unwrap(),
+            AcquireReply::Busy {
+                holder: Some("h:1:ab".into()),
+                ttl: Some(Duration::from_millis(1500)),
+                ahead: None
+            }
+        );
+        assert_eq!(
+            r(vec![Value::Int(0), Value::Nil, Value::Int(-2), bulk("w")]).unwrap(),
+            AcquireReply::Busy {
+                holder: None,
+                ttl: None,
+                ahead: Some("w".into())
+            }
+        );
+        assert_eq!(
+            r(vec![Value::Int(-1), Value::Int(3)]).unwrap(),
+            AcquireReply::LimitMismatch(3)
+        );
+        assert!(r(vec![Value::Int(5)]).is_err());
+        assert!(AcquireReply::from_redis_value(Value::Okay).is_err());
+    }
+
+    #[test]
+    fn acquire_reads_the_done_mark_of_once_per() {
+        let r = |items: Vec<Value>| AcquireReply::from_redis_value(Value::Array(items));
+        // As ACQUIRE sends it: at_ms and token as the hash's strings, the
+        // age as a number.
+        assert_eq!(
+            r(vec![
+                Value::Int(2),
+                bulk("1764633601042"),
+                Value::Int(3_600_000),
+                bulk("web-2"),
+                bulk("41")
+            ])
+            .unwrap(),
+            AcquireReply::Done(DoneMark {
+                at_ms: 1_764_633_601_042,
+                host: "web-2".into(),
+                token: 41,
+                owner: None,
+                age: Some(Duration::from_secs(3600)),
+                expires_in: None,
+            })
+        );
+        // A mark written without a token still stops CMD.
+        let AcquireReply::Done(mark) = r(vec![
+            Value::Int(2),
+            bulk("5"),
+            Value::Int(0),
+            bulk(""),
+            bulk(""),
+        ])
+        .unwrap() else {
+            panic!("not a done mark");
+        };
+        assert_eq!((mark.at_ms, mark.token, mark.host.as_str()), (5, 0, ""));
+        // Without its time, or short of a field, it is no done mark.
+        assert!(r(vec![
+            Value::Int(2),
+            bulk("x"),
+            Value::Int(0),
+            bulk("h"),
+            bulk("1")
+        ])
+        .is_err());
+        assert!(r(vec![Value::Int(2), bulk("5"), Value::Int(0), bulk("h")]).is_err());
+    }
+
+    #[test]
+    fn inspect_replies_carry_the_done_mark() {
+        let fields = |kv: &[(&str, &str)]| {
+            Value::Array(kv.iter().flat_map(|(k, v)| [bulk(k), bulk(v)]).collect())
+        };
+        let reply = |done: Value, pttl: i64| {
+            InspectReply::from_redis_value(Value::Array(vec![
+                Value::Nil,
+                Value::Int(-2),
+                bulk("41"),
+                Value::Array(vec![]),
+                Value::Array(vec![]),
+                Value::Nil,
+                done,
+                Value::Int(pttl),
+            ]))
+        };
+        let mark = fields(&[
+            ("at_ms", "1000"),
+            ("host", "web-2"),
+            ("fencing_token", "41"),
+            ("owner", "web-2:7:ab"),
+            ("once_per_ms", "72000000"),
+        ]);
+        let info = reply(mark.clone(), 5000).unwrap().0;
+        assert_eq!((info.holder, info.token), (None, Some(41)));
+        assert_eq!(
+            info.done,
+            Some(DoneMark {
+                at_ms: 1000,
+                host: "web-2".into(),
+                token: 41,
+                owner: Some("web-2:7:ab".into()),
+                age: None,
+                expires_in: Some(Duration::from_secs(5)),
+            })
+        );
+        assert_eq!(reply(Value::Array(vec![]), -2).unwrap().0.done, None);
+        // A hash without at_ms is no mark.
+        assert_eq!(
+            reply(fields(&[("host", "web-2")]), 5000).unwrap().0.done,
+            None
+        );
+        // The reply of INSPECT before the done mark (6 items) is refused.
+        assert!(InspectReply::from_redis_value(Value::Array(vec![Value::Nil; 6])).is_err());
+        // release --forget-done: the mark it deleted, or none.
+        let forgot = ForgetDoneReply::from_redis_value(mark).unwrap().0.unwrap();
+        assert_eq!((forgot.at_ms, forgot.expires_in), (1000, None));
+        assert_eq!(
+            ForgetDoneReply::from_redis_value(Value::Array(vec![])).unwrap(),
+            ForgetDoneReply(None)
+        );
+        assert!(ForgetDoneReply::from_redis_value(Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn release_and_renew_replies_are_read_by_shape() {
+        let r = |items: Vec<Value>| ReleaseReply::from_redis_value(Value::Array(items)).unwrap();
+        assert_eq!(r(vec![Value::Int(1)]), ReleaseReply::Released);
+        assert_eq!(
+            r(vec![Value::Int(2), Value::Int(250)]),
+            ReleaseReply::Kept(Duration::from_millis(250))
+        );
+        assert_eq!(r(vec![Value::Int(0)]), ReleaseReply::NotOwner(None));
+        assert_eq!(
+            r(vec![Value::Int(0), bulk("other")]),
+            ReleaseReply::NotOwner(Some("other".into()))
+        );
+        assert_eq!(
+            Renewed::from_redis_value(Value::Int(1)).unwrap(),
+            Renewed(true)
+        );
+        assert_eq!(
+            Renewed::from_redis_value(Value::Int(0)).unwrap(),
+            Renewed(false)
+        );
+        assert!(Renewed::from_redis_value(Value::Int(9)).is_err());
+        assert_eq!(
+            ForceReleaseReply::from_redis_value(Value::Nil).unwrap(),
+            ForceReleaseReply::Evicted(vec![])
+        );
+        assert_eq!(
+            ForceReleaseReply::from_redis_value(Value::Array(vec![bulk("a"), bulk("b")])).unwrap(),
+            ForceReleaseReply::Evicted(vec!["a".into(), "b".into()])
+        );
+    }
+
+    #[test]
+    fn foreign_key_replies_name_the_key_and_its_type() {
+        let v = Value::Array(vec![Value::Int(-2), bulk("p:{n}:fence"), bulk("hash")]);
+        assert_eq!(
+            foreign_key(&v),
+            Some(ForeignKey {
+                key: "p:{n}:fence".into(),
+                kind: "hash".into()
+            })
+        );
+        assert_eq!(foreign_key(&Value::Array(vec![Value::Int(1)])), None);
+    }
+
+    #[test]
+    fn info_and_time_replies() {
+        let info =
+            Info::from_redis_value(bulk("# Server\r\nredis_version:7.2.4\r\n\r\nx:y\r\n")).unwrap();
+        assert_eq!(
+            info.0.get("redis_version").map(String::as_str),
+            Some("7.2.4")
+        );
+        assert_eq!(info.0.len(), 2);
+        let t = ServerTime::from_redis_value(Value::Array(vec![bulk("10"), bulk("500")])).unwrap();
+        assert_eq!(t.0, Duration::from_secs(10) + Duration::from_micros(500));
+        assert!(ServerTime::from_redis_value(Value::Array(vec![])).is_err());
+    }
+}

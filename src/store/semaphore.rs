@@ -1,0 +1,131 @@
+//! The operations on a semaphore of N holders (`--limit N`): slots in
+//! `P:{N}:slots` (owner → expiry, server ms), their fencing tokens in
+//! `P:{N}:tokens`, and the N every user must agree on in `P:{N}:limit`.
+//! Reached through the same `Store` calls as a plain lock (`lock.rs`
+//! dispatches on `LockKeys::limit`), except `inspect_slots`.
+
+use std::time::Duration;
+
+use super::replies::{AcquireReply, ForceReleaseReply, ReleaseReply, Renewed, SlotsReply};
+use super::scripts::*;
+use super::{Acquire, LastRun, LockKeys, Release, Result, SlotsInfo, Store};
+
+impl Store {
+    /// `acquire` of one of `n` slots.
+    pub(super) fn acquire_slot(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl_ms: u64,
+        n: u32,
+    ) -> Result<Acquire> {
+        let (reply, acks): (AcquireReply, i64) =
+            self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
+                let mut inv = ACQUIRE_SLOT.key(&keys.slots);
+                inv.key(&keys.limit_key)
+                    .key(&keys.tokens)
+                    .key(&keys.fence)
+                    .key(&keys.lock)
+                    .arg(owner)
+                    .arg(ttl_ms)
+                    .arg(n);
+                inv
+            })?;
+        // A slot is never promised to a waiter ahead: no queue.
+        let reply = match reply {
+            AcquireReply::Busy { holder, ttl, .. } => AcquireReply::Busy {
+                holder,
+                ttl,
+                ahead: None,
+            },
+            other => other,
+        };
+        self.acquired(keys, owner, reply, acks)
+    }
+
+    /// `renew` of our slot: the reply and the replicas that acknowledged it.
+    pub(super) fn renew_slot(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> Result<(Renewed, i64)> {
+        self.call_acked("renewal", &RENEW_SLOT, ttl_ms, || {
+            let mut inv = RENEW_SLOT.key(&keys.slots);
+            inv.key(&keys.limit_key)
+                .key(&keys.tokens)
+                .key(&keys.fence)
+                .key(&keys.lock)
+                .arg(owner)
+                .arg(ttl_ms);
+            inv
+        })
+    }
+
+    /// `release_recording` of our slot; the last-run record, if any, is
+    /// written by a second call (the slot script does not carry it).
+    pub(super) fn release_slot(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        last: Option<(&LastRun, Duration)>,
+    ) -> Result<Release> {
+        let reply: ReleaseReply = self.call("release", |c| {
+            RELEASE_SLOT
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.tokens)
+                .key(&keys.lock)
+                .key(&keys.fence)
+                .arg(owner)
+                .arg(&keys.released)
+                .arg(keys.limit.unwrap_or(1))
+                .invoke(c)
+        })?;
+        if let ReleaseReply::LimitMismatch(n) = reply {
+            return Err(Store::limit_mismatch(keys, n));
+        }
+        if let Some((record, keep)) = last {
+            self.record_last_run(keys, record, keep)?;
+        }
+        Ok(match reply {
+            ReleaseReply::Released => Release::Released,
+            _ => Release::NotOwner(None),
+        })
+    }
+
+    /// `force_release` of every slot.
+    pub(super) fn force_release_slots(&mut self, keys: &LockKeys) -> Result<ForceReleaseReply> {
+        self.call("forced release", |c| {
+            FORCE_RELEASE_SLOTS
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.tokens)
+                .key(&keys.lock)
+                .key(&keys.fence)
+                .arg(&keys.released)
+                .arg(keys.limit.unwrap_or(1))
+                .invoke(c)
+        })
+    }
+
+    /// A semaphore's agreed N, its live holders (owner, time left, token)
+    /// and the last token issued, atomically.
+    pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
+        self.route(keys)?;
+        let reply: SlotsReply = self.call("inspect", |c| {
+            INSPECT_SLOTS
+                .key(&keys.slots)
+                .key(&keys.limit_key)
+                .key(&keys.tokens)
+                .key(&keys.fence)
+                .key(&keys.last)
+                .key(&keys.lock)
+                .invoke(c)
+        })?;
+        if reply.plain {
+            return Err(Store::limit_mismatch(keys, 0));
+        }
+        Ok(reply.info)
+    }
+}
