@@ -5,8 +5,12 @@ mod common;
 
 use std::path::Path;
 
+use common::Bounded;
+
 fn generated(args: &[&str]) -> Vec<u8> {
-    let out = common::bare_distlock().args(args).output().unwrap();
+    let out = common::bare_distlock()
+        .args(args)
+        .output_within(std::time::Duration::from_secs(30));
     assert!(out.status.success(), "distlock {args:?}: {out:?}");
     out.stdout
 }

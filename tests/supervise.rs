@@ -26,11 +26,6 @@ use std::time::{Duration, Instant};
 /// Hard limit for any one process or wait in these tests.
 const LIMIT: Duration = Duration::from_secs(10);
 
-/// The Redis key of lock `name` under the default prefix.
-fn key(name: &str) -> String {
-    format!("distlock:{{{name}}}")
-}
-
 /// `sh -c SCRIPT` as a CMD.
 fn sh(script: &str) -> Vec<&str> {
     vec!["sh", "-c", script]
