@@ -745,7 +745,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__man)
-            opts="-r -v -q -h -V --dir --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --dir --exit-table --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -106,13 +106,6 @@ Examples:
   distlock completions zsh > /usr/local/share/zsh/site-functions/_distlock
   distlock completions fish > ~/.config/fish/completions/distlock.fish";
 
-const AFTER_HELP: &str = "\
-Exit status: CMD's own status (128+N if signal N ended it); 2 usage error;
-75 lock busy; 124 lease lost and CMD stopped; 125 distlock failed (Redis
-unreachable); 126 CMD not executable; 127 CMD not found.
-
-See 'distlock run --help' and man distlock(1).";
-
 /// Run a command while holding a lease in Redis, so one worker at a time acts
 /// across many machines.
 #[derive(Debug, Parser)]
@@ -122,7 +115,8 @@ See 'distlock run --help' and man distlock(1).";
     // (set by build.rs), so `--version` on a fleet host names the build.
     version = env!("DISTLOCK_VERSION"),
     about = "Run a command while holding a lease in Redis: one worker at a time across many machines",
-    after_help = AFTER_HELP,
+    // Generated from the one exit table at compile time.
+    after_help = crate::exit::HELP,
     propagate_version = true,
     subcommand_required = true,
     arg_required_else_help = true
@@ -342,6 +336,10 @@ pub enum Command {
         /// Directory to write distlock.1 and one page per subcommand into
         #[arg(long, value_name = "DIR", default_value = "man")]
         dir: std::path::PathBuf,
+        /// Print the README's exit-code table (Markdown) on stdout instead,
+        /// for scripts/gen-assets.sh and tests/assets.rs
+        #[arg(long, conflicts_with = "dir")]
+        exit_table: bool,
     },
 }
 

@@ -126,9 +126,17 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 Err(e) => Err(anyhow::Error::new(e).context("cannot write the completions")),
             }
         }
-        Command::Man { dir } => {
+        Command::Man {
+            exit_table: true, ..
+        } => {
+            std::io::stdout()
+                .write_all(exit::markdown().as_bytes())
+                .map_err(|e| anyhow::Error::new(e).context("cannot write the exit table"))?;
+            Ok(exit::SUCCESS)
+        }
+        Command::Man { dir, .. } => {
             commands::man(&dir)?;
-            Ok(0)
+            Ok(exit::SUCCESS)
         }
     }
 }

@@ -5,8 +5,12 @@ mod common;
 
 use std::path::Path;
 
+use common::Bounded;
+
 fn generated(args: &[&str]) -> Vec<u8> {
-    let out = common::bare_distlock().args(args).output().unwrap();
+    let out = common::bare_distlock()
+        .args(args)
+        .output_within(std::time::Duration::from_secs(30));
     assert!(out.status.success(), "distlock {args:?}: {out:?}");
     out.stdout
 }
@@ -95,4 +99,48 @@ fn committed_man_pages_are_up_to_date() {
         .map(|i| lease + i)
         .expect("distlock-run.1 documents --ttl under a heading");
     assert!(ttl < waiting, "--ttl is under Lease, not a later heading");
+}
+
+/// The README's exit table is the binary's (`src/exit.rs`), between its
+/// marker comments, so the README cannot drift from `--help` and the man
+/// pages (issue 13, point 5).
+#[test]
+fn readme_exit_table_is_the_generated_one() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- exit-table:start")
+        .expect("README has an <!-- exit-table:start --> marker");
+    let body = &readme[start..];
+    let body = &body[body.find("-->").unwrap() + 3..];
+    let end = body
+        .find("<!-- exit-table:end -->")
+        .expect("README has an <!-- exit-table:end --> marker");
+    let fresh = String::from_utf8(generated(&["man", "--exit-table"])).unwrap();
+    assert!(
+        fresh.contains("| 124 | `run`: the lease was lost"),
+        "{fresh}"
+    );
+    assert_eq!(
+        body[..end].trim(),
+        fresh.trim(),
+        "README's exit table is stale: run scripts/gen-assets.sh and commit the result"
+    );
+    // The same rows reach `--help` and every man page.
+    let help = String::from_utf8(generated(&["--help"])).unwrap();
+    let man = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("man/distlock-doctor.1"),
+    )
+    .unwrap();
+    for line in fresh.lines().skip(2) {
+        let code = line.split(" | ").next().unwrap().trim_start_matches("| ");
+        assert!(
+            help.contains(&format!("\n  {code} ")),
+            "--help lacks {code}: {help}"
+        );
+        assert!(
+            man.contains(&format!(".TP\n{code}\n")),
+            "man page lacks {code}"
+        );
+    }
 }

@@ -303,8 +303,7 @@ fn version_exits_0_and_prints_the_package_version() {
         .then(|| {
             std::process::Command::new("git")
                 .args(["-C", root, "rev-parse", "HEAD"])
-                .stderr(Stdio::null())
-                .output()
+                .try_output_within(Duration::from_secs(10))
                 .ok()
                 .filter(|o| o.status.success())
                 .map(|o| text(&o.stdout).trim().to_string())

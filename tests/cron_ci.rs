@@ -19,51 +19,25 @@ use serde_json::Value;
 /// Upper bound for any single distlock invocation in these tests.
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// What a finished process left behind.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `cmd` to completion with stdin closed (bounded by [`LIMIT`]),
-/// capturing stdout and stderr through files: a process left behind that
-/// still holds them can never make the test hang.
-fn exec(mut cmd: Command) -> Out {
-    let dir = tempfile::tempdir().unwrap();
-    let (o, e) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    cmd.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&o).unwrap())
-        .stderr(std::fs::File::create(&e).unwrap());
-    let mut child = cmd.spawn().unwrap();
-    let status = wait_with_timeout(&mut child, LIMIT);
-    Out {
-        code: status.code().unwrap_or(-1),
-        stdout: std::fs::read_to_string(&o).unwrap(),
-        stderr: std::fs::read_to_string(&e).unwrap(),
-    }
-}
-
 /// `distlock ARGS...` against `server`.
 fn dl(server: &RedisServer, args: &[&str]) -> Out {
     let mut cmd = distlock(server);
     cmd.args(args);
-    exec(cmd)
+    exec(&mut cmd, LIMIT)
 }
 
 /// `distlock ARGS...` in `dir`.
 fn dl_in(server: &RedisServer, dir: &Path, args: &[&str]) -> Out {
     let mut cmd = distlock(server);
     cmd.current_dir(dir).args(args);
-    exec(cmd)
+    exec(&mut cmd, LIMIT)
 }
 
 /// `distlock ARGS...` with DISTLOCK_OWNER set.
 fn dl_as(server: &RedisServer, owner: &str, args: &[&str]) -> Out {
     let mut cmd = distlock(server);
     cmd.env("DISTLOCK_OWNER", owner).args(args);
-    exec(cmd)
+    exec(&mut cmd, LIMIT)
 }
 
 /// `distlock ARGS...` started in the background in `dir`, its output in
@@ -84,10 +58,6 @@ fn read(path: &Path) -> String {
 
 fn json(s: &str) -> Value {
     serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s:?}"))
-}
-
-fn key(name: &str) -> String {
-    format!("distlock:{{{name}}}")
 }
 
 fn pttl(server: &RedisServer, key: &str) -> i64 {
@@ -152,8 +122,7 @@ fn eval_exports(exports: &str, vars: &[&str]) -> Vec<String> {
     );
     let out = Command::new("sh")
         .args(["-c", &script, "sh", exports])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(out.status.success(), "eval failed: {exports:?}");
     String::from_utf8(out.stdout)
         .unwrap()
@@ -1045,7 +1014,7 @@ echo "$DISTLOCK_HOLD_PID"
 echo "$DISTLOCK_OWNER""#,
         ]);
     let start = Instant::now();
-    let out = exec(sh);
+    let out = exec(&mut sh, LIMIT);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         start.elapsed() < Duration::from_secs(5),
@@ -1238,7 +1207,7 @@ fn without_at_risk_signal_cmd_gets_no_warning_signal() {
 
 #[test]
 fn run_help_mentions_the_cron_options_and_hold_help_has_examples() {
-    let out = bare_distlock().args(["run", "--help"]).output().unwrap();
+    let out = bare_distlock().args(["run", "--help"]).output_within(LIMIT);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for opt in [
@@ -1250,7 +1219,9 @@ fn run_help_mentions_the_cron_options_and_hold_help_has_examples() {
     ] {
         assert!(text.contains(opt), "run --help lacks {opt}");
     }
-    let out = bare_distlock().args(["hold", "--help"]).output().unwrap();
+    let out = bare_distlock()
+        .args(["hold", "--help"])
+        .output_within(LIMIT);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Examples:"), "{text}");

@@ -30,7 +30,7 @@ fn doctor_at(url: &str, json: bool) -> Output {
     if json {
         cmd.arg("--json");
     }
-    let out = cmd.output().unwrap();
+    let out = cmd.output_within(Duration::from_secs(30));
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("panicked"),
         "{out:?}"

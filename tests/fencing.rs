@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -36,16 +36,6 @@ impl Drop for Leftovers {
             let _ = c.wait();
         }
     }
-}
-
-fn sqlite(db: &Path, sql: &str) -> String {
-    let out = Command::new("sqlite3")
-        .arg(db)
-        .arg(sql)
-        .output()
-        .expect("sqlite3 must be installed");
-    assert!(out.status.success(), "sqlite3 {sql:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn script() -> PathBuf {

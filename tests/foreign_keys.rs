@@ -7,46 +7,14 @@
 
 mod common;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 
-/// What a finished distlock printed.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `cmd` to completion (stdin closed, at most 30 s).
 fn run(cmd: &mut Command) -> Out {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let status = wait_with_timeout(&mut child, Duration::from_secs(30));
-    Out {
-        code: status.code().unwrap_or(-1),
-        stdout: t1.join().unwrap(),
-        stderr: t2.join().unwrap(),
-    }
+    exec(cmd, Duration::from_secs(30))
 }
 
 /// Writes a value of `kind` at `key`, the way another program would.

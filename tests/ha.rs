@@ -27,7 +27,6 @@ use common::*;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -44,37 +43,6 @@ const MASTER: &str = "mymaster";
 /// A CMD that reports `PID TOKEN OWNER` in `./info`, then runs until its
 /// stdin (distlock's, which the test holds) is closed.
 const HOLD: &str = r#"printf '%s %s %s\n' "$$" "$DISTLOCK_FENCING_TOKEN" "$DISTLOCK_OWNER" > info.tmp && mv info.tmp info && exec cat > /dev/null"#;
-
-/// The Redis key of lock `name` under the default prefix.
-fn key(name: &str) -> String {
-    format!("distlock:{{{name}}}")
-}
-
-fn fence(name: &str) -> String {
-    format!("distlock:{{{name}}}:fence")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Polls `cond` every `every` until it holds or `limit` passes.
-fn poll(limit: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(every);
-    }
-}
 
 fn ms(d: Duration) -> u128 {
     d.as_millis()
@@ -534,15 +502,6 @@ fn pair() -> Pair {
     Pair { replica, master }
 }
 
-/// What a finished distlock left behind.
-#[derive(Debug)]
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
 /// `distlock ARGS…` against `url`, to completion (bounded), stdin closed.
 fn dl(url: &str, args: &[&str]) -> Out {
     dl_env(url, &[], args)
@@ -589,31 +548,13 @@ impl Bg {
         let took = self.started.elapsed();
         let read = |f: &str| std::fs::read_to_string(self.dir.path().join(f)).unwrap();
         Out {
-            code: status.code(),
+            code: status.code().unwrap_or(-1),
+            status,
             stdout: read("stdout"),
             stderr: read("stderr"),
             took,
         }
     }
-}
-
-/// `run NAME -- sh -c 'echo $DISTLOCK_FENCING_TOKEN'`: the token it got.
-fn run_token(url: &str, pre: &[&str], name: &str) -> u64 {
-    let mut args = pre.to_vec();
-    args.extend([
-        "run",
-        name,
-        "--",
-        "sh",
-        "-c",
-        "echo $DISTLOCK_FENCING_TOKEN",
-    ]);
-    let out = dl(url, &args);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    out.stdout
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("{out:?}"))
 }
 
 fn json(s: &str) -> Value {
@@ -754,7 +695,7 @@ fn sentinel_failover_with_min_replicas_keeps_the_lease_and_the_fencing_counter()
     let acked = ["--min-replicas", "1"];
     // Some history first, so the counter is not at its first value.
     for i in 1..=3 {
-        assert_eq!(run_token(&url, &acked, name), i);
+        assert_eq!(token_run(&url, &acked, name), i);
     }
 
     let mut h = Holder::spawn(
@@ -864,7 +805,7 @@ fn sentinel_failover_with_min_replicas_keeps_the_lease_and_the_fencing_counter()
         None,
         "released on the new master"
     );
-    let next = run_token(&url, &acked, name);
+    let next = token_run(&url, &acked, name);
     assert_eq!(next, 5, "the next acquisition gets a larger token");
 
     let gap = confirmed - last_ok;
@@ -894,14 +835,14 @@ fn sentinel_failover_without_min_replicas_documents_what_happens() {
     // An unknown master name is a plain error, exit 125.
     let wrong = url.replace(&format!("/{MASTER}"), "/nosuchmaster");
     let out = dl(&wrong, &["inspect", name]);
-    assert_eq!(out.code, Some(125), "{out:?}");
+    assert_eq!(out.code, 125, "{out:?}");
     assert!(
         out.stderr.starts_with("distlock: ")
             && out.stderr.contains("sentinel knows no master by that name")
             && out.stderr.lines().count() == 1,
         "{out:?}"
     );
-    assert_eq!(run_token(&url, &[], name), 1);
+    assert_eq!(token_run(&url, &[], name), 1);
 
     let mut h = Holder::spawn(
         &url,
@@ -951,7 +892,7 @@ fn sentinel_failover_without_min_replicas_documents_what_happens() {
                 .last_before(failing, "distlock: renewed plain")
                 .unwrap();
             assert_eq!(h.finish().code(), Some(0), "{}", h.err.text());
-            let next = run_token(&url, &[], name);
+            let next = token_run(&url, &[], name);
             assert_eq!(next, 3);
             eprintln!(
                 "FAILOVER without --min-replicas: the lease had reached the replica ({on_replica:?}); \
@@ -971,7 +912,7 @@ fn sentinel_failover_without_min_replicas_documents_what_happens() {
             let stopped = killed.elapsed();
             // Unacknowledged, the counter may have been lost too: the next
             // token need not be larger (what --min-replicas prevents).
-            let next = run_token(&url, &[], name);
+            let next = token_run(&url, &[], name);
             eprintln!(
                 "FAILOVER without --min-replicas: the lease was lost with the master \
                  (replica had {on_replica:?}, new master's counter {new_fence:?}); \
@@ -986,7 +927,7 @@ fn sentinel_failover_without_min_replicas_documents_what_happens() {
     // answers.
     set.sentinels[0].kill();
     let out = dl(&url, &["inspect", "--json", name]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(json(&out.stdout)["name"], name);
 }
 
@@ -1020,8 +961,8 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
 
     // Tokens 1, 2 for each, the counter on the master that owns the slot.
     for (i, n) in names.iter().enumerate() {
-        assert_eq!(run_token(&url, &[], n), 1);
-        assert_eq!(run_token(&url, &[], n), 2);
+        assert_eq!(token_run(&url, &[], n), 1);
+        assert_eq!(token_run(&url, &[], n), 2);
         assert_eq!(c.nodes[i].get(&fence(n)).as_deref(), Some("2"));
     }
 
@@ -1038,7 +979,7 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
 
     // `list` scans every master, though the URL names only one.
     let out = dl(&url, &["list"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     for (n, (_, _, owner)) in names.iter().zip(&infos) {
         assert!(
             out.stdout
@@ -1048,7 +989,7 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
         );
     }
     let out = dl(&url, &["list", "--json"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     let arr = json(&out.stdout);
     let listed: BTreeMap<String, String> = arr
         .as_array()
@@ -1070,7 +1011,7 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
     assert_eq!(listed, expected);
     for (n, (_, _, owner)) in names.iter().zip(&infos) {
         let out = dl(&url, &["inspect", "--json", n]);
-        assert_eq!(out.code, Some(0), "{out:?}");
+        assert_eq!(out.code, 0, "{out:?}");
         let j = json(&out.stdout);
         assert_eq!(j["held"], true);
         assert_eq!(j["owner"].as_str(), Some(owner.as_str()));
@@ -1079,7 +1020,7 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
     }
     // Busy is busy on any master.
     let out = dl(&url, &["run", &names[2], "--", "true"]);
-    assert_eq!(out.code, Some(75), "{out:?}");
+    assert_eq!(out.code, 75, "{out:?}");
     assert!(out.stderr.contains(&infos[2].2), "{out:?}");
 
     // A waiter is woken by the release (pub/sub on the slot's master).
@@ -1133,9 +1074,9 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
         [1, 2].into()
     );
     let out = dl(&url, &["run", "--limit", "2", "pool", "--", "true"]);
-    assert_eq!(out.code, Some(75), "{out:?}");
+    assert_eq!(out.code, 75, "{out:?}");
     let out = dl(&url, &["inspect", "--limit", "2", "--json", "pool"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(
         json(&out.stdout)["holders"].as_array().map(Vec::len),
         Some(2)
@@ -1158,7 +1099,7 @@ fn cluster_slot_migrated_under_a_running_lease_is_followed() {
     let from = c.node_of(name);
     let to = (from + 1) % 3;
     let slot = c.slot(&key(name));
-    assert_eq!(run_token(&url, &[], name), 1);
+    assert_eq!(token_run(&url, &[], name), 1);
 
     let mut h = Holder::spawn(
         &url,
@@ -1211,7 +1152,7 @@ fn cluster_slot_migrated_under_a_running_lease_is_followed() {
         "released on the new owner"
     );
     assert_eq!(
-        run_token(&url, &[], name),
+        token_run(&url, &[], name),
         3,
         "the counter moved with the slot"
     );
@@ -1260,13 +1201,13 @@ fn min_replicas_1_with_one_replica_acquires_and_renews() {
         &env,
         &["acquire", "--json", "--owner", "me", "manual"],
     );
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(json(&out.stdout)["fencing_token"], 1);
     assert_eq!(p.replica.get(&key("manual")).as_deref(), Some("me"));
     let out = dl_env(&url, &env, &["renew", "--owner", "me", "manual"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     let out = dl_env(&url, &env, &["release", "--owner", "me", "manual"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
 }
 
 #[test]
@@ -1294,7 +1235,7 @@ fn min_replicas_2_with_one_replica_is_released_and_not_acquired() {
         ),
     ] {
         let out = dl_env(&url, &env, &args);
-        assert_eq!(out.code, Some(75), "{out:?}");
+        assert_eq!(out.code, 75, "{out:?}");
         assert!(
             out.stderr.starts_with("distlock: ")
                 && out.stderr.contains("not acknowledged")
@@ -1320,11 +1261,11 @@ fn min_replicas_2_with_one_replica_is_released_and_not_acquired() {
             "short",
         ],
     );
-    assert_eq!(out.code, Some(3), "{out:?}");
+    assert_eq!(out.code, 3, "{out:?}");
     assert_eq!(p.master.get(&key("short")), None);
     // Without the requirement it is free to take.
     let out = dl(&url, &["--min-replicas", "1", "run", "short", "--", "true"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
 }
 
 #[test]
@@ -1406,17 +1347,12 @@ fn unacknowledged_acquire_and_renew(p: &Pair, held: &str, late: &str) {
     p.replica.resume();
     assert!(taken && over, "taken {taken}, over {over}");
     let (acq, renew) = (acq.finish(), renew.finish());
-    assert_eq!(
-        acq.code,
-        Some(75),
-        "acquired a lease that was over: {acq:?}"
-    );
+    assert_eq!(acq.code, 75, "acquired a lease that was over: {acq:?}");
     assert!(acq.stderr.contains("not acknowledged"), "{acq:?}");
     assert!(acq.took < Duration::from_millis(1800), "{acq:?}");
     assert_eq!(p.master.get(&key(late)), None, "released");
     assert_eq!(
-        renew.code,
-        Some(125),
+        renew.code, 125,
         "renewed a lease that was over, or lost it waiting: {renew:?}"
     );
     assert!(
@@ -1435,7 +1371,7 @@ fn min_replicas_wait_is_bounded_by_the_time_left_on_the_lease() {
     // The scripts in the server's cache already, as in the steady state
     // (with long leases: a loaded machine may take a while to acknowledge).
     let env = [("DISTLOCK_OWNER", "me")];
-    assert_eq!(run_token(&url, &["--min-replicas", "1"], "warm"), 1);
+    assert_eq!(token_run(&url, &["--min-replicas", "1"], "warm"), 1);
     for args in [
         &[
             "--min-replicas",
@@ -1450,7 +1386,7 @@ fn min_replicas_wait_is_bounded_by_the_time_left_on_the_lease() {
         &["--min-replicas", "1", "renew", "--ttl", "5s", "held"],
     ] {
         let out = dl_env(&url, &env, args);
-        assert_eq!(out.code, Some(0), "{out:?}");
+        assert_eq!(out.code, 0, "{out:?}");
     }
     unacknowledged_acquire_and_renew(&p, "held", "late");
 }
@@ -1460,7 +1396,7 @@ fn min_replicas_an_empty_script_cache_costs_no_extra_wait() {
     let p = pair();
     let url = p.master.url();
     let out = dl(&url, &["acquire", "--owner", "me", "--ttl", "5s", "held"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     // As on a restarted or newly promoted master: the first call of each
     // script gets NOSCRIPT. Pipelined before WAIT, that must not cost a
     // whole WAIT (which waits for the replicas to catch up even when the
@@ -1502,7 +1438,7 @@ fn once_per_through(url: &str, node: &Node, name: &str) {
     );
     assert!(first.finish().success(), "{}", first.err.text());
     let out = waiter.finish();
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "", "CMD must not run again: {out:?}");
     assert!(
         out.stderr.contains("already done")
@@ -1515,14 +1451,14 @@ fn once_per_through(url: &str, node: &Node, name: &str) {
     assert!(node.cmd::<i64>(&["PTTL", &done]) > 0);
 
     let out = dl(url, &["inspect", "--json", name]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(json(&out.stdout)["done"]["fencing_token"], token, "{out:?}");
 
     let out = dl(url, &["release", "--forget-done", name]);
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.starts_with("forgot the done mark"), "{out:?}");
     assert_eq!(node.cmd::<u64>(&["EXISTS", &done]), 0);
-    assert_eq!(run_token(url, &[], name), token + 1);
+    assert_eq!(token_run(url, &[], name), token + 1);
 }
 
 #[test]

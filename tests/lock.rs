@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -15,53 +14,18 @@ use serde_json::Value;
 /// Upper bound for any single distlock invocation in these tests.
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// What a finished process left behind.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `cmd` to completion with stdin closed, capturing both streams, and
-/// fails the test (killing the process) if it takes longer than [`LIMIT`].
-fn exec(mut cmd: Command) -> Out {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let status = wait_with_timeout(&mut child, LIMIT);
-    Out {
-        code: status.code().unwrap_or(-1),
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    }
-}
-
 /// `distlock ARGS...` against `server`.
 fn dl(server: &RedisServer, args: &[&str]) -> Out {
     let mut cmd = distlock(server);
     cmd.args(args);
-    exec(cmd)
+    exec(&mut cmd, LIMIT)
 }
 
 /// `distlock ARGS...` with extra environment variables.
 fn dl_env(server: &RedisServer, env: &[(&str, &str)], args: &[&str]) -> Out {
     let mut cmd = distlock(server);
     cmd.envs(env.iter().copied()).args(args);
-    exec(cmd)
+    exec(&mut cmd, LIMIT)
 }
 
 /// Asserts success and returns stdout.
@@ -84,14 +48,6 @@ fn keys_of(v: &Value) -> BTreeSet<String> {
 
 fn pttl(server: &RedisServer, key: &str) -> i64 {
     server.cmd(&["PTTL", key])
-}
-
-fn lock_key(name: &str) -> String {
-    format!("distlock:{{{name}}}")
-}
-
-fn fence_key(name: &str) -> String {
-    format!("distlock:{{{name}}}:fence")
 }
 
 fn hostname() -> String {
@@ -135,7 +91,7 @@ fn shell(shell: &str, server: &RedisServer, script: &str, args: &[&str]) -> Out 
         .arg(script)
         .arg(shell)
         .args(args);
-    exec(cmd)
+    exec(&mut cmd, LIMIT)
 }
 
 /// The POSIX-family shells whose `eval` the acquire output must satisfy.
@@ -220,17 +176,17 @@ fn acquire_output_evaluated_by_sh_and_bash_exports_name_owner_and_token() {
         let owner = fields[1];
         assert_generated_owner(owner);
         assert_eq!(
-            server.get(&lock_key(&name)).as_deref(),
+            server.get(&key(&name)).as_deref(),
             Some(owner),
             "{sh}: DISTLOCK_OWNER must be the value of the lock key"
         );
         assert_eq!(
-            server.get(&fence_key(&name)).as_deref(),
+            server.get(&fence(&name)).as_deref(),
             Some(fields[2]),
             "{sh}: DISTLOCK_FENCING_TOKEN must be the fence counter"
         );
         assert_eq!(fields[2], "1", "{sh}: first token of a name is 1");
-        let ttl = pttl(&server, &lock_key(&name));
+        let ttl = pttl(&server, &key(&name));
         assert!(
             (15_000..=20_000).contains(&ttl),
             "{sh}: PTTL {ttl} should be about --ttl 20s"
@@ -271,9 +227,9 @@ fn acquire_output_survives_eval_with_quotes_and_shell_syntax_in_the_owner() {
             );
             assert_eq!(out.code, 0, "{sh}, owner {owner:?}: {out:#?}");
             assert_eq!(out.stdout, format!("{owner}\n"), "{sh}: {out:#?}");
-            assert_eq!(server.get(&lock_key(&name)).as_deref(), Some(owner));
+            assert_eq!(server.get(&key(&name)).as_deref(), Some(owner));
             assert!(!pwned.exists(), "{sh}: eval ran code from the owner id");
-            server.cmd::<i64>(&["DEL", &lock_key(&name)]);
+            server.cmd::<i64>(&["DEL", &key(&name)]);
         }
     }
 }
@@ -329,9 +285,9 @@ fn reacquire_by_the_same_owner_keeps_the_token_and_refreshes_the_lease() {
         &["acquire", "job", "--owner", "me", "--ttl", "60s", "--json"],
     )));
     assert_eq!(again["fencing_token"], 1, "a retry must not burn a token");
-    assert_eq!(server.get(&fence_key("job")).as_deref(), Some("1"));
-    assert_eq!(server.get(&lock_key("job")).as_deref(), Some("me"));
-    let ttl = pttl(&server, &lock_key("job"));
+    assert_eq!(server.get(&fence("job")).as_deref(), Some("1"));
+    assert_eq!(server.get(&key("job")).as_deref(), Some("me"));
+    let ttl = pttl(&server, &key("job"));
     assert!(
         ttl > 50_000,
         "re-acquire must reset the TTL to 60s, PTTL {ttl}"
@@ -358,8 +314,8 @@ fn acquire_of_a_lock_held_by_another_owner_exits_75_naming_the_holder() {
     assert_eq!(out.code, 75, "{out:#?}");
     assert_eq!(out.stderr, "", "-q silences the conflict line");
 
-    assert_eq!(server.get(&lock_key("job")).as_deref(), Some("holder-1"));
-    assert_eq!(server.get(&fence_key("job")).as_deref(), Some("1"));
+    assert_eq!(server.get(&key("job")).as_deref(), Some("holder-1"));
+    assert_eq!(server.get(&fence("job")).as_deref(), Some("1"));
 }
 
 #[test]
@@ -380,8 +336,8 @@ fn every_manual_subcommand_survives_a_script_flush() {
         flush();
         ok(dl(&server, args));
     }
-    assert_eq!(server.get(&lock_key("job")), None);
-    assert_eq!(server.get(&fence_key("job")).as_deref(), Some("2"));
+    assert_eq!(server.get(&key("job")), None);
+    assert_eq!(server.get(&fence("job")).as_deref(), Some("2"));
 }
 
 // ---------------------------------------------------------------- renew
@@ -398,7 +354,7 @@ fn renew_by_the_owner_resets_the_ttl_and_by_anyone_else_exits_1() {
         &server,
         &["renew", "job", "--owner", "me", "--ttl", "60s"],
     ));
-    let ttl = pttl(&server, &lock_key("job"));
+    let ttl = pttl(&server, &key("job"));
     assert!(
         (50_000..=60_000).contains(&ttl),
         "PTTL {ttl} after renew 60s"
@@ -409,13 +365,13 @@ fn renew_by_the_owner_resets_the_ttl_and_by_anyone_else_exits_1() {
         &["renew", "job", "--owner", "other", "--ttl", "300s"],
     );
     assert_eq!(out.code, 1, "{out:#?}");
-    let ttl = pttl(&server, &lock_key("job"));
+    let ttl = pttl(&server, &key("job"));
     assert!(ttl <= 60_000, "a wrong owner must not extend: PTTL {ttl}");
-    assert_eq!(server.get(&lock_key("job")).as_deref(), Some("me"));
+    assert_eq!(server.get(&key("job")).as_deref(), Some("me"));
 
     let out = dl(&server, &["renew", "free-lock", "--owner", "me"]);
     assert_eq!(out.code, 1, "renewing a free lock: {out:#?}");
-    assert_eq!(server.get(&lock_key("free-lock")), None);
+    assert_eq!(server.get(&key("free-lock")), None);
 }
 
 #[test]
@@ -430,7 +386,7 @@ fn renew_takes_the_owner_from_distlock_owner_when_no_option_is_given() {
         &[("DISTLOCK_OWNER", "me")],
         &["renew", "job", "--ttl", "90s"],
     ));
-    let ttl = pttl(&server, &lock_key("job"));
+    let ttl = pttl(&server, &key("job"));
     assert!(
         (80_000..=90_000).contains(&ttl),
         "PTTL {ttl} after renew 90s"
@@ -449,7 +405,7 @@ fn renew_takes_the_owner_from_distlock_owner_when_no_option_is_given() {
         &[("DISTLOCK_OWNER", "me"), ("DISTLOCK_TTL", "2m")],
         &["renew", "job"],
     ));
-    let ttl = pttl(&server, &lock_key("job"));
+    let ttl = pttl(&server, &key("job"));
     assert!(
         (110_000..=120_000).contains(&ttl),
         "PTTL {ttl} after DISTLOCK_TTL=2m"
@@ -459,7 +415,7 @@ fn renew_takes_the_owner_from_distlock_owner_when_no_option_is_given() {
         &[("DISTLOCK_OWNER", "me")],
         &["renew", "job"],
     ));
-    let ttl = pttl(&server, &lock_key("job"));
+    let ttl = pttl(&server, &key("job"));
     assert!(
         (20_000..=30_000).contains(&ttl),
         "PTTL {ttl} after the default 30s"
@@ -476,7 +432,7 @@ fn renew_and_release_without_any_owner_are_usage_errors() {
         assert!(out.stderr.starts_with("distlock: "), "{out:#?}");
         assert!(out.stderr.contains("owner"), "{out:#?}");
     }
-    assert_eq!(server.get(&lock_key("job")).as_deref(), Some("me"));
+    assert_eq!(server.get(&key("job")).as_deref(), Some("me"));
 }
 
 // ---------------------------------------------------------------- release
@@ -491,17 +447,17 @@ fn release_deletes_only_for_the_owner_and_only_once() {
 
     let out = dl(&server, &["release", "job", "--owner", "other"]);
     assert_eq!(out.code, 1, "{out:#?}");
-    assert_eq!(server.get(&lock_key("job")).as_deref(), Some("me"));
-    assert!(pttl(&server, &lock_key("job")) > 0, "TTL left intact");
+    assert_eq!(server.get(&key("job")).as_deref(), Some("me"));
+    assert!(pttl(&server, &key("job")) > 0, "TTL left intact");
 
     ok(dl_env(
         &server,
         &[("DISTLOCK_OWNER", "me")],
         &["release", "job"],
     ));
-    assert_eq!(server.get(&lock_key("job")), None);
+    assert_eq!(server.get(&key("job")), None);
     assert_eq!(
-        server.get(&fence_key("job")).as_deref(),
+        server.get(&fence("job")).as_deref(),
         Some("1"),
         "release leaves the counter alone"
     );
@@ -523,8 +479,8 @@ fn release_force_evicts_any_holder_names_it_and_leaves_the_counter() {
         out.stdout.contains(&holder),
         "--force must say who was evicted ({holder}): {out:#?}"
     );
-    assert_eq!(server.get(&lock_key("job")), None);
-    assert_eq!(server.get(&fence_key("job")).as_deref(), Some("1"));
+    assert_eq!(server.get(&key("job")), None);
+    assert_eq!(server.get(&fence("job")).as_deref(), Some("1"));
 
     let out = dl(&server, &["release", "job", "--force"]);
     assert_eq!(out.code, 1, "--force on a free lock: {out:#?}");
@@ -649,10 +605,7 @@ fn inspect_json_shows_the_host_pid_and_command_of_a_running_holder() {
     left.sort();
     assert_eq!(
         left,
-        vec![
-            fence_key("meta-demo"),
-            "distlock:{meta-demo}:last".to_owned()
-        ]
+        vec![fence("meta-demo"), "distlock:{meta-demo}:last".to_owned()]
     );
 }
 
@@ -771,22 +724,6 @@ fn list_finds_exactly_the_held_locks_among_ten_thousand_other_keys() {
 
 // ---------------------------------------------------------------- fencing
 
-/// Token of one `distlock run` (printed by CMD).
-fn run_token(server: &RedisServer, name: &str) -> u64 {
-    let out = ok(dl(
-        server,
-        &[
-            "run",
-            name,
-            "--",
-            "sh",
-            "-c",
-            "echo $DISTLOCK_FENCING_TOKEN",
-        ],
-    ));
-    out.trim().parse().unwrap()
-}
-
 /// Token of one `distlock acquire --json`, released again afterwards.
 fn acquire_token(server: &RedisServer, name: &str, ttl: &str) -> (u64, String) {
     let v = json(&ok(dl(server, &["acquire", name, "--ttl", ttl, "--json"])));
@@ -801,7 +738,7 @@ fn fencing_tokens_strictly_increase_across_run_acquire_and_expiry() {
     let server = RedisServer::start();
     let mut tokens = Vec::new();
     for _ in 0..2 {
-        tokens.push(run_token(&server, "fx"));
+        tokens.push(token_run(&server.url(), &[], "fx"));
         let (t, owner) = acquire_token(&server, "fx", "30s");
         tokens.push(t);
         ok(dl(&server, &["release", "fx", "--owner", &owner]));
@@ -811,22 +748,18 @@ fn fencing_tokens_strictly_increase_across_run_acquire_and_expiry() {
     tokens.push(t);
     assert!(
         wait_until(Duration::from_secs(10), || {
-            server.cmd::<i64>(&["EXISTS", &lock_key("fx")]) == 0
+            server.cmd::<i64>(&["EXISTS", &key("fx")]) == 0
         }),
         "a 100ms lease never expired"
     );
     let (t, owner) = acquire_token(&server, "fx", "30s");
     tokens.push(t);
     ok(dl(&server, &["release", "fx", "--owner", &owner]));
-    tokens.push(run_token(&server, "fx"));
+    tokens.push(token_run(&server.url(), &[], "fx"));
 
     assert_eq!(tokens, (1..=7).collect::<Vec<u64>>());
-    assert_eq!(server.get(&fence_key("fx")).as_deref(), Some("7"));
-    assert_eq!(
-        pttl(&server, &fence_key("fx")),
-        -1,
-        "the counter never expires"
-    );
+    assert_eq!(server.get(&fence("fx")).as_deref(), Some("7"));
+    assert_eq!(pttl(&server, &fence("fx")), -1, "the counter never expires");
 }
 
 // ---------------------------------------------------------------- errors
@@ -853,7 +786,7 @@ fn every_manual_subcommand_exits_125_when_redis_is_unreachable() {
         for args in cases {
             let mut cmd = bare_distlock();
             cmd.arg("--redis-url").arg(url).args(args);
-            let out = exec(cmd);
+            let out = exec(&mut cmd, LIMIT);
             assert_eq!(out.code, 125, "{url} {args:?}: {out:#?}");
             assert_eq!(out.stdout, "", "{url} {args:?}");
             let err = out.stderr.trim_end();
@@ -917,5 +850,5 @@ fn ttl_is_not_a_bare_number_for_acquire_and_renew() {
         let out = dl(&server, args);
         assert_eq!(out.code, 2, "{args:?}: {out:#?}");
     }
-    assert_eq!(server.get(&lock_key("job")), None);
+    assert_eq!(server.get(&key("job")), None);
 }

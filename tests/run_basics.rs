@@ -8,7 +8,6 @@ use common::*;
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -17,15 +16,9 @@ use std::time::{Duration, Instant};
 /// Upper bound for any single distlock invocation in these tests.
 const LIMIT: Duration = Duration::from_secs(10);
 
-/// What a finished distlock invocation left behind.
-#[derive(Debug)]
-struct Out {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
+// `Out` is tests/common's; these checks are this file's own.
 impl Out {
+    /// The exit code; a signal death of distlock itself fails the test.
     fn code(&self) -> i32 {
         self.status
             .code()
@@ -87,25 +80,24 @@ fn run_with_input(cmd: &mut Command, stdin: Option<&[u8]>) -> Out {
         pipe.write_all(data).unwrap();
         drop(pipe);
     }
+    let started = Instant::now();
     let status = wait_with_timeout(&mut child, LIMIT);
     Out {
+        code: status.code().unwrap_or(-1),
         status,
         stdout: std::fs::read_to_string(&out_path).unwrap(),
         stderr: std::fs::read_to_string(&err_path).unwrap(),
+        took: started.elapsed(),
     }
 }
 
 fn run(cmd: &mut Command) -> Out {
-    run_with_input(cmd, None)
+    exec(cmd, LIMIT)
 }
 
 /// A TCP port on 127.0.0.1 that nothing listens on.
 fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_port()
 }
 
 /// The host name as the kernel has it (what `gethostname()` returns).

@@ -10,8 +10,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::Read;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -23,49 +21,9 @@ use common::*;
 // Helpers
 // ---------------------------------------------------------------------------
 
-/// What a finished distlock printed.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    /// stdout and stderr together, for leak scans.
-    fn all(&self) -> String {
-        format!("{}\n{}", self.stdout, self.stderr)
-    }
-}
-
 /// Runs `cmd` to completion (stdin closed, at most 30 s).
 fn run(cmd: &mut Command) -> Out {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Read both pipes on threads, so a chatty child cannot block on a full
-    // pipe while we wait for it.
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let status = wait_with_timeout(&mut child, Duration::from_secs(30));
-    Out {
-        code: status.code().unwrap_or(-1),
-        stdout: t1.join().unwrap(),
-        stderr: t2.join().unwrap(),
-    }
+    exec(cmd, Duration::from_secs(30))
 }
 
 /// A distinctive secret per test, so tests running side by side never see
@@ -83,14 +41,6 @@ fn assert_no_secret(secret: &str, what: &str, text: &str) {
         !text.contains(secret),
         "the secret leaked into {what}:\n{text}"
     );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// One line on stderr, starting `distlock: `.
@@ -142,8 +92,7 @@ impl Pki {
             let out = Command::new("openssl")
                 .args(args)
                 .current_dir(&dir)
-                .output()
-                .expect("openssl must be installed");
+                .output_within(Duration::from_secs(30));
             assert!(
                 out.status.success(),
                 "openssl {args:?}: {}",
@@ -540,8 +489,7 @@ fn an_x509_v1_client_certificate_is_named_as_such_with_the_way_to_a_v3_one() {
     let text = Command::new("openssl")
         .args(["x509", "-noout", "-text", "-in"])
         .arg(pki.path("client-v1.pem"))
-        .output()
-        .unwrap();
+        .output_within(Duration::from_secs(30));
     assert!(
         String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"),
         "the test certificate must be v1"
@@ -591,8 +539,7 @@ fn an_x509_v1_client_certificate_is_named_as_such_with_the_way_to_a_v3_one() {
     let made = Command::new("bash")
         .args(["-c", how])
         .current_dir(work.path())
-        .output()
-        .unwrap();
+        .output_within(Duration::from_secs(30));
     assert!(made.status.success(), "{how}: {made:?}");
     let out = token_run(
         &mut with(&work.path().join("client.pem"), &pki.path("client-v1.key")),

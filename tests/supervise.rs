@@ -26,11 +26,6 @@ use std::time::{Duration, Instant};
 /// Hard limit for any one process or wait in these tests.
 const LIMIT: Duration = Duration::from_secs(10);
 
-/// The Redis key of lock `name` under the default prefix.
-fn key(name: &str) -> String {
-    format!("distlock:{{{name}}}")
-}
-
 /// `sh -c SCRIPT` as a CMD.
 fn sh(script: &str) -> Vec<&str> {
     vec!["sh", "-c", script]
@@ -520,8 +515,14 @@ fn sigkill_of_distlock_kills_cmd_by_pdeathsig_even_without_the_guardian() {
         &sh("echo $$ > pid; while :; do sleep 0.05; done"),
     );
     let pid = job.pids("pid", 1)[0];
-    let guards = children_named(job.pid(), "distlock-guard");
-    assert_eq!(guards.len(), 1, "guardian processes: {guards:?}");
+    // The guardian is forked right after CMD and names itself then: CMD
+    // may well have written its pid first.
+    let mut guards = Vec::new();
+    let found = wait_until(LIMIT, || {
+        guards = children_named(job.pid(), "distlock-guard");
+        guards.len() == 1
+    });
+    assert!(found, "guardian processes: {guards:?}");
 
     // Take the second mechanism away, so only PR_SET_PDEATHSIG is left.
     signal(guards[0], libc::SIGKILL);

@@ -740,8 +740,7 @@ fn a_stopped_waiter_past_its_deadline_is_skipped_by_the_release() {
         .args([
             "acquire", "--ttl", "1500ms", "--owner", "holder-6", "stopped",
         ])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(out.status.success(), "{out:?}");
     let dir = tempfile::tempdir().unwrap();
     let (a_file, b_file) = (dir.path().join("a"), dir.path().join("b"));
@@ -758,8 +757,7 @@ fn a_stopped_waiter_past_its_deadline_is_skipped_by_the_release() {
     assert!(wait_until(LIMIT, || stopped(kids.0[0].id())));
     let renew = distlock(&server)
         .args(["renew", "--ttl", "60s", "--owner", "holder-6", "stopped"])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(
         renew.status.success(),
         "setup too slow: the 1.5s holder lease ran out before the renewal: {renew:?}"
@@ -796,8 +794,7 @@ fn a_stopped_waiter_past_its_deadline_is_skipped_by_the_release() {
 
     let rel = distlock(&server)
         .args(["release", "--owner", "holder-6", "stopped"])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(rel.status.success(), "{rel:?}");
     // Well below the 60s after which B would try on its own.
     let got = token_in(&b_file);
@@ -823,8 +820,7 @@ fn a_stopped_waiter_past_its_deadline_is_skipped_by_the_release() {
 fn hold_as(server: &RedisServer, owner: &str, name: &str) {
     let out = distlock(server)
         .args(["acquire", "--ttl", "10s", "--owner", owner, name])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -834,8 +830,7 @@ fn release_as(server: &RedisServer, owner: &str, name: &str) -> Instant {
     let at = Instant::now();
     let out = distlock(server)
         .args(["release", "--owner", owner, name])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(out.status.success(), "{out:?}");
     at
 }
@@ -1100,8 +1095,7 @@ fn a_waiter_wakes_when_the_lease_expires_without_polling() {
     let mon = Monitor::start(&server);
     let out = distlock(&server)
         .args(["acquire", "--ttl", "2s", "--json", "expiry"])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(out.status.success(), "{out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let first = json["fencing_token"].as_u64().unwrap();
@@ -1237,8 +1231,7 @@ fn a_newcomer_does_not_jump_a_live_waiter_that_is_next() {
     );
     let out = distlock(&server)
         .args(["acquire", "jump"])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(out.status.code(), Some(75), "{out:?}");
     assert!(!exists(&server, &k.lock));
     assert_eq!(

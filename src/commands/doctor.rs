@@ -198,7 +198,11 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
         .map(|c| c.verdict)
         .max()
         .unwrap_or(Verdict::Ok);
-    Ok(if worst == Verdict::Danger { 1 } else { 0 })
+    Ok(if worst == Verdict::Danger {
+        exit::DOCTOR_DANGER
+    } else {
+        exit::SUCCESS
+    })
 }
 
 fn print_checks(checks: &[Check], json: bool) {

@@ -41,7 +41,8 @@ pub fn man(dir: &std::path::Path) -> Result<()> {
             out.extend_from_slice(roff_escape(body).as_bytes());
             out.extend_from_slice(b"\n.fi\n");
         }
-        out.extend_from_slice(MAN_EXIT_AND_ENV.as_bytes());
+        out.extend_from_slice(crate::exit::roff().as_bytes());
+        out.extend_from_slice(MAN_ENV.as_bytes());
         man.render_version_section(&mut out)?;
         std::fs::write(dir.join(man.get_filename()), out)?;
         Ok(())
@@ -108,38 +109,9 @@ fn roff_escape(s: &str) -> String {
         .join("\n")
 }
 
-/// The EXIT STATUS and ENVIRONMENT sections, word for word the table in
-/// `exit.rs` and the README.
-const MAN_EXIT_AND_ENV: &str = r#".SH "EXIT STATUS"
-.TP
-CMD's own status
-run: CMD exited by itself; 128+N if signal N ended it.
-.TP
-0
-The subcommand succeeded; run \-\-once\-per: the job already succeeded in
-this window and CMD was not started (\-\-done\-exit\-code changes it).
-.TP
-1
-renew/release: the lock is not held by that owner.
-.TP
-2
-Usage error: bad option, name, duration or URL.
-.TP
-75
-Lock not acquired (busy, or the wait ran out); \-E changes it.
-.TP
-124
-run: the lease was lost and CMD was stopped.
-.TP
-125
-distlock failed: Redis unreachable, authentication refused, protocol error.
-.TP
-126
-CMD was found but could not be executed.
-.TP
-127
-CMD was not found.
-.SH ENVIRONMENT
+/// The ENVIRONMENT section, word for word the README's table; EXIT STATUS
+/// comes before it, rendered from `exit::TABLE`.
+const MAN_ENV: &str = r#".SH ENVIRONMENT
 .TP
 DISTLOCK_REDIS_URL
 Default for \-\-redis\-url (redis://127.0.0.1:6379).

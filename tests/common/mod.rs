@@ -1,12 +1,14 @@
 //! Shared helpers for the integration tests: a real `redis-server` per test
-//! on a free loopback port, a builder for the distlock binary, and polling
-//! with a deadline (never a bare sleep where an event can be awaited).
+//! on a free loopback port, a builder for the distlock binary, one bounded
+//! runner (`exec` → `Out`, `Bounded::output_within`), the key names, and
+//! polling with a deadline (never a bare sleep where an event can be
+//! awaited). A helper that two test files need lives here, not in both.
 
 #![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// A `redis-server` of our own, killed and reaped on drop.
@@ -134,7 +136,9 @@ impl Drop for RedisServer {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback port that was free a moment ago (a server started on it may
+/// still lose a race and must retry, as `RedisServer::start_with` does).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -167,7 +171,13 @@ pub fn bare_distlock() -> Command {
 }
 
 /// Polls `cond` every few milliseconds until it holds or `limit` passes.
-pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub fn wait_until(limit: Duration, cond: impl FnMut() -> bool) -> bool {
+    poll(limit, Duration::from_millis(5), cond)
+}
+
+/// Polls `cond` every `every` until it holds or `limit` passes (a slower
+/// pace for conditions that cost a round trip, e.g. a Sentinel failover).
+pub fn poll(limit: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     loop {
         if cond() {
@@ -176,7 +186,7 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         if Instant::now() >= deadline {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(every);
     }
 }
 
@@ -254,4 +264,124 @@ pub fn guardian_of(distlock: i32) -> i32 {
         found.is_some()
     });
     found.expect("distlock's guardian process")
+}
+
+/// The lock key of NAME under the default prefix (CONTRACT.md's `P:{N}`).
+pub fn key(name: &str) -> String {
+    format!("distlock:{{{name}}}")
+}
+
+/// The fencing counter of NAME under the default prefix (`P:{N}:fence`).
+pub fn fence(name: &str) -> String {
+    format!("distlock:{{{name}}}:fence")
+}
+
+/// What a finished process left behind.
+#[derive(Debug)]
+pub struct Out {
+    /// The exit code, or -1 when a signal ended it (`status` says which).
+    pub code: i32,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    /// Spawn to reaped exit.
+    pub took: Duration,
+}
+
+impl Out {
+    /// stdout and stderr together, for leak scans.
+    pub fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs `cmd` to completion with stdin closed, bounded by `limit` (killed
+/// and a test failure past it), capturing stdout and stderr through files:
+/// a process left behind that still holds them can never make the test
+/// hang, as a pipe read to EOF would.
+pub fn exec(cmd: &mut Command, limit: Duration) -> Out {
+    let (out, took) = run_to_files(cmd, limit)
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
+    let text = |b: Vec<u8>, what: &str| {
+        String::from_utf8(b).unwrap_or_else(|e| panic!("{what} is not UTF-8: {e}"))
+    };
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        status: out.status,
+        stdout: text(out.stdout, "stdout"),
+        stderr: text(out.stderr, "stderr"),
+        took,
+    }
+}
+
+/// `Command::output`, bounded: every process a test starts must end
+/// within a limit, so a hang fails the test instead of blocking CI.
+pub trait Bounded {
+    /// Like `output()` (stdin closed, stdout and stderr captured), but the
+    /// process is killed and the test fails once `limit` has passed.
+    fn output_within(&mut self, limit: Duration) -> Output;
+    /// The same, with a program that cannot be started (not installed) as
+    /// an error rather than a failure.
+    fn try_output_within(&mut self, limit: Duration) -> std::io::Result<Output>;
+}
+
+impl Bounded for Command {
+    fn output_within(&mut self, limit: Duration) -> Output {
+        self.try_output_within(limit)
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", self.get_program()))
+    }
+
+    fn try_output_within(&mut self, limit: Duration) -> std::io::Result<Output> {
+        Ok(run_to_files(self, limit)?.0)
+    }
+}
+
+/// Spawns `cmd` with stdin closed and stdout/stderr in temporary files,
+/// waits at most `limit`, and returns what it wrote and how long it took.
+fn run_to_files(cmd: &mut Command, limit: Duration) -> std::io::Result<(Output, Duration)> {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, e) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    cmd.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap());
+    let started = Instant::now();
+    let mut child = cmd.spawn()?;
+    let status = wait_with_timeout(&mut child, limit);
+    let took = started.elapsed();
+    let output = Output {
+        status,
+        stdout: std::fs::read(&o).unwrap(),
+        stderr: std::fs::read(&e).unwrap(),
+    };
+    Ok((output, took))
+}
+
+/// Runs one statement with `sqlite3` (the ledger of examples/fenced-write.sh)
+/// and returns what it printed.
+pub fn sqlite(db: &Path, sql: &str) -> String {
+    let out = Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output_within(Duration::from_secs(30));
+    assert!(out.status.success(), "sqlite3 {sql:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// CMD for `distlock run NAME -- …` that prints the fencing token it got.
+pub const ECHO_TOKEN: [&str; 3] = ["sh", "-c", "echo $DISTLOCK_FENCING_TOKEN"];
+
+/// `distlock PRE… run NAME -- sh -c 'echo $DISTLOCK_FENCING_TOKEN'` against
+/// `url`, which must exit 0; returns the token CMD printed.
+pub fn token_run(url: &str, pre: &[&str], name: &str) -> u64 {
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_REDIS_URL", url)
+        .args(pre)
+        .args(["run", name, "--"])
+        .args(ECHO_TOKEN);
+    let out = exec(&mut cmd, Duration::from_secs(30));
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("not a token ({e}): {out:?}"))
 }
