@@ -243,13 +243,26 @@ pub fn spawn(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         let top = STACK.0.get().cast::<u8>().add(STACK_SIZE).cast::<c_void>();
-        let pid = libc::clone(
-            child_main,
-            top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&args as *const ChildArgs).cast_mut().cast(),
-        );
-        let clone_err = io::Error::last_os_error();
+        let arg = (&args as *const ChildArgs).cast_mut().cast();
+        let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+        let mut pid = libc::clone(child_main, top, flags, arg);
+        let mut clone_err = io::Error::last_os_error();
+        if pid < 0
+            && matches!(
+                clone_err.raw_os_error(),
+                Some(libc::ENOSYS | libc::EPERM | libc::EINVAL)
+            )
+        {
+            // A sandbox (seccomp) that refuses this clone: fork as std
+            // would. The child code is the same; in a copy of our memory it
+            // is all the safer.
+            pid = libc::fork();
+            if pid == 0 {
+                child_main(arg);
+                libc::_exit(127);
+            }
+            clone_err = io::Error::last_os_error();
+        }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         libc::close(write_end);
         // EOF (0): the exec succeeded and closed the pipe; 4 bytes: errno.
