@@ -32,6 +32,7 @@ mod commands;
 mod config;
 mod exit;
 mod lease;
+mod spawn;
 mod store;
 mod supervise;
 

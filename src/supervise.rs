@@ -20,14 +20,15 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+use crate::spawn::{ChildSetup, Exec};
 
 /// Signals distlock never blocks or forwards: the unblockable ones, the
 /// synchronous faults (they concern distlock itself) and SIGCHLD (ours to
@@ -296,63 +297,44 @@ pub enum SpawnError {
     CannotExecute(io::Error),
 }
 
-/// Starts CMD in a new process group, from the calling (main) thread.
+/// Starts CMD in a new process group, from the calling (main) thread,
+/// with `clone(CLONE_VM | CLONE_VFORK)` (see `spawn.rs`: nothing of
+/// distlock is copied, unlike std's fork for a `pre_exec`).
 ///
 /// In the child, before exec, and only with async-signal-safe calls:
-/// 1. PR_SET_PDEATHSIG=SIGKILL, then check the parent is still the one that
-///    forked us (the signal is not retroactive). The "parent" is the forking
-///    *thread*, which is why this must be called from the main thread.
-/// 2. With `tty`, make CMD's group the terminal's foreground group while
+/// 1. `setpgid(0, 0)`: CMD's own process group.
+/// 2. PR_SET_PDEATHSIG=SIGKILL, then check the parent is still the one that
+///    cloned us (the signal is not retroactive). The "parent" is the
+///    creating *thread*, which is why this must be called from the main
+///    thread (`spawn::spawn` refuses any other).
+/// 3. With `tty`, make CMD's group the terminal's foreground group while
 ///    SIGTTOU is still blocked (tini's isolate_child; doing it in the child
 ///    avoids racing the parent).
-/// 3. Give CMD the caller's SIGPIPE: std has just reset it to SIG_DFL
-///    (it ignores SIGPIPE in distlock), which is right only if the caller
-///    had not ignored it.
-/// 4. Restore the caller's signal mask (std deliberately keeps ours).
+/// 4. Give CMD the caller's SIGPIPE: Rust's runtime ignores it in
+///    distlock, which is right for CMD only if the caller had ignored it.
+/// 5. Restore the caller's signal mask.
 pub fn spawn(
     argv: &[OsString],
     env: &[(&str, &str)],
     signals: &Signals,
     tty: Option<&Tty>,
 ) -> Result<i32, SpawnError> {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).process_group(0);
-    cmd.env_remove("DISTLOCK_REDIS_PASSWORD");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let parent = std::process::id() as i32;
-    let tty_fd = tty.map(|t| t.fd.as_raw_fd());
-    let mask = signals.caller_mask;
-    let ignore_sigpipe = caller_ignored(libc::SIGPIPE);
-    // SAFETY: the closure only makes async-signal-safe syscalls on values
-    // prepared before fork, and builds errors with from_raw_os_error (no
-    // allocation).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            if let Some(fd) = tty_fd {
-                libc::tcsetpgrp(fd, libc::getpid());
-            }
-            if ignore_sigpipe && libc::signal(libc::SIGPIPE, libc::SIG_IGN) == libc::SIG_ERR {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    match cmd.spawn() {
-        Ok(child) => Ok(child.id() as i32),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(SpawnError::NotFound(e)),
-        Err(e) => Err(SpawnError::CannotExecute(e)),
-    }
+    let classify = |e: io::Error| {
+        if e.kind() == io::ErrorKind::NotFound {
+            SpawnError::NotFound(e)
+        } else {
+            SpawnError::CannotExecute(e)
+        }
+    };
+    let mut exec = Exec::new(argv, &["DISTLOCK_REDIS_PASSWORD"], env).map_err(classify)?;
+    let setup = ChildSetup {
+        new_group: true,
+        death_signal_parent: Some(std::process::id() as i32),
+        tty: tty.map(|t| t.fd.as_raw_fd()),
+        ignore_sigpipe: caller_ignored(libc::SIGPIPE),
+        mask: signals.caller_mask,
+    };
+    crate::spawn::spawn(&mut exec, &setup).map_err(classify)
 }
 
 /// Makes distlock a child subreaper: CMD's orphaned descendants are then

@@ -515,6 +515,123 @@ fn lock_is_released_when_cmd_is_not_found_127() {
     assert_eq!(server.get("distlock:{nocmd}"), None);
 }
 
+/// distlock looks CMD up in PATH itself (it spawns without std's
+/// `execvp`): like execvp(3), a file that is there but not executable is
+/// skipped for a later one, and reported (126) only when nothing else is
+/// found.
+#[test]
+fn path_search_skips_a_non_executable_match_for_a_later_one_as_execvp_does() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    for d in [&first, &second] {
+        std::fs::create_dir(d).unwrap();
+    }
+    std::fs::write(first.join("dl-tool"), "#!/bin/sh\necho first\n").unwrap();
+    std::fs::set_permissions(
+        first.join("dl-tool"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::write(second.join("dl-tool"), "#!/bin/sh\necho second \"$@\"\n").unwrap();
+    std::fs::set_permissions(
+        second.join("dl-tool"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let path = |dirs: &[&Path]| {
+        let mut p: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        p.push(std::env::var("PATH").unwrap());
+        p.join(":")
+    };
+
+    let out = run(distlock(&server)
+        .env(
+            "PATH",
+            path(&[&dir.path().join("missing"), &first, &second]),
+        )
+        .args(["run", "pathsearch", "--", "dl-tool", "a b"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert_eq!(out.stdout, "second a b\n");
+
+    let out = run(distlock(&server).env("PATH", path(&[&first])).args([
+        "run",
+        "pathsearch",
+        "--",
+        "dl-tool",
+    ]));
+    assert_eq!(out.code(), 126, "{out:?}");
+    assert_eq!(out.stdout, "");
+    out.no_rust_noise();
+    let line = out.one_error_line();
+    assert!(
+        line.contains("dl-tool") && line.contains("ermission denied"),
+        "{line}"
+    );
+    assert_eq!(server.get("distlock:{pathsearch}"), None, "released");
+}
+
+/// An executable file that is not a binary and has no `#!` line runs with
+/// /bin/sh, as execvp(3) runs it, by path and through PATH, and its exit
+/// status is CMD's.
+#[test]
+fn executable_script_without_a_shebang_runs_with_bin_sh() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("no-shebang");
+    std::fs::write(&script, "echo \"ran $# $1\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let out = run(distlock(&server)
+        .args(["run", "script", "--"])
+        .arg(&script)
+        .arg("x y"));
+    assert_eq!(out.code(), 7, "{out:?}");
+    assert_eq!(out.stdout, "ran 1 x y\n");
+
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = run(distlock(&server)
+        .env("PATH", path)
+        .args(["run", "script", "--", "no-shebang"]));
+    assert_eq!(out.code(), 7, "{out:?}");
+    assert_eq!(out.stdout, "ran 0 \n");
+}
+
+/// Variables distlock sets for CMD replace a caller's variables of the same
+/// name (a `distlock run` inside another one): CMD sees each exactly once,
+/// with the inner lock's values.
+#[test]
+fn distlock_variables_replace_the_callers_and_appear_once() {
+    let server = RedisServer::start();
+    let out = run(distlock(&server)
+        .env("DISTLOCK_NAME", "outer")
+        .env("DISTLOCK_FENCING_TOKEN", "999")
+        .env("DISTLOCK_OWNER", "someone-else")
+        .env("DISTLOCK_KEY", "distlock:{outer}")
+        .args(["run", "inner", "--", "env"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    let env = parse_env(&out.stdout);
+    for (key, want) in [
+        ("DISTLOCK_NAME", "inner"),
+        ("DISTLOCK_FENCING_TOKEN", "1"),
+        ("DISTLOCK_KEY", "distlock:{inner}"),
+    ] {
+        let values: Vec<&str> = env
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(values, [want], "{key}: {env:?}");
+    }
+    let owners = env.iter().filter(|(k, _)| k == "DISTLOCK_OWNER").count();
+    assert_eq!(owners, 1, "{env:?}");
+    assert_ne!(env_value(&env, "DISTLOCK_OWNER"), Some("someone-else"));
+}
+
 // ---------------------------------------------------------------------------
 // Exit statuses
 
