@@ -32,7 +32,6 @@ mod commands;
 mod config;
 mod exit;
 mod lease;
-mod spawn;
 mod store;
 mod supervise;
 

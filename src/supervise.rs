@@ -28,7 +28,9 @@ use anyhow::{Context, Result};
 use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
-use crate::spawn::{ChildSetup, Exec};
+mod spawn;
+
+use spawn::{ChildSetup, Exec};
 
 /// Signals distlock never blocks or forwards: the unblockable ones, the
 /// synchronous faults (they concern distlock itself) and SIGCHLD (ours to
@@ -334,7 +336,7 @@ pub fn spawn(
         ignore_sigpipe: caller_ignored(libc::SIGPIPE),
         mask: signals.caller_mask,
     };
-    crate::spawn::spawn(&mut exec, &setup).map_err(classify)
+    spawn::spawn(&mut exec, &setup).map_err(classify)
 }
 
 /// Makes distlock a child subreaper: CMD's orphaned descendants are then
