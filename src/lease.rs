@@ -23,9 +23,7 @@ pub mod supervisor;
 
 use supervisor::{Attempt, RenewalPolicy};
 
-/// Now, on the boot-time monotonic clock (see `crate::clock`); kept here
-/// so callers of `lease::now` need not change.
-pub use crate::clock::now;
+use crate::clock::now;
 
 /// How a wait for the lock ended.
 pub enum Acquired {

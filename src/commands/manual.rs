@@ -9,6 +9,7 @@ use super::{busy_line, release_quietly, require_owner, Global, IO_TIMEOUT};
 use crate::cli::{
     AcquireArgs, HoldArgs, HoldRenewerArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs,
 };
+use crate::clock;
 use crate::config::{self, fmt_duration, Timings, UsageError, Wait};
 use crate::exit;
 use crate::lease::supervisor::{Attempt, RenewalPolicy};
@@ -230,8 +231,8 @@ pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
             (Some(n), Some(r)) => Some(n.min(r)),
             (n, r) => n.or(r),
         };
-        let (sigs, _) = signals.wait(wake.map(|w| w.saturating_sub(lease::now())), None);
-        let now = lease::now();
+        let (sigs, _) = signals.wait(wake.map(|w| w.saturating_sub(clock::now())), None);
+        let now = clock::now();
         let stop = sigs.iter().any(|s| supervise::WAIT_ENDERS.contains(s));
         if stop || release_at.is_some_and(|r| now >= r) {
             let _ = store.release(&keys, &args.owner);
@@ -252,7 +253,7 @@ pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
         match store.renew(&keys, &args.owner, timings.ttl_ms()) {
             Ok(true) => policy.confirmed(now),
             Ok(false) => return Ok(0),
-            Err(_) => policy.failed(lease::now()),
+            Err(_) => policy.failed(clock::now()),
         }
     }
 }

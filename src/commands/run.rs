@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 
 use super::{busy_line, release_quietly, Global};
 use crate::cli::RunArgs;
+use crate::clock;
 use crate::config::{self, fmt_duration, Timings, UsageError};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Loss, Options, Outcome, Supervisor, TtyFacts};
@@ -94,7 +95,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         release_quietly(g, &mut store, &keys, &owner);
         return Ok(exit::signal_code(sig));
     }
-    if lease::now() >= t0 + timings.soft_after() {
+    if clock::now() >= t0 + timings.soft_after() {
         release_quietly(g, &mut store, &keys, &owner);
         bail!(
             "redis at {} answered too slowly: the lease would expire before CMD could run",
@@ -189,7 +190,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         started_ms: started
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
-        duration_ms: lease::now().saturating_sub(t0).as_millis() as u64,
+        duration_ms: clock::now().saturating_sub(t0).as_millis() as u64,
         exit: code,
         token,
     };
@@ -303,9 +304,9 @@ impl Driver<'_> {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let timeout = wake.map(|w| w.saturating_sub(lease::now()));
+            let timeout = wake.map(|w| w.saturating_sub(clock::now()));
             let (sigs, _) = signals.wait(timeout, renewer.wake_fd());
-            renewer.start_if_due(lease::now());
+            renewer.start_if_due(clock::now());
 
             for sig in sigs {
                 let tty = self.tty_facts();
@@ -348,7 +349,7 @@ impl Driver<'_> {
     /// Steps the machine and carries out its actions; the outcome once the
     /// run is over.
     fn feed(&mut self, input: Input, renewer: &mut Renewer) -> Option<Outcome> {
-        for action in self.machine.step(lease::now(), input) {
+        for action in self.machine.step(clock::now(), input) {
             match action {
                 Action::SignalGroup(sig) => supervise::signal_group(self.pgid, sig),
                 Action::SignalCmd(sig) => supervise::signal_process(self.pgid, sig),
