@@ -392,6 +392,12 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
 /// errors move on to the next entry and an EACCES is remembered (reported
 /// if nothing else is found); any other error ends the search. A file that
 /// is executable but not a binary (ENOEXEC) is run with `/bin/sh`.
+///
+/// # Safety
+///
+/// Only in the child, with `a` the parent's `ChildArgs` (its arrays valid
+/// and NULL-terminated while the parent waits); on success it does not
+/// return.
 unsafe fn exec_all(a: &ChildArgs) -> c_int {
     let candidates = std::slice::from_raw_parts(a.candidates, a.n_candidates);
     let mut eacces = false;
@@ -423,6 +429,12 @@ unsafe fn exec_all(a: &ChildArgs) -> c_int {
 /// ignored), as exec would: a handler must never run in a child that
 /// shares the parent's memory (std's SIGSEGV/SIGBUS handlers, for one, use
 /// the parent's alternate signal stack).
+///
+/// # Safety
+///
+/// Only in the child before exec, with every signal blocked. Without
+/// CLONE_SIGHAND the child has its own copy of the dispositions, so the
+/// parent's handlers are untouched.
 unsafe fn reset_handlers() {
     for sig in 1..=libc::SIGRTMAX() {
         let mut old: libc::sigaction = std::mem::zeroed();
@@ -437,12 +449,19 @@ unsafe fn reset_handlers() {
     }
 }
 
-unsafe fn errno() -> c_int {
-    *libc::__errno_location()
+/// The calling thread's errno, without std's `io::Error` machinery.
+fn errno() -> c_int {
+    // SAFETY: `__errno_location` always returns a valid pointer to the
+    // calling thread's errno.
+    unsafe { *libc::__errno_location() }
 }
 
 /// Reports `err` to the parent and ends the child with 127 (never seen as
 /// CMD's status: the parent reaps it and reports the error instead).
+///
+/// # Safety
+///
+/// Only in the child: it ends the calling process with `_exit`.
 unsafe fn fail(a: &ChildArgs, err: c_int) -> ! {
     let buf = err.to_ne_bytes();
     libc::syscall(libc::SYS_write, a.err_fd, buf.as_ptr(), 4usize);
