@@ -27,7 +27,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         )));
     }
     let timings = Timings::new(args.lease.ttl, args.renew_every, args.kill_grace)?;
-    // First, before any thread exists (see supervise.rs).
+    // First, before any thread exists (see supervise/signals.rs).
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name)
         .with_limit(args.lease.limit)
@@ -140,7 +140,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     let guardian = match Guardian::start(pgid, t0 + timings.hard_after()) {
         Ok(g) => g,
         Err(e) => {
-            abort_child(pgid);
+            supervise::kill_and_reap(pgid);
             release_quietly(g, &mut store, &keys, &owner);
             return Err(e);
         }
@@ -361,8 +361,7 @@ impl Driver<'_> {
                 }
                 Action::TakeTerminalBack => {
                     if let Some(tty) = self.tty {
-                        // SAFETY: plain syscall.
-                        tty.give_to(unsafe { libc::getpgrp() });
+                        tty.take_back();
                     }
                 }
                 Action::RenewNow => renewer.renew_now(),
@@ -390,14 +389,6 @@ impl Driver<'_> {
             )),
         }
     }
-}
-
-/// Kills and reaps a CMD that must not run (distlock cannot supervise it).
-fn abort_child(pgid: i32) {
-    supervise::signal_group(pgid, libc::SIGKILL);
-    let mut status = 0;
-    // SAFETY: plain waitpid on our child.
-    unsafe { libc::waitpid(pgid, &mut status, 0) };
 }
 
 /// CMD as one line for holder metadata, bounded in length.

@@ -26,9 +26,67 @@
 //!   CLONE_VFORK is emulated with a fork (valgrind, qemu-user).
 
 use std::cell::UnsafeCell;
-use std::ffi::{c_char, c_int, c_void, CString, OsStr};
+use std::ffi::{c_char, c_int, c_void, CString, OsStr, OsString};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::waitpid;
+use nix::unistd::{getpid, gettid, pipe2, read, Pid};
+
+use super::signals::{caller_ignored, Signals};
+use super::tty::Tty;
+
+/// How spawning CMD failed, mapped to timeout(1)'s statuses by the caller.
+pub enum SpawnError {
+    /// No such file (127).
+    NotFound(io::Error),
+    /// Found but not executable, or exec failed otherwise (126).
+    CannotExecute(io::Error),
+}
+
+/// Starts CMD in a new process group, from the calling (main) thread,
+/// with `clone(CLONE_VM | CLONE_VFORK)` (see the module docs: nothing of
+/// distlock is copied, unlike std's fork for a `pre_exec`).
+///
+/// In the child, before exec, and only with async-signal-safe calls:
+/// 1. `setpgid(0, 0)`: CMD's own process group.
+/// 2. PR_SET_PDEATHSIG=SIGKILL, then check the parent is still the one that
+///    cloned us (the signal is not retroactive). The "parent" is the
+///    creating *thread*, which is why this must be called from the main
+///    thread (`start` refuses any other).
+/// 3. With `tty`, make CMD's group the terminal's foreground group while
+///    SIGTTOU is still blocked (tini's isolate_child; doing it in the child
+///    avoids racing the parent).
+/// 4. Give CMD the caller's SIGPIPE: Rust's runtime ignores it in
+///    distlock, which is right for CMD only if the caller had ignored it.
+/// 5. Restore the caller's signal mask.
+pub fn spawn(
+    argv: &[OsString],
+    env: &[(&str, &str)],
+    signals: &Signals,
+    tty: Option<&Tty>,
+) -> Result<i32, SpawnError> {
+    let classify = |e: io::Error| {
+        if e.kind() == io::ErrorKind::NotFound {
+            SpawnError::NotFound(e)
+        } else {
+            SpawnError::CannotExecute(e)
+        }
+    };
+    let mut exec = Exec::new(argv, &["DISTLOCK_REDIS_PASSWORD"], env).map_err(classify)?;
+    let setup = ChildSetup {
+        new_group: true,
+        death_signal_parent: Some(std::process::id() as i32),
+        tty: tty.map(Tty::raw_fd),
+        ignore_sigpipe: caller_ignored(Signal::SIGPIPE as i32),
+        mask: *signals.caller_mask.as_ref(),
+    };
+    start(&mut exec, &setup).map_err(classify)
+}
 
 /// The program, its arguments and its environment, as the C arrays
 /// `execve` takes, built before the clone because the child must not
@@ -207,17 +265,11 @@ struct ChildArgs {
 /// child's stack is shared). Returns the child's pid once it has called
 /// `execve` successfully; an `execve` failure (or a failure of the setup)
 /// comes back as the child's errno, and the child is reaped.
-pub fn spawn(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
-    // SAFETY: gettid/getpid are plain syscalls.
-    if unsafe { libc::gettid() != libc::getpid() } {
+fn start(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
+    if gettid() != getpid() {
         return Err(io::Error::other("spawn must run on the main thread"));
     }
-    let mut pipe = [0; 2];
-    // SAFETY: pipe2 fills two fds we then own.
-    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let (read_end, write_end) = (pipe[0], pipe[1]);
+    let (read_end, write_end) = pipe2(OFlag::O_CLOEXEC)?;
     let args = ChildArgs {
         candidates: exec.candidate_ptrs.as_ptr(),
         n_candidates: exec.candidate_ptrs.len(),
@@ -230,18 +282,23 @@ pub fn spawn(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
         tty: setup.tty.unwrap_or(-1),
         ignore_sigpipe: setup.ignore_sigpipe,
         mask: setup.mask,
-        err_fd: write_end,
+        err_fd: write_end.as_raw_fd(),
     };
+    // Every signal is blocked across the clone so that none is handled in
+    // the child before it has reset the handlers; the parent's mask is
+    // restored right after.
+    let mut old = SigSet::empty();
+    pthread_sigmask(
+        SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::all()),
+        Some(&mut old),
+    )?;
     // SAFETY: the child runs `child_main` on STACK (16-byte aligned top)
     // with a pointer to `args`, which outlives it: the clone returns only
-    // after the child has exec'd or exited. All signals are blocked across
-    // the clone so that none is handled in the child before it has reset
-    // the handlers; the parent's mask is restored right after.
-    let (pid, clone_err, got, errno_buf) = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    // after the child has exec'd or exited. Raw: nix's `clone` takes a Rust
+    // closure, which the child could not run without touching the parent's
+    // allocator and unwinding machinery.
+    let (pid, clone_err) = unsafe {
         let top = STACK.0.get().cast::<u8>().add(STACK_SIZE).cast::<c_void>();
         let arg = (&args as *const ChildArgs).cast_mut().cast();
         let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
@@ -263,32 +320,26 @@ pub fn spawn(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
             }
             clone_err = io::Error::last_os_error();
         }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        libc::close(write_end);
-        // EOF (0): the exec succeeded and closed the pipe; 4 bytes: errno.
-        // With a real CLONE_VFORK the child is past exec by now, so this
-        // does not block; where it is emulated by a fork, it waits for it.
-        let mut buf = [0u8; 4];
-        let got = if pid > 0 {
-            loop {
-                let n = libc::read(read_end, buf.as_mut_ptr().cast(), 4);
-                if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    break n;
-                }
-            }
-        } else {
-            0
-        };
-        libc::close(read_end);
-        (pid, clone_err, got, buf)
+        (pid, clone_err)
     };
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    drop(write_end);
     if pid < 0 {
         return Err(clone_err);
     }
-    if got == 4 {
-        let mut status = 0;
-        // SAFETY: reaps our own child, which has _exit'ed or is about to.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+    // EOF (0): the exec succeeded and closed the pipe; 4 bytes: errno.
+    // With a real CLONE_VFORK the child is past exec by now, so this does
+    // not block; where it is emulated by a fork, it waits for it.
+    let mut errno_buf = [0u8; 4];
+    let got = loop {
+        match read(&read_end, &mut errno_buf) {
+            Err(Errno::EINTR) => {}
+            got => break got,
+        }
+    };
+    if got == Ok(4) {
+        // Reaps our own child, which has _exit'ed or is about to.
+        let _ = waitpid(Pid::from_raw(pid), None);
         return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno_buf)));
     }
     Ok(pid)
@@ -341,6 +392,12 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
 /// errors move on to the next entry and an EACCES is remembered (reported
 /// if nothing else is found); any other error ends the search. A file that
 /// is executable but not a binary (ENOEXEC) is run with `/bin/sh`.
+///
+/// # Safety
+///
+/// Only in the child, with `a` the parent's `ChildArgs` (its arrays valid
+/// and NULL-terminated while the parent waits); on success it does not
+/// return.
 unsafe fn exec_all(a: &ChildArgs) -> c_int {
     let candidates = std::slice::from_raw_parts(a.candidates, a.n_candidates);
     let mut eacces = false;
@@ -372,6 +429,12 @@ unsafe fn exec_all(a: &ChildArgs) -> c_int {
 /// ignored), as exec would: a handler must never run in a child that
 /// shares the parent's memory (std's SIGSEGV/SIGBUS handlers, for one, use
 /// the parent's alternate signal stack).
+///
+/// # Safety
+///
+/// Only in the child before exec, with every signal blocked. Without
+/// CLONE_SIGHAND the child has its own copy of the dispositions, so the
+/// parent's handlers are untouched.
 unsafe fn reset_handlers() {
     for sig in 1..=libc::SIGRTMAX() {
         let mut old: libc::sigaction = std::mem::zeroed();
@@ -386,12 +449,19 @@ unsafe fn reset_handlers() {
     }
 }
 
-unsafe fn errno() -> c_int {
-    *libc::__errno_location()
+/// The calling thread's errno, without std's `io::Error` machinery.
+fn errno() -> c_int {
+    // SAFETY: `__errno_location` always returns a valid pointer to the
+    // calling thread's errno.
+    unsafe { *libc::__errno_location() }
 }
 
 /// Reports `err` to the parent and ends the child with 127 (never seen as
 /// CMD's status: the parent reaps it and reports the error instead).
+///
+/// # Safety
+///
+/// Only in the child: it ends the calling process with `_exit`.
 unsafe fn fail(a: &ChildArgs, err: c_int) -> ! {
     let buf = err.to_ne_bytes();
     libc::syscall(libc::SYS_write, a.err_fd, buf.as_ptr(), 4usize);

@@ -1,0 +1,165 @@
+//! The guardian: a forked process that kills CMD's group when distlock
+//! cannot. Its parent side uses nix; the forked child keeps to raw,
+//! async-signal-safe libc calls, since another thread may exist at the fork.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::unistd::{fork, pipe2, write, ForkResult};
+
+/// A small forked process that SIGKILLs CMD's process group if distlock
+/// dies (even by SIGKILL), or if distlock cannot act when the lease may
+/// end: PR_SET_PDEATHSIG reaches only CMD itself, not what CMD started, and
+/// a distlock that is stopped (SIGSTOP, a debugger, or a job-control stop
+/// after which someone continued CMD itself) kills nothing. The guardian
+/// is in a process group of its own, so none of that stops it. (A frozen
+/// cgroup freezes CMD and the guardian alike; CMD then does not run.)
+///
+/// It waits on a pipe whose write end only distlock holds, with a
+/// deadline: the time (boot-time clock) by which no part of CMD may be
+/// alive unless distlock says the lease was renewed. Messages are 8-byte
+/// native-endian nanoseconds: a later deadline, or `u64::MAX` for "all done,
+/// stand down". EOF means distlock is gone; the deadline passing means
+/// distlock could not renew (or act) in time; both kill the group.
+pub struct Guardian {
+    pipe: OwnedFd,
+}
+
+/// The "stand down" message.
+const STAND_DOWN: u64 = u64::MAX;
+
+impl Guardian {
+    /// Forks the guardian for `pgid`, with `deadline` on the boot-time clock
+    /// (t0 + ttl - margin). Another thread may exist at this point (the
+    /// subscriber of a wait winds down in the background), so the child
+    /// runs only async-signal-safe system calls: no allocation, no locks.
+    pub fn start(pgid: i32, deadline: Duration) -> Result<Guardian> {
+        let (read_end, write_end) = pipe2(OFlag::O_CLOEXEC)
+            .map_err(io::Error::from)
+            .context("cannot create the guardian pipe")?;
+        // distlock never blocks on the guardian: a full pipe can only mean a
+        // guardian that is not reading, and then a message is moot.
+        let _ = fcntl(&write_end, FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
+        // SAFETY: the child runs only `guardian_main`, which calls only
+        // async-signal-safe functions, so other threads' locks cannot
+        // deadlock it; it never returns, so nothing of ours is dropped twice.
+        let forked = unsafe { fork() }.map_err(io::Error::from);
+        match forked.context("cannot fork the guardian")? {
+            // SAFETY: this is the forked child, and `read_end` the pipe's
+            // read end (guardian_main's contract).
+            ForkResult::Child => unsafe {
+                guardian_main(read_end.as_raw_fd(), pgid, nanos(deadline))
+            },
+            ForkResult::Parent { .. } => {
+                drop(read_end);
+                Ok(Guardian { pipe: write_end })
+            }
+        }
+    }
+
+    /// Moves the deadline later, after a confirmed renewal.
+    pub fn extend(&self, deadline: Duration) {
+        self.send(nanos(deadline).min(STAND_DOWN - 1));
+    }
+
+    /// One 8-byte write, atomic on a pipe.
+    fn send(&self, msg: u64) {
+        let _ = write(&self.pipe, &msg.to_ne_bytes());
+    }
+
+    /// Tells the guardian to exit without killing anything. distlock does
+    /// not wait for it: it is about to exit itself, and the guardian reads
+    /// the message before it could see the pipe close.
+    pub fn disarm(self) {
+        self.send(STAND_DOWN);
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+/// The guardian's whole life. It keeps distlock's blocked signal mask, so
+/// terminal and job signals cannot end it early; only SIGKILL can.
+///
+/// # Safety
+///
+/// Only in the child of `fork`, with `read_end` the guardian pipe's read
+/// end. Everything here is a raw, async-signal-safe libc call on fds and
+/// stack values (and `clock::now`, one clock_gettime): another thread of
+/// distlock may have held a lock (the allocator's, say) at the fork, so the
+/// child must allocate nothing and take no lock, which nix's wrappers do
+/// not promise.
+unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
+    // Its own process group: a Ctrl-Z or `kill %1` aimed at distlock's job
+    // must not stop or kill the guardian.
+    libc::setpgid(0, 0);
+    libc::prctl(libc::PR_SET_NAME, c"distlock-guard".as_ptr(), 0, 0, 0);
+    // Hold nothing of distlock's open: not its stdout (a `$(distlock …)`
+    // would wait for us), not the Redis socket, not the tty.
+    let keep = libc::fcntl(read_end, libc::F_DUPFD_CLOEXEC, 100);
+    let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+    for fd in 0..3 {
+        libc::dup2(null, fd);
+    }
+    libc::dup2(keep, 3);
+    libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+    let kill_all = || -> ! {
+        libc::killpg(pgid, libc::SIGKILL);
+        libc::_exit(0)
+    };
+    // The deadline is on the boot-time clock, and so is this timer: a poll
+    // timeout (CLOCK_MONOTONIC) would not count a suspend and fire late.
+    let timer = libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC);
+    let pollfd = |fd: RawFd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // Messages first: after a stop (the guardian itself frozen), a
+        // stand-down or a later deadline that distlock sent meanwhile wins
+        // over a deadline that seems to have passed.
+        loop {
+            let mut p = [pollfd(3)];
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            if libc::ppoll(p.as_mut_ptr(), 1, &zero, std::ptr::null()) <= 0 {
+                break;
+            }
+            let mut buf = [0u8; 8];
+            match libc::read(3, buf.as_mut_ptr().cast(), 8) {
+                8 => match u64::from_ne_bytes(buf) {
+                    STAND_DOWN => libc::_exit(0),
+                    later => deadline = deadline.max(later),
+                },
+                -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+                // EOF: distlock is gone.
+                _ => kill_all(),
+            }
+        }
+        if nanos(crate::clock::now()) >= deadline {
+            kill_all();
+        }
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+            },
+        };
+        libc::timerfd_settime(timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
+        // Wakes on a message, the pipe closing, or the deadline; the checks
+        // above decide.
+        let mut pfds = [pollfd(3), pollfd(timer)];
+        libc::ppoll(pfds.as_mut_ptr(), 2, std::ptr::null(), std::ptr::null());
+    }
+}

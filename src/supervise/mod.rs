@@ -1,0 +1,41 @@
+//! Unix process work for `run`: the signal mask, spawning CMD in its own
+//! process group, handing it the terminal, the guardian, reaping and killing.
+//! It knows nothing of Redis or leases; `commands` drives it.
+//!
+//! The model (tini's, with dumb-init's job control):
+//! - Before any thread exists, every signal distlock forwards is blocked and
+//!   read from a signalfd, so "handlers" run in the main loop, never inside
+//!   a signal handler, and threads started later never see them.
+//! - CMD runs in a process group of its own. When distlock is the
+//!   terminal's foreground job, CMD's group becomes the foreground group, so
+//!   the terminal's Ctrl-C, Ctrl-Z and SIGWINCH reach CMD directly and only
+//!   once; distlock forwards what is sent to distlock itself.
+//! - CMD starts with the caller's signal mask; signals the caller ignored
+//!   stay ignored (ignored dispositions survive exec) and are not forwarded.
+//!   SIGPIPE included: Rust's runtime ignores it before `main`, so the
+//!   caller's choice is read even earlier (see `signals`).
+//! - distlock is a child subreaper, so whatever CMD leaves behind is
+//!   reparented to it and can be reaped; "the group is empty" is then
+//!   `killpg(pgid, 0)` failing with ESRCH.
+//!
+//! One module a job: `signals` (the mask, the signalfd and timer, stopping
+//! ourselves), `tty` (the foreground group), `spawn` (CMD's start, up to
+//! exec), `reap` (CMD's group afterwards) and `guardian`. Parent-side code
+//! uses nix; raw libc is left where nix 0.32 has no equivalent (realtime
+//! signals, a query-only sigaction, a clone without a closure), in the
+//! child between clone and exec, and in the forked guardian, where only
+//! async-signal-safe calls may run. Each such `unsafe` block says why.
+
+mod guardian;
+mod reap;
+mod signals;
+mod spawn;
+mod tty;
+
+pub use guardian::Guardian;
+pub use reap::{
+    become_subreaper, group_is_empty, kill_and_reap, reap, signal_group, signal_process, ChildState,
+};
+pub use signals::{stop_self, Signals, STOPS, WAIT_ENDERS};
+pub use spawn::{spawn, SpawnError};
+pub use tty::Tty;
