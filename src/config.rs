@@ -231,7 +231,7 @@ pub fn parse_any_signal(s: &str) -> Result<Signal, String> {
 }
 
 /// Validated timings of `run`, all on the local monotonic clock.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Timings {
     /// Lease length in Redis.
     pub ttl: Duration,

@@ -12,12 +12,12 @@ use crate::cli::{
 use crate::clock;
 use crate::config::{self, fmt_duration, Timings, UsageError, Wait};
 use crate::exit;
-use crate::lease::supervisor::{Attempt, RenewalPolicy};
+use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired};
 use crate::store::{
     DoneMark, ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store, StoreError,
 };
-use crate::supervise::{self, Signals};
+use crate::supervise::Signals;
 
 /// A lease taken by `acquire` or `hold`.
 struct Taken {
@@ -213,48 +213,81 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// The background renewer of `hold`. Exits when the lease is released by
-/// someone (renewal says "not owner"), at `--release-at-ns` (then it
-/// releases), on SIGTERM/SIGINT/SIGHUP (releases), or when no renewal was
-/// confirmed before the lease could expire.
+/// The background renewer of `hold`: drives the supervisor without a CMD
+/// ([`Supervisor::without_cmd`], which holds every rule: when to renew,
+/// `--max`, which signals release, when to give up) and carries out what
+/// it asks: renewals, the release, the exit status.
 pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let timings = Timings::for_holder(args.ttl);
-    let release_at = args.release_at_ns.map(Duration::from_nanos);
     let mut store = g.store(timings.renew_every);
-    // The same rules as `run`'s renewer: when to renew, how long a request
-    // may take, how soon a failure is retried.
-    let mut policy = RenewalPolicy::new(timings, Duration::from_nanos(args.t0_ns));
+    let mut holder = Holder {
+        machine: Supervisor::without_cmd(
+            timings,
+            Duration::from_nanos(args.t0_ns),
+            args.release_at_ns.map(Duration::from_nanos),
+        ),
+        store: &mut store,
+        keys: &keys,
+        owner: &args.owner,
+        ttl_ms: timings.ttl_ms(),
+    };
+    let tty = TtyFacts::default();
     loop {
-        let wake = match (policy.next_due(), release_at) {
-            (Some(n), Some(r)) => Some(n.min(r)),
-            (n, r) => n.or(r),
+        let tick = Input::Tick {
+            tty,
+            group_empty: true,
         };
+        if let Some(code) = holder.feed(tick) {
+            return Ok(code);
+        }
+        let wake = holder.machine.next_deadline();
         let (sigs, _) = signals.wait(wake.map(|w| w.saturating_sub(clock::now())), None);
-        let now = clock::now();
-        let stop = sigs.iter().any(|s| supervise::WAIT_ENDERS.contains(s));
-        if stop || release_at.is_some_and(|r| now >= r) {
-            let _ = store.release(&keys, &args.owner);
-            return Ok(0);
+        for sig in sigs {
+            if let Some(code) = holder.feed(Input::Signal { sig, tty }) {
+                return Ok(code);
+            }
         }
-        if now >= policy.deadline() {
-            // No renewal was confirmed before the lease could expire.
-            return Ok(exit::LEASE_LOST);
+    }
+}
+
+/// What `hold_renewer` needs to carry out the supervisor's actions.
+struct Holder<'a> {
+    machine: Supervisor,
+    store: &'a mut Store,
+    keys: &'a LockKeys,
+    owner: &'a str,
+    ttl_ms: u64,
+}
+
+impl Holder<'_> {
+    /// Steps the machine with `input`, and with the outcome of each
+    /// renewal it asks for; the exit status once it says to exit.
+    fn feed(&mut self, input: Input) -> Option<u8> {
+        let mut next = Some(input);
+        while let Some(input) = next.take() {
+            let now = clock::now();
+            for action in self.machine.step(now, input) {
+                match action {
+                    Action::SendRenewal { timeout } => {
+                        self.store.set_timeout(timeout);
+                        next = Some(match self.store.renew(self.keys, self.owner, self.ttl_ms) {
+                            Ok(true) => Input::Renewed { sent_at: now },
+                            Ok(false) => Input::NotOwner,
+                            Err(_) => Input::Unconfirmed,
+                        });
+                    }
+                    Action::Release => {
+                        let _ = self.store.release(self.keys, self.owner);
+                    }
+                    Action::Exit(code) => return Some(code),
+                    // The rest is about a CMD, which a hold does not have.
+                    _ => {}
+                }
+            }
         }
-        if policy.next_due().is_none_or(|n| now < n) {
-            continue;
-        }
-        let timeout = match policy.attempt(now) {
-            Attempt::Send { timeout } => timeout,
-            Attempt::TooLate => return Ok(exit::LEASE_LOST),
-        };
-        store.set_timeout(timeout);
-        match store.renew(&keys, &args.owner, timings.ttl_ms()) {
-            Ok(true) => policy.confirmed(now),
-            Ok(false) => return Ok(0),
-            Err(_) => policy.failed(clock::now()),
-        }
+        None
     }
 }
 

@@ -369,6 +369,8 @@ impl Driver<'_> {
                 Action::ExtendGuardian(at) => self.guardian.extend(at),
                 Action::Lost(loss) => self.say_lost(loss),
                 Action::Finish(outcome) => return Some(outcome),
+                // Only a supervisor without CMD (`hold`) asks for these.
+                Action::SendRenewal { .. } | Action::Release | Action::Exit(_) => {}
             }
         }
         None

@@ -166,6 +166,139 @@ fn a_holder_renews_until_the_lease_itself_may_expire() {
     assert_eq!(RenewalPolicy::new(t, T0).attempt(T0), Attempt::TooLate);
 }
 
+/// `hold`'s background renewer for --ttl 30s: renew every 10s, no grace,
+/// deadline t0 + 29.695s.
+fn holder(release_at: Option<Duration>) -> Supervisor {
+    Supervisor::without_cmd(Timings::for_holder(Duration::from_secs(30)), T0, release_at)
+}
+
+fn hold_tick(s: &mut Supervisor, at: Duration) -> Vec<Action> {
+    s.step(
+        at,
+        Input::Tick {
+            tty: TtyFacts::default(),
+            group_empty: true,
+        },
+    )
+}
+
+#[test]
+fn a_hold_renews_every_third_of_the_ttl_and_one_at_a_time() {
+    let mut s = holder(None);
+    assert_eq!(s.next_deadline(), Some(T0 + ms(10_000)));
+    assert_eq!(hold_tick(&mut s, T0 + ms(10_000) - NS), vec![]);
+    assert_eq!(
+        hold_tick(&mut s, T0 + ms(10_000)),
+        vec![Action::SendRenewal {
+            timeout: ms(10_000)
+        }]
+    );
+    // In flight: no second request, and only the deadline to wake for.
+    assert_eq!(hold_tick(&mut s, T0 + ms(10_001)), vec![]);
+    assert_eq!(s.next_deadline(), Some(T0 + ms(29_695)));
+    let sent_at = T0 + ms(10_000);
+    assert_eq!(s.step(T0 + ms(10_050), Input::Renewed { sent_at }), vec![]);
+    assert_eq!(s.next_deadline(), Some(sent_at + ms(10_000)));
+    // The deadline moved with the confirmed renewal: still a full timeout.
+    assert_eq!(
+        hold_tick(&mut s, T0 + ms(20_000)),
+        vec![Action::SendRenewal {
+            timeout: ms(10_000)
+        }]
+    );
+}
+
+#[test]
+fn a_hold_releases_and_exits_0_at_max() {
+    let release_at = T0 + ms(15_000);
+    let mut s = holder(Some(release_at));
+    hold_tick(&mut s, T0 + ms(10_000));
+    s.step(
+        T0 + ms(10_001),
+        Input::Renewed {
+            sent_at: T0 + ms(10_000),
+        },
+    );
+    assert_eq!(s.next_deadline(), Some(release_at));
+    assert_eq!(hold_tick(&mut s, release_at - NS), vec![]);
+    assert_eq!(
+        hold_tick(&mut s, release_at),
+        vec![Action::Release, Action::Exit(exit::SUCCESS)]
+    );
+    assert_eq!(s.next_deadline(), None);
+    assert_eq!(hold_tick(&mut s, release_at + ms(1)), vec![]);
+    // Woken only after the lease may have expired, it still releases.
+    let mut s = holder(Some(T0 + ms(5_000)));
+    assert_eq!(
+        hold_tick(&mut s, T0 + ms(40_000)),
+        vec![Action::Release, Action::Exit(exit::SUCCESS)]
+    );
+}
+
+#[test]
+fn a_hold_that_is_not_owner_exits_0_without_releasing() {
+    let mut s = holder(None);
+    hold_tick(&mut s, T0 + ms(10_000));
+    assert_eq!(
+        s.step(T0 + ms(10_002), Input::NotOwner),
+        vec![Action::Exit(exit::SUCCESS)]
+    );
+    assert_eq!(s.next_deadline(), None);
+    assert_eq!(hold_tick(&mut s, T0 + ms(20_000)), vec![]);
+}
+
+#[test]
+fn a_hold_with_no_renewal_confirmed_exits_124_at_ttl_minus_margin_without_releasing() {
+    let mut s = holder(None);
+    let deadline = T0 + ms(29_695);
+    let mut now;
+    let mut sent = Vec::new();
+    let exit = loop {
+        now = s
+            .next_deadline()
+            .expect("a hold always has something to wait for");
+        let actions = hold_tick(&mut s, now);
+        match actions.as_slice() {
+            [Action::SendRenewal { timeout }] => {
+                sent.push(now);
+                assert!(
+                    now + *timeout <= deadline,
+                    "a reply after the deadline is useless"
+                );
+                // Redis refuses the connection, 100ms later.
+                now += ms(100);
+                assert_eq!(s.step(now, Input::Unconfirmed), vec![]);
+            }
+            [] => {}
+            other => break other.to_vec(),
+        }
+    };
+    assert_eq!(exit, vec![Action::Exit(exit::LEASE_LOST)]);
+    assert_eq!(now, deadline);
+    assert!(sent.len() > 2, "failures are retried: {sent:?}");
+    assert!(sent.iter().all(|&t| t < deadline));
+    // The first retry comes renew_every/4 (at most 1s) after the failure.
+    assert_eq!(sent[1], T0 + ms(11_100));
+}
+
+#[test]
+fn a_hold_releases_on_int_term_and_hup_and_ignores_other_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let mut s = holder(None);
+        let tty = TtyFacts::default();
+        assert_eq!(
+            s.step(T0 + ms(1), Input::Signal { sig, tty }),
+            vec![Action::Release, Action::Exit(exit::SUCCESS)]
+        );
+    }
+    let mut s = holder(None);
+    for sig in [libc::SIGUSR1, libc::SIGTSTP, libc::SIGCONT, libc::SIGCHLD] {
+        let tty = TtyFacts::default();
+        assert_eq!(s.step(T0 + ms(1), Input::Signal { sig, tty }), vec![]);
+    }
+    assert_eq!(s.next_deadline(), Some(T0 + ms(10_000)));
+}
+
 #[test]
 fn a_partition_that_heals_1ms_before_the_deadline_keeps_cmd() {
     let mut s = machine(options());
