@@ -45,20 +45,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Known violations, each to be removed by the change that fixes it; the
-/// lead empties this list once the pure supervisor of issue 13 (points 1
-/// and 2: `lease` with no signals and no printing) is merged. Entries are
-/// `(module, what)`, where `what` is a module it may not use, or `"print"`
-/// for printing outside `main` and `commands`. An entry that no longer
-/// occurs fails the test too, so the list can only shrink.
-const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
-    // lease.rs waits on supervise::Signals, ends a wait on WAIT_ENDERS and
-    // stops itself with stop_self; the supervisor rewrite moves that into
-    // commands.
-    ("lease", "supervise"),
-    // lease.rs's renewer prints its warnings with eprintln!.
-    ("lease", "print"),
-];
+/// Known violations, each to be removed by the change that fixes it: none
+/// left. Entries are `(module, what)`, where `what` is a module it may not
+/// use, or `"print"` for printing outside `main` and `commands`. An entry
+/// that no longer occurs fails the test too, so the list can only shrink.
+const KNOWN_VIOLATIONS: &[(&str, &str)] = &[];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

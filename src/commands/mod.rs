@@ -7,6 +7,7 @@ mod doctor;
 mod man;
 mod manual;
 mod run;
+mod signal_policy;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::{busy_line, release_quietly, Global};
+use super::{busy_line, release_quietly, signal_policy, Global};
 use crate::cli::RunArgs;
 use crate::clock;
 use crate::config::{self, fmt_duration, Timings, UsageError};
@@ -91,7 +91,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     // A terminating signal that arrived during the last attempt still ends
     // the wait: CMD never starts. Others are passed on to CMD once it runs.
     let pending = signals.drain();
-    if let Some(&sig) = pending.iter().find(|s| supervise::WAIT_ENDERS.contains(s)) {
+    if let Some(&sig) = pending.iter().find(|&&s| signal_policy::ends_wait(s)) {
         release_quietly(g, &mut store, &keys, &owner);
         return Ok(exit::signal_code(sig));
     }
@@ -150,8 +150,6 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         owner: owner.clone(),
         timings,
         t0,
-        verbose: g.verbose,
-        quiet: g.quiet,
     };
     let mut renewer = Renewer::new(store, spec);
 
@@ -172,9 +170,12 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
 
     // CMD's group is empty: release first (the next holder is waiting),
     // then stand the guardian down.
-    let mut store = renewer
-        .stop()
-        .unwrap_or_else(|| g.store(timings.renew_every.min(Duration::from_secs(5))));
+    let (store, late) = renewer.stop();
+    for event in &late {
+        driver.say_event(event);
+    }
+    let mut store =
+        store.unwrap_or_else(|| g.store(timings.renew_every.min(Duration::from_secs(5))));
     // Only a CMD that exited 0 by itself, with the lease still ours, marks
     // the job done (and only if the release finds the lease ours).
     let mark_done = args.once_per.is_some() && outcome.marks_done();
@@ -326,10 +327,13 @@ impl Driver<'_> {
                 }
             }
             for event in renewer.events() {
+                self.say_event(&event);
                 let input = match event {
-                    Event::Renewed { sent_at } => Input::Renewed { sent_at },
-                    Event::Unconfirmed => Input::Unconfirmed,
+                    Event::Renewed { sent_at, .. } => Input::Renewed { sent_at },
+                    // The supervisor hears of the first of a run of failures.
+                    Event::Failed { failures: 1, .. } => Input::Unconfirmed,
                     Event::NotOwner => Input::NotOwner,
+                    Event::Failed { .. } | Event::NoThread(_) => continue,
                 };
                 if let Some(o) = self.feed(input, renewer) {
                     return o;
@@ -374,6 +378,39 @@ impl Driver<'_> {
             }
         }
         None
+    }
+
+    /// Tells the user what the renewer reports: failures (each with -v),
+    /// a confirmation after failures, every renewal with -vv.
+    fn say_event(&self, event: &Event) {
+        let g = self.g;
+        match event {
+            Event::Renewed { after_failures, .. } => {
+                if *after_failures > 0 {
+                    g.say(format_args!("renewal of {} confirmed again", self.name));
+                }
+                if g.verbose >= 2 {
+                    g.say(format_args!("renewed {}", self.name));
+                }
+            }
+            Event::Failed {
+                error,
+                failures,
+                left,
+            } => {
+                if *failures == 1 || g.verbose >= 1 {
+                    g.say(format_args!(
+                        "warning: {error}; retrying, CMD will be stopped in {} unless a renewal of {} succeeds",
+                        fmt_duration(*left),
+                        self.name
+                    ));
+                }
+            }
+            Event::NotOwner => {}
+            Event::NoThread(e) => g.say(format_args!(
+                "warning: cannot start the renewer thread: {e}"
+            )),
+        }
     }
 
     fn say_lost(&self, loss: Loss) {
