@@ -15,14 +15,15 @@ use std::path::{Path, PathBuf};
 /// everything together and may use any module.
 ///
 /// - `cli`: clap types only; may use `config`'s value enums and parsers
-///   and `exit`'s codes (for help texts and defaults).
+///   and `exit`'s codes (for help texts and defaults), and turns its
+///   arguments into `config`'s settings.
 /// - `config`: validated settings; a leaf.
 /// - `exit`, `clock`: leaves.
 /// - `store`: the only Redis code; takes settings from `config`.
 /// - `lease`: taking and keeping the lease; uses the store and the clock.
 /// - `supervise`: processes, signals, terminal, guardian; no Redis.
 /// - `commands`: the subcommands, which drive all of the above with the
-///   arguments clap parsed for them.
+///   checked settings `config` holds (`cli` builds them); no clap types.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("cli", &["config", "exit"]),
     ("config", &[]),
@@ -33,15 +34,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("supervise", &["config", "clock", "exit"]),
     (
         "commands",
-        &[
-            "cli",
-            "config",
-            "lease",
-            "supervise",
-            "store",
-            "clock",
-            "exit",
-        ],
+        &["config", "lease", "supervise", "store", "clock", "exit"],
     ),
 ];
 

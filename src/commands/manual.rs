@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::{busy_line, release_quietly, require_owner, Global, IO_TIMEOUT};
-use crate::cli::{
-    AcquireArgs, HoldArgs, HoldRenewerArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs,
-};
+use super::{busy_line, release_quietly, Global, IO_TIMEOUT};
 use crate::clock;
-use crate::config::{self, fmt_duration, Timings, UsageError, Wait};
+use crate::config::{
+    self, fmt_duration, AcquireConfig, HoldConfig, HoldRenewerConfig, InspectConfig, ReleaseConfig,
+    ReleaseHow, RenewConfig, UsageError, Wait,
+};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired};
@@ -30,10 +30,7 @@ struct Taken {
 
 /// The common part of `acquire` and `hold`: take the lease, waiting as
 /// asked. Err(code) is the exit status of a known outcome (busy, signal).
-fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
-    if args.lease.ttl.as_millis() < 1 {
-        bail!(UsageError("--ttl must be at least 1ms".into()));
-    }
+fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
     // Waiting is interruptible by SIGINT/SIGTERM/SIGHUP (exit 128+N).
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.lease.limit);
@@ -118,7 +115,7 @@ fn print_taken(t: &Taken, json: bool, extra: &[(&str, u64)]) {
 }
 
 /// `distlock acquire`: take the lease and print how to use it.
-pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
+pub fn acquire(g: &Global, args: AcquireConfig) -> Result<u8> {
     match take(g, &args)? {
         Ok(t) => {
             print_taken(&t, args.json, &[]);
@@ -130,7 +127,7 @@ pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
 
 /// `distlock hold`: `acquire`, plus a detached process that renews the
 /// lease until it is released, `--max` passes or renewal fails.
-pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
+pub fn hold(g: &Global, args: HoldConfig) -> Result<u8> {
     let t = match take(g, &args.acquire)? {
         Ok(t) => t,
         Err(code) => return Ok(code),
@@ -217,17 +214,13 @@ pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
 /// ([`Supervisor::without_cmd`], which holds every rule: when to renew,
 /// `--max`, which signals release, when to give up) and carries out what
 /// it asks: renewals, the release, the exit status.
-pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
+pub fn hold_renewer(g: &Global, args: HoldRenewerConfig) -> Result<u8> {
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let timings = Timings::for_holder(args.ttl);
+    let timings = args.timings;
     let mut store = g.store(timings.renew_every);
     let mut holder = Holder {
-        machine: Supervisor::without_cmd(
-            timings,
-            Duration::from_nanos(args.t0_ns),
-            args.release_at_ns.map(Duration::from_nanos),
-        ),
+        machine: Supervisor::without_cmd(timings, args.t0, args.release_at),
         store: &mut store,
         keys: &keys,
         owner: &args.owner,
@@ -292,11 +285,8 @@ impl Holder<'_> {
 }
 
 /// `distlock renew`: compare-and-extend.
-pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
-    let owner = require_owner(args.owner)?;
-    if args.ttl.as_millis() < 1 {
-        bail!(UsageError("--ttl must be at least 1ms".into()));
-    }
+pub fn renew(g: &Global, args: RenewConfig) -> Result<u8> {
+    let owner = args.owner;
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = g.store(IO_TIMEOUT);
     if store.renew(&keys, &owner, args.ttl.as_millis() as u64)? {
@@ -307,34 +297,36 @@ pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
 }
 
 /// `distlock release`: compare-and-delete, or `--force`.
-pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
+pub fn release(g: &Global, args: ReleaseConfig) -> Result<u8> {
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = g.store(IO_TIMEOUT);
-    if args.forget_done {
-        // The result of the command, either way: on stdout, exit 0.
-        match store.forget_done(&keys)? {
-            Some(mark) => println!(
-                "forgot the done mark of {}: {}",
-                keys.name,
-                DoneView(&mark).line()
-            ),
-            None => println!("{} had no done mark", keys.name),
+    let owner = match args.how {
+        ReleaseHow::ForgetDone => {
+            // The result of the command, either way: on stdout, exit 0.
+            match store.forget_done(&keys)? {
+                Some(mark) => println!(
+                    "forgot the done mark of {}: {}",
+                    keys.name,
+                    DoneView(&mark).line()
+                ),
+                None => println!("{} had no done mark", keys.name),
+            }
+            return Ok(0);
         }
-        return Ok(0);
-    }
-    if args.force {
-        return Ok(match store.force_release(&keys)? {
-            Some(holder) => {
-                println!("released {}, held by {holder}", keys.name);
-                0
-            }
-            None => {
-                g.say(format_args!("{} was not held", keys.name));
-                exit::NOT_OWNER
-            }
-        });
-    }
-    let owner = require_owner(args.owner)?;
+        ReleaseHow::Force => {
+            return Ok(match store.force_release(&keys)? {
+                Some(holder) => {
+                    println!("released {}, held by {holder}", keys.name);
+                    0
+                }
+                None => {
+                    g.say(format_args!("{} was not held", keys.name));
+                    exit::NOT_OWNER
+                }
+            });
+        }
+        ReleaseHow::Owner(owner) => owner,
+    };
     match store.release(&keys, &owner)? {
         Release::Released => Ok(0),
         Release::Kept(left) => {
@@ -360,7 +352,7 @@ pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
 }
 
 /// `distlock inspect`: one lock, for people or (with --json) programs.
-pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
+pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = g.store(IO_TIMEOUT);
     if keys.limit.is_some() {
@@ -562,7 +554,8 @@ impl<'a> LastRunView<'a> {
 }
 
 /// `distlock list`: every held lock under the prefix.
-pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
+/// With `json`, one JSON array of `inspect --json` objects.
+pub fn list(g: &Global, json: bool) -> Result<u8> {
     let mut store = g.store(IO_TIMEOUT);
     let found = store.list_names(&g.prefix)?;
     let plain: Vec<LockKeys> = found
@@ -625,7 +618,7 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         entries.push((f.name.clone(), slots_json(&keys, &info), row));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    if args.json {
+    if json {
         let arr: Vec<_> = entries.into_iter().map(|e| e.1).collect();
         println!("{}", serde_json::Value::Array(arr));
         return Ok(0);

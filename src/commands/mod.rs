@@ -11,9 +11,7 @@ mod signal_policy;
 
 use std::time::Duration;
 
-use anyhow::Result;
-
-use crate::config::{Security, UsageError};
+use crate::config::Security;
 use crate::store::{LockKeys, Store, Target};
 
 pub use doctor::doctor;
@@ -82,12 +80,6 @@ fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>, unacked:
 
 /// Timeout for the manual subcommands' connect and each call.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-
-fn require_owner(owner: Option<String>) -> Result<String> {
-    owner.ok_or_else(|| {
-        UsageError("no owner id: pass --owner ID or set DISTLOCK_OWNER".into()).into()
-    })
-}
 
 /// Releases a lease we took but will not use; failures only warn, the
 /// lease expires by itself.

@@ -7,9 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use super::{busy_line, release_quietly, signal_policy, Global};
-use crate::cli::RunArgs;
 use crate::clock;
-use crate::config::{self, fmt_duration, Timings, UsageError};
+use crate::config::{self, fmt_duration, RunConfig};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Loss, Options, Outcome, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
@@ -17,16 +16,8 @@ use crate::store::{self, DoneMark, LastRun, LockKeys, Release};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// `distlock run`: acquire, spawn, supervise, release.
-pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
-    if args.once_per.is_some() && args.lease.limit > 1 {
-        // Once per window means one success: N holders at a time would
-        // run it N times, and the mark could not say which run counts.
-        bail!(UsageError(format!(
-            "--once-per cannot be used with --limit {}: a job done once per window has one holder at a time",
-            args.lease.limit
-        )));
-    }
-    let timings = Timings::new(args.lease.ttl, args.renew_every, args.kill_grace)?;
+pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
+    let timings = args.timings;
     // First, before any thread exists (see supervise.rs).
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name)
