@@ -16,8 +16,9 @@
 //! - `lease`: taking the lease (and waiting), the renewer thread.
 //! - `supervise`: signals, spawning CMD, the terminal, the guardian,
 //!   reaping; knows no Redis.
-//! - `commands`: the subcommands: `run` (with its supervisor), `manual`
-//!   (acquire, hold, renew, release, inspect, list), `doctor`, `man`.
+//! - `commands`: the subcommands: `run` (with its supervisor), `acquire`
+//!   (acquire, hold), `release` (renew, release), `inspect` (inspect,
+//!   list), `doctor`, `man`; they take `config`'s checked settings.
 //! - `exit`: the exit status table.
 //!
 //! `tests/architecture.rs` checks these arrows and that there is no cycle.

@@ -3,9 +3,11 @@
 //! itself failed; `main` maps errors to 2 or 125. This file holds what
 //! they share: the resolved global options and a few helpers.
 
+mod acquire;
 mod doctor;
+mod inspect;
 mod man;
-mod manual;
+mod release;
 mod run;
 mod signal_policy;
 
@@ -14,9 +16,11 @@ use std::time::Duration;
 use crate::config::Security;
 use crate::store::{LockKeys, Store, Target};
 
+pub use acquire::{acquire, hold, hold_renewer};
 pub use doctor::doctor;
+pub use inspect::{inspect, list};
 pub use man::man;
-pub use manual::{acquire, hold, hold_renewer, inspect, list, release, renew};
+pub use release::{release, renew};
 pub use run::run;
 
 /// Options shared by every subcommand, resolved.
