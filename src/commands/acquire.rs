@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{busy_line, release_quietly, Global, IO_TIMEOUT};
 use crate::clock;
-use crate::config::{self, AcquireConfig, HoldConfig, HoldRenewerConfig, Wait};
+use crate::config::{self, AcquireConfig, HoldConfig, HoldRenewerConfig};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired};
@@ -127,17 +127,7 @@ pub fn hold(g: &Global, args: HoldConfig) -> Result<u8> {
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
-    // The renewer gets the deadline as boot-clock nanoseconds in a u64
-    // (about 584 years): one it cannot be told, or that the clock cannot
-    // count to, is no deadline, rather than a renewer that refuses its
-    // arguments and leaves the lease to expire while `hold` says it holds.
-    let release_at = match args.max {
-        Wait::For(d) => t
-            .sent_at
-            .checked_add(d)
-            .filter(|at| u64::try_from(at.as_nanos()).is_ok()),
-        Wait::Forever => None,
-    };
+    let release_at = args.release_at(t.sent_at);
     let mut cmd = std::process::Command::new(
         std::env::current_exe().context("cannot find distlock's own executable")?,
     );

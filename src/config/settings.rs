@@ -98,6 +98,22 @@ pub struct HoldConfig {
     pub max: Wait,
 }
 
+impl HoldConfig {
+    /// When `--max` runs out for a lease acquired at `t0`. The renewer is
+    /// told it as boot-clock nanoseconds in a u64 (about 584 years): one it
+    /// cannot be told, or that the clock cannot count to, is no deadline,
+    /// rather than a renewer that refuses its arguments and leaves the
+    /// lease to expire while `hold` says it holds.
+    pub fn release_at(&self, t0: Duration) -> Option<Duration> {
+        match self.max {
+            Wait::For(d) => t0
+                .checked_add(d)
+                .filter(|at| u64::try_from(at.as_nanos()).is_ok()),
+            Wait::Forever => None,
+        }
+    }
+}
+
 /// The hidden background renewer of `hold`, with its times on the
 /// boot-time clock.
 #[derive(Debug, Clone)]
@@ -203,4 +219,57 @@ pub struct InspectConfig {
     pub limit: u32,
     /// One JSON object.
     pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(max: Wait) -> HoldConfig {
+        HoldConfig {
+            acquire: AcquireConfig {
+                name: "x".into(),
+                lease: LeaseConfig {
+                    limit: 1,
+                    ttl: Duration::from_secs(30),
+                    wait: Wait::For(Duration::ZERO),
+                    wait_order: WaitOrder::Fair,
+                    conflict_exit_code: 75,
+                    min_hold: None,
+                },
+                owner: None,
+                json: false,
+            },
+            max,
+        }
+    }
+
+    #[test]
+    fn a_max_the_renewer_cannot_be_told_is_no_deadline() {
+        let t0 = Duration::from_secs(100);
+        let hour = Duration::from_secs(3600);
+        assert_eq!(hold(Wait::For(hour)).release_at(t0), Some(t0 + hour));
+        assert_eq!(hold(Wait::Forever).release_at(t0), None);
+        let thousand_years = Duration::from_secs(1000 * 31_557_600);
+        assert_eq!(hold(Wait::For(thousand_years)).release_at(t0), None);
+        assert_eq!(hold(Wait::For(Duration::MAX)).release_at(t0), None);
+    }
+
+    #[test]
+    fn a_release_needs_an_owner_only_when_it_compares() {
+        let r = |owner: Option<&str>, force, forget| {
+            ReleaseConfig::new("x".into(), 1, owner.map(String::from), force, forget)
+                .map(|c| c.how)
+                .map_err(|e| e.0)
+        };
+        assert_eq!(r(None, false, true), Ok(ReleaseHow::ForgetDone));
+        assert_eq!(r(Some("o"), true, false), Ok(ReleaseHow::Force));
+        assert_eq!(
+            r(Some("o"), false, false),
+            Ok(ReleaseHow::Owner("o".into()))
+        );
+        assert!(r(None, false, false).unwrap_err().contains("no owner id"));
+        assert!(check_ttl(Duration::from_micros(999)).is_err());
+        assert!(check_ttl(Duration::from_millis(1)).is_ok());
+    }
 }

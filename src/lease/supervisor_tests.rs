@@ -897,3 +897,147 @@ proptest! {
         w.advance(end)?;
     }
 }
+
+#[derive(Debug, Clone)]
+enum HoldOp {
+    /// Let this many ms pass (the driver wakes at each deadline).
+    Wait(u64),
+    /// The renewal in flight, if any, is answered after this many ms:
+    /// 0 confirmed, 1 not owner, 2 failed.
+    Reply(u64, u8),
+    Signal(usize),
+}
+
+fn hold_op() -> impl Strategy<Value = HoldOp> {
+    prop_oneof![
+        3 => (0u64..3_000).prop_map(HoldOp::Wait),
+        4 => (0u64..3_000, prop_oneof![6 => Just(0u8), 1 => Just(1u8), 6 => Just(2u8)])
+            .prop_map(|(d, r)| HoldOp::Reply(d, r)),
+        1 => (0..SIGNALS.len()).prop_map(HoldOp::Signal),
+    ]
+}
+
+/// `hold`'s renewer and its Redis, as the property sees them.
+struct HoldWorld {
+    s: Supervisor,
+    t: Timings,
+    now: Duration,
+    last_ok: Duration,
+    /// When the renewal in flight was sent, and its timeout.
+    in_flight: Option<(Duration, Duration)>,
+    exited: bool,
+}
+
+impl HoldWorld {
+    fn deadline(&self) -> Duration {
+        self.last_ok + self.t.hard_after()
+    }
+
+    fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
+        let actions = self.s.step(self.now, input);
+        prop_assert!(!self.exited || actions.is_empty(), "acted after exiting");
+        let mut releasing = false;
+        for a in actions {
+            prop_assert!(!releasing || a == Action::Exit(exit::SUCCESS));
+            match a {
+                Action::SendRenewal { timeout } => {
+                    prop_assert!(self.in_flight.is_none(), "two renewals at once");
+                    prop_assert!(self.now + timeout <= self.deadline());
+                    prop_assert!(!timeout.is_zero());
+                    self.in_flight = Some((self.now, timeout));
+                }
+                Action::Release => releasing = true,
+                Action::Exit(code) => {
+                    if code == exit::LEASE_LOST {
+                        prop_assert!(self.now >= self.deadline());
+                    }
+                    self.exited = true;
+                }
+                other => prop_assert!(false, "{other:?} without CMD"),
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self) -> Result<(), TestCaseError> {
+        self.feed(Input::Tick {
+            tty: TtyFacts::default(),
+            group_empty: true,
+        })
+    }
+
+    /// Lets time pass to `to`, waking at every deadline on the way; from
+    /// the moment the lease may expire unrenewed, the holder has exited.
+    fn advance(&mut self, to: Duration) -> Result<(), TestCaseError> {
+        let mut wakes = 0;
+        while let Some(d) = self.s.next_deadline().filter(|&d| d <= to) {
+            self.now = self.now.max(d);
+            self.tick()?;
+            wakes += 1;
+            prop_assert!(wakes < 100_000, "the deadlines make no progress");
+        }
+        self.now = self.now.max(to);
+        prop_assert!(
+            self.exited || self.now < self.deadline(),
+            "still holding at {:?}, past {:?}",
+            self.now,
+            self.deadline()
+        );
+        Ok(())
+    }
+}
+
+proptest! {
+    #[test]
+    fn a_hold_exits_by_the_last_confirmed_send_plus_ttl_minus_margin(
+        ttl_ms in 1u64..5_000,
+        max_ms in proptest::option::of(0u64..10_000),
+        ops in proptest::collection::vec(hold_op(), 0..40),
+    ) {
+        let t = Timings::for_holder(ms(ttl_ms));
+        let mut w = HoldWorld {
+            s: Supervisor::without_cmd(t, T0, max_ms.map(|m| T0 + ms(m))),
+            t,
+            now: T0,
+            last_ok: T0,
+            in_flight: None,
+            exited: false,
+        };
+        w.tick()?;
+        for op in ops {
+            let input = match op {
+                HoldOp::Wait(d) => {
+                    w.advance(w.now + ms(d))?;
+                    continue;
+                }
+                HoldOp::Reply(d, kind) => {
+                    let Some((sent_at, timeout)) = w.in_flight.take() else {
+                        continue;
+                    };
+                    // The driver is blocked in the request meanwhile, at
+                    // most for its timeout.
+                    w.now += ms(d).min(timeout);
+                    match kind {
+                        0 => {
+                            w.last_ok = w.last_ok.max(sent_at);
+                            Input::Renewed { sent_at }
+                        }
+                        1 => Input::NotOwner,
+                        _ => Input::Unconfirmed,
+                    }
+                }
+                HoldOp::Signal(i) => Input::Signal {
+                    sig: SIGNALS[i],
+                    tty: TtyFacts::default(),
+                },
+            };
+            w.feed(input)?;
+            w.tick()?;
+        }
+        let end = w.now.max(w.last_ok) + t.ttl * 2;
+        if w.in_flight.take().is_some() {
+            w.feed(Input::Unconfirmed)?;
+        }
+        w.advance(end)?;
+    }
+}
