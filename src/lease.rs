@@ -357,9 +357,6 @@ pub enum Event {
         failures: u32,
         left: Duration,
     },
-    /// The renewer thread could not be started, so nothing renews: the
-    /// supervisor's deadline stops CMD.
-    NoThread(String),
 }
 
 enum Order {
@@ -375,8 +372,6 @@ enum Order {
 /// the supervisor sleeps in one poll on signals and events.
 pub struct Renewer {
     state: State,
-    /// Events of our own (a thread that could not start), not yet taken.
-    own: Vec<Event>,
 }
 
 enum State {
@@ -412,7 +407,6 @@ impl Renewer {
     pub fn new(store: Store, spec: LeaseSpec) -> Renewer {
         Renewer {
             state: State::Idle(Box::new((store, spec))),
-            own: Vec::new(),
         }
     }
 
@@ -426,31 +420,33 @@ impl Renewer {
     }
 
     /// Starts the thread if it is due. A thread that cannot be started
-    /// means no renewal: the supervisor's deadline then stops CMD.
-    pub fn start_if_due(&mut self, now: Duration) {
+    /// means no renewal: the supervisor's deadline then stops CMD; the
+    /// error is returned for the user.
+    pub fn start_if_due(&mut self, now: Duration) -> Option<std::io::Error> {
         if self.start_at().is_some_and(|at| now >= at) {
-            self.start();
+            return self.start();
         }
+        None
     }
 
     /// Starts renewing every `renew_every`, retrying failures quickly. The
     /// thread never sends a renewal once the kill deadline has passed: by
     /// then the supervisor is stopping CMD and a late "renewed" would be a
     /// lie.
-    fn start(&mut self) {
+    fn start(&mut self) -> Option<std::io::Error> {
         let (mut store, spec) = match std::mem::replace(&mut self.state, State::Gone) {
             State::Idle(b) => *b,
             // Running (or gone): put it back untouched.
             other => {
                 self.state = other;
-                return;
+                return None;
             }
         };
         let (order_tx, order_rx) = mpsc::channel();
         let (event_tx, event_rx) = mpsc::channel();
         let Ok((wake_rx, wake_tx)) = pipe() else {
             self.state = State::Idle(Box::new((store, spec)));
-            return;
+            return None;
         };
         let spawned = std::thread::Builder::new()
             .name("renewer".into())
@@ -465,11 +461,12 @@ impl Renewer {
                     events: event_rx,
                     wake: wake_rx,
                     handle,
-                })
+                });
+                None
             }
             Err(e) => {
-                self.own.push(Event::NoThread(e.to_string()));
                 self.state = State::Gone;
+                Some(e)
             }
         }
     }
@@ -483,41 +480,42 @@ impl Renewer {
     }
 
     /// Takes every waiting event (and the wake-up bytes with them).
-    pub fn events(&mut self) -> Vec<Event> {
-        let mut out = std::mem::take(&mut self.own);
-        if let State::Running(r) = &self.state {
-            drain_pipe(&r.wake);
-            out.extend(r.events.try_iter());
+    pub fn events(&self) -> Vec<Event> {
+        match &self.state {
+            State::Running(r) => {
+                drain_pipe(&r.wake);
+                r.events.try_iter().collect()
+            }
+            _ => Vec::new(),
         }
-        out
     }
 
-    /// Asks for a renewal now, starting the thread if need be.
-    pub fn renew_now(&mut self) {
-        self.start();
+    /// Asks for a renewal now, starting the thread if need be; the error
+    /// if it could not be started.
+    pub fn renew_now(&mut self) -> Option<std::io::Error> {
+        let failed = self.start();
         if let State::Running(r) = &self.state {
             let _ = r.orders.send(Order::RenewNow);
         }
+        failed
     }
 
     /// Stops the thread (waiting for an attempt in flight, bounded by its
     /// timeout) and returns the store for the release, None only if the
     /// thread could not be started at all, with the events not taken yet.
-    pub fn stop(mut self) -> (Option<Store>, Vec<Event>) {
-        let store = match std::mem::replace(&mut self.state, State::Gone) {
-            State::Idle(b) => Some(b.0),
+    pub fn stop(self) -> (Option<Store>, Vec<Event>) {
+        match self.state {
+            State::Idle(b) => (Some(b.0), Vec::new()),
             State::Running(r) => {
                 let _ = r.orders.send(Order::Stop);
                 let store = r
                     .handle
                     .join()
                     .unwrap_or_else(|e| std::panic::resume_unwind(e));
-                self.own.extend(r.events.try_iter());
-                Some(store)
+                (Some(store), r.events.try_iter().collect())
             }
-            State::Gone => None,
-        };
-        (store, self.own)
+            State::Gone => (None, Vec::new()),
+        }
     }
 }
 

@@ -298,7 +298,9 @@ impl Driver<'_> {
             };
             let timeout = wake.map(|w| w.saturating_sub(clock::now()));
             let (sigs, _) = signals.wait(timeout, renewer.wake_fd());
-            renewer.start_if_due(clock::now());
+            if let Some(e) = renewer.start_if_due(clock::now()) {
+                self.say_no_thread(&e);
+            }
 
             for sig in sigs {
                 let tty = self.tty_facts();
@@ -324,7 +326,7 @@ impl Driver<'_> {
                     // The supervisor hears of the first of a run of failures.
                     Event::Failed { failures: 1, .. } => Input::Unconfirmed,
                     Event::NotOwner => Input::NotOwner,
-                    Event::Failed { .. } | Event::NoThread(_) => continue,
+                    Event::Failed { .. } => continue,
                 };
                 if let Some(o) = self.feed(input, renewer) {
                     return o;
@@ -360,7 +362,11 @@ impl Driver<'_> {
                         tty.give_to(unsafe { libc::getpgrp() });
                     }
                 }
-                Action::RenewNow => renewer.renew_now(),
+                Action::RenewNow => {
+                    if let Some(e) = renewer.renew_now() {
+                        self.say_no_thread(&e);
+                    }
+                }
                 Action::ExtendGuardian(at) => self.guardian.extend(at),
                 Action::Lost(loss) => self.say_lost(loss),
                 Action::Finish(outcome) => return Some(outcome),
@@ -398,10 +404,14 @@ impl Driver<'_> {
                 }
             }
             Event::NotOwner => {}
-            Event::NoThread(e) => g.say(format_args!(
-                "warning: cannot start the renewer thread: {e}"
-            )),
         }
+    }
+
+    /// Nothing renews the lease: the supervisor's deadline stops CMD.
+    fn say_no_thread(&self, e: &std::io::Error) {
+        self.g.say(format_args!(
+            "warning: cannot start the renewer thread: {e}"
+        ));
     }
 
     fn say_lost(&self, loss: Loss) {
