@@ -612,6 +612,105 @@ pub struct ListArgs {
     pub json: bool,
 }
 
+/// Each subcommand's arguments become its checked settings here: the
+/// subcommands take `config`'s types and know nothing of clap.
+impl LeaseArgs {
+    fn into_config(self) -> config::LeaseConfig {
+        config::LeaseConfig {
+            limit: self.limit,
+            ttl: self.ttl,
+            wait: self.wait,
+            wait_order: self.wait_order,
+            conflict_exit_code: self.conflict_exit_code,
+            min_hold: self.min_hold,
+        }
+    }
+}
+
+impl TryFrom<RunArgs> for config::RunConfig {
+    type Error = config::UsageError;
+
+    fn try_from(a: RunArgs) -> Result<Self, Self::Error> {
+        config::check_once_per(a.once_per, a.lease.limit)?;
+        let timings = config::Timings::new(a.lease.ttl, a.renew_every, a.kill_grace)?;
+        Ok(config::RunConfig {
+            name: a.name,
+            lease: a.lease.into_config(),
+            timings,
+            kill_signal: a.kill_signal,
+            max_hold: a.max_hold,
+            at_risk_signal: a.at_risk_signal,
+            once_per: a.once_per,
+            done_exit_code: a.done_exit_code,
+            last_run_keep: a.last_run_keep,
+            command: a.command,
+        })
+    }
+}
+
+impl TryFrom<AcquireArgs> for config::AcquireConfig {
+    type Error = config::UsageError;
+
+    fn try_from(a: AcquireArgs) -> Result<Self, Self::Error> {
+        config::check_ttl(a.lease.ttl)?;
+        Ok(config::AcquireConfig {
+            name: a.name,
+            lease: a.lease.into_config(),
+            owner: a.owner,
+            json: a.json,
+        })
+    }
+}
+
+impl TryFrom<HoldArgs> for config::HoldConfig {
+    type Error = config::UsageError;
+
+    fn try_from(a: HoldArgs) -> Result<Self, Self::Error> {
+        Ok(config::HoldConfig {
+            acquire: a.acquire.try_into()?,
+            max: a.max,
+        })
+    }
+}
+
+impl From<HoldRenewerArgs> for config::HoldRenewerConfig {
+    fn from(a: HoldRenewerArgs) -> Self {
+        config::HoldRenewerConfig::new(a.name, a.limit, a.owner, a.ttl, a.t0_ns, a.release_at_ns)
+    }
+}
+
+impl TryFrom<RenewArgs> for config::RenewConfig {
+    type Error = config::UsageError;
+
+    fn try_from(a: RenewArgs) -> Result<Self, Self::Error> {
+        let owner = config::require_owner(a.owner)?;
+        Ok(config::RenewConfig {
+            name: a.name,
+            limit: a.limit,
+            owner,
+            ttl: config::check_ttl(a.ttl)?,
+        })
+    }
+}
+
+impl TryFrom<ReleaseArgs> for config::ReleaseConfig {
+    type Error = config::UsageError;
+
+    fn try_from(a: ReleaseArgs) -> Result<Self, Self::Error> {
+        config::ReleaseConfig::new(a.name, a.limit, a.owner, a.force, a.forget_done)
+    }
+}
+
+impl From<InspectArgs> for config::InspectConfig {
+    fn from(a: InspectArgs) -> Self {
+        config::InspectConfig {
+            name: a.name,
+            limit: a.limit,
+            json: a.json,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,14 +2,23 @@
 //!
 //! The value parsers (`parse_*`) are what clap calls for single values, so a
 //! bad name or duration is reported as a usage error (exit 2) naming the
-//! option. `RunConfig::new` checks how values relate to each other. Both
-//! sides share `UsageError`, which `main` maps to exit 2.
+//! option. The checks that relate several values (`Timings::new`, the
+//! settings of each subcommand in [`settings`]) run when `cli` turns its
+//! arguments into those settings. Both sides share `UsageError`, which
+//! `main` maps to exit 2.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+
+mod settings;
+
+pub use settings::{
+    check_once_per, check_ttl, require_owner, AcquireConfig, HoldConfig, HoldRenewerConfig,
+    InspectConfig, LeaseConfig, ReleaseConfig, ReleaseHow, RenewConfig, RunConfig,
+};
 
 /// A mistake in what the user typed. `main` maps it to exit status 2.
 #[derive(Debug)]
@@ -231,7 +240,7 @@ pub fn parse_any_signal(s: &str) -> Result<Signal, String> {
 }
 
 /// Validated timings of `run`, all on the local monotonic clock.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Timings {
     /// Lease length in Redis.
     pub ttl: Duration,
@@ -254,12 +263,7 @@ impl Timings {
         renew_every: Option<Duration>,
         kill_grace: Option<Duration>,
     ) -> Result<Timings, UsageError> {
-        if ttl.as_millis() < 1 {
-            return Err(UsageError(format!(
-                "--ttl {} is too short: Redis leases count whole milliseconds",
-                fmt_duration(ttl)
-            )));
-        }
+        let ttl = check_ttl(ttl)?;
         // Redis keeps expiries in whole milliseconds; so do we.
         let ttl = Duration::from_millis(ttl.as_millis() as u64);
         let renew_every = renew_every.unwrap_or(ttl / 3);

@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::config::{fmt_duration, Timings, Wait, WaitOrder};
+use crate::config::{Timings, Wait, WaitOrder};
 use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, Subscription};
-use crate::supervise::{self, Signals};
 
 pub mod supervisor;
 
@@ -42,6 +41,26 @@ pub enum Acquired {
     /// `run --once-per`: our turn came, but a run succeeded less than the
     /// window ago (no lease was taken).
     Done(DoneMark),
+}
+
+/// How a waiter for the lock sleeps. What a signal means during the wait
+/// (end it, stop distlock, nothing) is the caller's policy: `lease` knows
+/// no signals, `commands` implements this on top of its signalfd.
+pub trait Sleep {
+    /// Sleeps until `fd` is readable, `timeout` passes or a signal ends the
+    /// wait.
+    fn sleep(&self, timeout: Duration, fd: RawFd) -> Wakeup;
+}
+
+/// Why [`Sleep::sleep`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wakeup {
+    /// The fd is readable.
+    Readable,
+    /// The timeout passed, or nothing the waiter must act on happened.
+    Nothing,
+    /// A signal that ends the wait arrived (the exit status is 128+N).
+    Interrupted(i32),
 }
 
 /// Takes the lock, waiting as long as `wait` allows.
@@ -74,7 +93,7 @@ pub fn acquire(
     meta: &[(&str, &str)],
     wait: Wait,
     order: WaitOrder,
-    signals: &Signals,
+    sleep: &dyn Sleep,
 ) -> Result<Acquired> {
     // A wait too long for the clock to count to is a wait without limit.
     let give_up_at = match wait {
@@ -159,15 +178,11 @@ pub fn acquire(
             if left.is_zero() {
                 continue 'attempts;
             }
-            let (sigs, woken) = signals.wait(Some(left), Some(subscriber.fd()));
-            for sig in sigs {
-                if supervise::WAIT_ENDERS.contains(&sig) {
-                    break 'attempts Ok(Acquired::Interrupted(sig));
-                }
-                if supervise::STOPS.contains(&sig) {
-                    supervise::stop_self(false);
-                }
-            }
+            let woken = match sleep.sleep(left, subscriber.fd()) {
+                Wakeup::Interrupted(sig) => break 'attempts Ok(Acquired::Interrupted(sig)),
+                Wakeup::Readable => true,
+                Wakeup::Nothing => false,
+            };
             if woken {
                 let mut wake = subscriber.is_dead();
                 for notice in subscriber.notices() {
@@ -321,16 +336,27 @@ fn drain_pipe(fd: &OwnedFd) {
     while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
 }
 
-/// What the renewer reports to the supervisor.
+/// What the renewer reports: to the supervisor, and (the caller decides
+/// how, if at all) to the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A renewal sent at this time was confirmed: the lease now runs until
-    /// at least `sent_at + ttl` in Redis.
-    Renewed { sent_at: Duration },
+    /// at least `sent_at + ttl` in Redis. `after_failures` renewals had
+    /// failed since the last confirmed one.
+    Renewed {
+        sent_at: Duration,
+        after_failures: u32,
+    },
     /// Redis says someone else (or nobody) holds the lock.
     NotOwner,
-    /// A renewal could not be confirmed (the first of a run of failures).
-    Unconfirmed,
+    /// A renewal could not be confirmed: the `failures`-th in a row (the
+    /// first of a run is what the supervisor hears of), with the error,
+    /// and how long is left before CMD is stopped unless one succeeds.
+    Failed {
+        error: String,
+        failures: u32,
+        left: Duration,
+    },
 }
 
 enum Order {
@@ -374,10 +400,6 @@ pub struct LeaseSpec {
     pub timings: Timings,
     /// When the last confirmed request was sent.
     pub t0: Duration,
-    /// Print each renewal (-vv) / failures (unless -q).
-    pub verbose: u8,
-    /// Suppress warnings.
-    pub quiet: bool,
 }
 
 impl Renewer {
@@ -398,33 +420,34 @@ impl Renewer {
     }
 
     /// Starts the thread if it is due. A thread that cannot be started
-    /// means no renewal: the supervisor's deadline then stops CMD.
-    pub fn start_if_due(&mut self, now: Duration) {
+    /// means no renewal: the supervisor's deadline then stops CMD; the
+    /// error is returned for the user.
+    pub fn start_if_due(&mut self, now: Duration) -> Option<std::io::Error> {
         if self.start_at().is_some_and(|at| now >= at) {
-            self.start();
+            return self.start();
         }
+        None
     }
 
     /// Starts renewing every `renew_every`, retrying failures quickly. The
     /// thread never sends a renewal once the kill deadline has passed: by
     /// then the supervisor is stopping CMD and a late "renewed" would be a
     /// lie.
-    fn start(&mut self) {
+    fn start(&mut self) -> Option<std::io::Error> {
         let (mut store, spec) = match std::mem::replace(&mut self.state, State::Gone) {
             State::Idle(b) => *b,
             // Running (or gone): put it back untouched.
             other => {
                 self.state = other;
-                return;
+                return None;
             }
         };
         let (order_tx, order_rx) = mpsc::channel();
         let (event_tx, event_rx) = mpsc::channel();
         let Ok((wake_rx, wake_tx)) = pipe() else {
             self.state = State::Idle(Box::new((store, spec)));
-            return;
+            return None;
         };
-        let quiet = spec.quiet;
         let spawned = std::thread::Builder::new()
             .name("renewer".into())
             .spawn(move || {
@@ -438,13 +461,12 @@ impl Renewer {
                     events: event_rx,
                     wake: wake_rx,
                     handle,
-                })
+                });
+                None
             }
             Err(e) => {
-                if !quiet {
-                    eprintln!("distlock: warning: cannot start the renewer thread: {e}");
-                }
                 self.state = State::Gone;
+                Some(e)
             }
         }
     }
@@ -468,29 +490,31 @@ impl Renewer {
         }
     }
 
-    /// Asks for a renewal now, starting the thread if need be.
-    pub fn renew_now(&mut self) {
-        self.start();
+    /// Asks for a renewal now, starting the thread if need be; the error
+    /// if it could not be started.
+    pub fn renew_now(&mut self) -> Option<std::io::Error> {
+        let failed = self.start();
         if let State::Running(r) = &self.state {
             let _ = r.orders.send(Order::RenewNow);
         }
+        failed
     }
 
     /// Stops the thread (waiting for an attempt in flight, bounded by its
-    /// timeout) and returns the store for the release; None only if the
-    /// thread could not be started at all.
-    pub fn stop(self) -> Option<Store> {
+    /// timeout) and returns the store for the release, None only if the
+    /// thread could not be started at all, with the events not taken yet.
+    pub fn stop(self) -> (Option<Store>, Vec<Event>) {
         match self.state {
-            State::Idle(b) => Some(b.0),
+            State::Idle(b) => (Some(b.0), Vec::new()),
             State::Running(r) => {
                 let _ = r.orders.send(Order::Stop);
-                Some(
-                    r.handle
-                        .join()
-                        .unwrap_or_else(|e| std::panic::resume_unwind(e)),
-                )
+                let store = r
+                    .handle
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
+                (Some(store), r.events.try_iter().collect())
             }
-            State::Gone => None,
+            State::Gone => (None, Vec::new()),
         }
     }
 }
@@ -531,14 +555,12 @@ fn renew_loop(
         store.set_timeout(timeout);
         match store.renew(&spec.keys, &spec.owner, t.ttl_ms()) {
             Ok(true) => {
-                if policy.failures() > 0 && !spec.quiet {
-                    eprintln!("distlock: renewal of {} confirmed again", spec.keys.name);
-                }
+                let after_failures = policy.failures();
                 policy.confirmed(sent_at);
-                if spec.verbose >= 2 {
-                    eprintln!("distlock: renewed {}", spec.keys.name);
-                }
-                send(Event::Renewed { sent_at });
+                send(Event::Renewed {
+                    sent_at,
+                    after_failures,
+                });
             }
             Ok(false) => {
                 send(Event::NotOwner);
@@ -547,18 +569,11 @@ fn renew_loop(
             Err(e) => {
                 let now_t = now();
                 policy.failed(now_t);
-                let failures = policy.failures();
-                if failures == 1 {
-                    send(Event::Unconfirmed);
-                }
-                if !spec.quiet && (failures == 1 || spec.verbose >= 1) {
-                    let left = policy.deadline().saturating_sub(now_t);
-                    eprintln!(
-                        "distlock: warning: {e:#}; retrying, CMD will be stopped in {} unless a renewal of {} succeeds",
-                        fmt_duration(left),
-                        spec.keys.name
-                    );
-                }
+                send(Event::Failed {
+                    error: format!("{e:#}"),
+                    failures: policy.failures(),
+                    left: policy.deadline().saturating_sub(now_t),
+                });
             }
         }
     }

@@ -16,8 +16,9 @@
 //! - `lease`: taking the lease (and waiting), the renewer thread.
 //! - `supervise`: signals, spawning CMD, the terminal, the guardian,
 //!   reaping; knows no Redis.
-//! - `commands`: the subcommands: `run` (with its supervisor), `manual`
-//!   (acquire, hold, renew, release, inspect, list), `doctor`, `man`.
+//! - `commands`: the subcommands: `run` (with its supervisor), `acquire`
+//!   (acquire, hold), `release` (renew, release), `inspect` (inspect,
+//!   list), `doctor`, `man`; they take `config`'s checked settings.
 //! - `exit`: the exit status table.
 //!
 //! `tests/architecture.rs` checks these arrows and that there is no cycle.
@@ -101,15 +102,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         })
     };
     match cli.command {
-        Command::Run(args) => commands::run(&global(cli.global)?, args),
-        Command::Acquire(args) => commands::acquire(&global(cli.global)?, args),
-        Command::Hold(args) => commands::hold(&global(cli.global)?, args),
-        Command::HoldRenewer(args) => commands::hold_renewer(&global(cli.global)?, args),
-        Command::Renew(args) => commands::renew(&global(cli.global)?, args),
-        Command::Release(args) => commands::release(&global(cli.global)?, args),
-        Command::Inspect(args) => commands::inspect(&global(cli.global)?, args),
-        Command::Doctor(args) => commands::doctor(&global(cli.global)?, args),
-        Command::List(args) => commands::list(&global(cli.global)?, args),
+        Command::Run(args) => commands::run(&global(cli.global)?, args.try_into()?),
+        Command::Acquire(args) => commands::acquire(&global(cli.global)?, args.try_into()?),
+        Command::Hold(args) => commands::hold(&global(cli.global)?, args.try_into()?),
+        Command::HoldRenewer(args) => commands::hold_renewer(&global(cli.global)?, args.into()),
+        Command::Renew(args) => commands::renew(&global(cli.global)?, args.try_into()?),
+        Command::Release(args) => commands::release(&global(cli.global)?, args.try_into()?),
+        Command::Inspect(args) => commands::inspect(&global(cli.global)?, args.into()),
+        Command::Doctor(args) => commands::doctor(&global(cli.global)?, args.json),
+        Command::List(args) => commands::list(&global(cli.global)?, args.json),
         Command::Completions { shell } => {
             // clap_complete panics when its writer fails, so render into
             // memory and write here, where a failure can be handled.
@@ -135,7 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::SUCCESS)
         }
         Command::Man { dir, .. } => {
-            commands::man(&dir)?;
+            commands::man(&dir, Cli::command(), &cli::HEADINGS)?;
             Ok(exit::SUCCESS)
         }
     }

@@ -6,7 +6,6 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::{Global, IO_TIMEOUT};
-use crate::cli::DoctorArgs;
 use crate::exit;
 
 /// How worrying one `doctor` finding is.
@@ -36,7 +35,8 @@ struct Check {
 }
 
 /// `distlock doctor`: is this Redis fit to hold leases?
-pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
+/// With `json`, a JSON array instead of lines.
+pub fn doctor(g: &Global, json: bool) -> Result<u8> {
     let mut store = g.store(IO_TIMEOUT);
     let mut checks = Vec::new();
     let mut rtts = Vec::new();
@@ -58,7 +58,7 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
             detail: format!("{e:#}"),
             advice: "check the URL, the network, the password and TLS settings".into(),
         });
-        print_checks(&checks, args.json);
+        print_checks(&checks, json);
         return Ok(exit::FAILURE);
     }
     rtts.sort();
@@ -192,7 +192,7 @@ pub fn doctor(g: &Global, args: DoctorArgs) -> Result<u8> {
         advice,
     });
 
-    print_checks(&checks, args.json);
+    print_checks(&checks, json);
     let worst = checks
         .iter()
         .map(|c| c.verdict)

@@ -5,12 +5,13 @@ use anyhow::Result;
 /// `distlock man --dir D`: writes `distlock.1` and one page per visible
 /// subcommand. clap_mangen renders the usual sections; we add EXAMPLES (from
 /// each command's long help), EXIT STATUS and ENVIRONMENT, as flock(1) has,
-/// and turn the help headings into subsections of OPTIONS.
-pub fn man(dir: &std::path::Path) -> Result<()> {
-    use clap::CommandFactory;
-    fn page(cmd: &clap::Command, dir: &std::path::Path) -> Result<()> {
+/// and turn the help headings into subsections of OPTIONS. `cli` is the
+/// clap definition and `headings` its help headings (`main` passes them,
+/// so the subcommands need nothing of `cli`).
+pub fn man(dir: &std::path::Path, cli: clap::Command, headings: &[&str]) -> Result<()> {
+    fn page(cmd: &clap::Command, dir: &std::path::Path, headings: &[&str]) -> Result<()> {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-            page(sub, dir)?;
+            page(sub, dir, headings)?;
         }
         // clap_mangen's own SYNOPSIS lists every option in declaration
         // order, which shuffles run's options and the global ones together
@@ -29,7 +30,9 @@ pub fn man(dir: &std::path::Path) -> Result<()> {
         if cmd.get_arguments().any(|a| !a.is_hide_set()) {
             let mut options = Vec::new();
             man.render_options_section(&mut options)?;
-            out.extend_from_slice(headings_as_subsections(&String::from_utf8(options)?).as_bytes());
+            out.extend_from_slice(
+                headings_as_subsections(&String::from_utf8(options)?, headings).as_bytes(),
+            );
         }
         if cmd.has_subcommands() {
             man.render_subcommands_section(&mut out)?;
@@ -51,19 +54,19 @@ pub fn man(dir: &std::path::Path) -> Result<()> {
     // The plain package version, not `--version`'s commit (build.rs): the
     // pages are committed, and a commit hash in them would make them stale
     // with every commit.
-    let mut cmd = crate::cli::Cli::command()
+    let mut cmd = cli
         .disable_help_subcommand(true)
         .version(env!("CARGO_PKG_VERSION"));
     cmd.build();
-    page(&cmd, dir)
+    page(&cmd, dir, headings)
 }
 
 /// clap_mangen turns each help heading into a section of its own (`.SH
 /// LEASE` next to `.SH EXAMPLES`); man pages group options as subsections of
 /// OPTIONS instead (as git(1) and curl(1) do), so a reader finds every option
 /// under one section and `/^OPTIONS` still works. Rewrites the heading
-/// sections of `cli::HEADINGS` into `.SS` lines under one `.SH OPTIONS`.
-fn headings_as_subsections(roff: &str) -> String {
+/// sections of `headings` into `.SS` lines under one `.SH OPTIONS`.
+fn headings_as_subsections(roff: &str, headings: &[&str]) -> String {
     let mut out = String::new();
     let mut have_options = false;
     for line in roff.lines() {
@@ -71,11 +74,8 @@ fn headings_as_subsections(roff: &str) -> String {
         if section == Some("OPTIONS") {
             have_options = true;
         }
-        let heading = section.and_then(|s| {
-            crate::cli::HEADINGS
-                .into_iter()
-                .find(|h| h.to_uppercase() == s)
-        });
+        let heading =
+            section.and_then(|s| headings.iter().copied().find(|h| h.to_uppercase() == s));
         match heading {
             Some(h) => {
                 if !have_options {

@@ -3,21 +3,24 @@
 //! itself failed; `main` maps errors to 2 or 125. This file holds what
 //! they share: the resolved global options and a few helpers.
 
+mod acquire;
 mod doctor;
+mod inspect;
 mod man;
-mod manual;
+mod release;
 mod run;
+mod signal_policy;
 
 use std::time::Duration;
 
-use anyhow::Result;
-
-use crate::config::{Security, UsageError};
+use crate::config::Security;
 use crate::store::{LockKeys, Store, Target};
 
+pub use acquire::{acquire, hold, hold_renewer};
 pub use doctor::doctor;
+pub use inspect::{inspect, list};
 pub use man::man;
-pub use manual::{acquire, hold, hold_renewer, inspect, list, release, renew};
+pub use release::{release, renew};
 pub use run::run;
 
 /// Options shared by every subcommand, resolved.
@@ -81,12 +84,6 @@ fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>, unacked:
 
 /// Timeout for the manual subcommands' connect and each call.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-
-fn require_owner(owner: Option<String>) -> Result<String> {
-    owner.ok_or_else(|| {
-        UsageError("no owner id: pass --owner ID or set DISTLOCK_OWNER".into()).into()
-    })
-}
 
 /// Releases a lease we took but will not use; failures only warn, the
 /// lease expires by itself.

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::{busy_line, release_quietly, Global};
-use crate::cli::RunArgs;
+use super::{busy_line, release_quietly, signal_policy, Global};
 use crate::clock;
-use crate::config::{self, fmt_duration, Timings, UsageError};
+use crate::config::{self, fmt_duration, RunConfig};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Loss, Options, Outcome, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
@@ -17,16 +16,8 @@ use crate::store::{self, DoneMark, LastRun, LockKeys, Release};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// `distlock run`: acquire, spawn, supervise, release.
-pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
-    if args.once_per.is_some() && args.lease.limit > 1 {
-        // Once per window means one success: N holders at a time would
-        // run it N times, and the mark could not say which run counts.
-        bail!(UsageError(format!(
-            "--once-per cannot be used with --limit {}: a job done once per window has one holder at a time",
-            args.lease.limit
-        )));
-    }
-    let timings = Timings::new(args.lease.ttl, args.renew_every, args.kill_grace)?;
+pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
+    let timings = args.timings;
     // First, before any thread exists (see supervise/signals.rs).
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name)
@@ -91,7 +82,7 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
     // A terminating signal that arrived during the last attempt still ends
     // the wait: CMD never starts. Others are passed on to CMD once it runs.
     let pending = signals.drain();
-    if let Some(&sig) = pending.iter().find(|s| supervise::WAIT_ENDERS.contains(s)) {
+    if let Some(&sig) = pending.iter().find(|&&s| signal_policy::ends_wait(s)) {
         release_quietly(g, &mut store, &keys, &owner);
         return Ok(exit::signal_code(sig));
     }
@@ -150,8 +141,6 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
         owner: owner.clone(),
         timings,
         t0,
-        verbose: g.verbose,
-        quiet: g.quiet,
     };
     let mut renewer = Renewer::new(store, spec);
 
@@ -172,9 +161,12 @@ pub fn run(g: &Global, args: RunArgs) -> Result<u8> {
 
     // CMD's group is empty: release first (the next holder is waiting),
     // then stand the guardian down.
-    let mut store = renewer
-        .stop()
-        .unwrap_or_else(|| g.store(timings.renew_every.min(Duration::from_secs(5))));
+    let (store, late) = renewer.stop();
+    for event in &late {
+        driver.say_event(event);
+    }
+    let mut store =
+        store.unwrap_or_else(|| g.store(timings.renew_every.min(Duration::from_secs(5))));
     // Only a CMD that exited 0 by itself, with the lease still ours, marks
     // the job done (and only if the release finds the lease ours).
     let mark_done = args.once_per.is_some() && outcome.marks_done();
@@ -306,7 +298,9 @@ impl Driver<'_> {
             };
             let timeout = wake.map(|w| w.saturating_sub(clock::now()));
             let (sigs, _) = signals.wait(timeout, renewer.wake_fd());
-            renewer.start_if_due(clock::now());
+            if let Some(e) = renewer.start_if_due(clock::now()) {
+                self.say_no_thread(&e);
+            }
 
             for sig in sigs {
                 let tty = self.tty_facts();
@@ -326,10 +320,13 @@ impl Driver<'_> {
                 }
             }
             for event in renewer.events() {
+                self.say_event(&event);
                 let input = match event {
-                    Event::Renewed { sent_at } => Input::Renewed { sent_at },
-                    Event::Unconfirmed => Input::Unconfirmed,
+                    Event::Renewed { sent_at, .. } => Input::Renewed { sent_at },
+                    // The supervisor hears of the first of a run of failures.
+                    Event::Failed { failures: 1, .. } => Input::Unconfirmed,
                     Event::NotOwner => Input::NotOwner,
+                    Event::Failed { .. } => continue,
                 };
                 if let Some(o) = self.feed(input, renewer) {
                     return o;
@@ -364,13 +361,56 @@ impl Driver<'_> {
                         tty.take_back();
                     }
                 }
-                Action::RenewNow => renewer.renew_now(),
+                Action::RenewNow => {
+                    if let Some(e) = renewer.renew_now() {
+                        self.say_no_thread(&e);
+                    }
+                }
                 Action::ExtendGuardian(at) => self.guardian.extend(at),
                 Action::Lost(loss) => self.say_lost(loss),
                 Action::Finish(outcome) => return Some(outcome),
+                // Only a supervisor without CMD (`hold`) asks for these.
+                Action::SendRenewal { .. } | Action::Release | Action::Exit(_) => {}
             }
         }
         None
+    }
+
+    /// Tells the user what the renewer reports: failures (each with -v),
+    /// a confirmation after failures, every renewal with -vv.
+    fn say_event(&self, event: &Event) {
+        let g = self.g;
+        match event {
+            Event::Renewed { after_failures, .. } => {
+                if *after_failures > 0 {
+                    g.say(format_args!("renewal of {} confirmed again", self.name));
+                }
+                if g.verbose >= 2 {
+                    g.say(format_args!("renewed {}", self.name));
+                }
+            }
+            Event::Failed {
+                error,
+                failures,
+                left,
+            } => {
+                if *failures == 1 || g.verbose >= 1 {
+                    g.say(format_args!(
+                        "warning: {error}; retrying, CMD will be stopped in {} unless a renewal of {} succeeds",
+                        fmt_duration(*left),
+                        self.name
+                    ));
+                }
+            }
+            Event::NotOwner => {}
+        }
+    }
+
+    /// Nothing renews the lease: the supervisor's deadline stops CMD.
+    fn say_no_thread(&self, e: &std::io::Error) {
+        self.g.say(format_args!(
+            "warning: cannot start the renewer thread: {e}"
+        ));
     }
 
     fn say_lost(&self, loss: Loss) {

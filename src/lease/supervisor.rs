@@ -7,7 +7,9 @@
 //! argument and the facts about the terminal and CMD's group come in with
 //! the inputs (quinn-proto's "sans I/O" design). `run` feeds it what the
 //! signalfd, `waitpid` and the renewer report, and carries out the
-//! returned actions; the unit tests below drive it on a fake clock.
+//! returned actions; `hold`'s background renewer drives the same machine
+//! without a CMD ([`Supervisor::without_cmd`]). The unit tests below drive
+//! it on a fake clock.
 //!
 //! All times are on the boot-time clock (`crate::clock`), as `Duration`s
 //! since boot.
@@ -43,7 +45,7 @@ fn retry_pause(t: &Timings) -> Duration {
 /// The deadline is `soft_after` past the last confirmed send: the kill
 /// deadline for `run`, and for `hold` (no kill grace) the moment the lease
 /// may expire.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RenewalPolicy {
     timings: Timings,
     /// Send time of the last confirmed acquire/renew.
@@ -183,6 +185,14 @@ pub enum Action {
     TakeTerminalBack,
     /// Ask the renewer for a renewal now.
     RenewNow,
+    /// Without CMD: send a renewal now and wait at most `timeout` for the
+    /// reply, then report it (`Renewed` with the time of this step,
+    /// `NotOwner`, or `Unconfirmed`).
+    SendRenewal { timeout: Duration },
+    /// Without CMD: release the lease.
+    Release,
+    /// Without CMD: exit with this status; nothing more to do.
+    Exit(u8),
     /// The guardian's deadline moves to this time (a renewal was confirmed).
     ExtendGuardian(Duration),
     /// The lease is lost for this reason (tell the user); CMD is being
@@ -254,7 +264,7 @@ fn is_tty_stop(sig: i32) -> bool {
     sig == libc::SIGTTIN || sig == libc::SIGTTOU
 }
 
-/// The supervisor of one CMD under one lease.
+/// The supervisor of one lease: with a CMD (`run`) or without (`hold`).
 #[derive(Debug, Clone)]
 pub struct Supervisor {
     timings: Timings,
@@ -274,6 +284,16 @@ pub struct Supervisor {
     killing: Option<Killing>,
     /// Finish was emitted; nothing more to do.
     done: bool,
+    /// Without CMD (`hold`): the machine schedules renewals itself.
+    renewal: Option<RenewalPolicy>,
+    /// Without CMD: a renewal was asked for and not reported on yet.
+    renewal_in_flight: bool,
+}
+
+/// Without CMD, these signals release the lease and end the holder
+/// (`kill $DISTLOCK_HOLD_PID`, or the session's end); others are ignored.
+fn ends_hold(sig: i32) -> bool {
+    matches!(sig, libc::SIGINT | libc::SIGTERM | libc::SIGHUP)
 }
 
 impl Supervisor {
@@ -294,6 +314,33 @@ impl Supervisor {
             stopped: false,
             killing: None,
             done: false,
+            renewal: None,
+            renewal_in_flight: false,
+        }
+    }
+
+    /// A supervisor of a lease with no CMD (`hold`'s background renewer),
+    /// acquired by a request sent at `t0`. It asks for renewals by the
+    /// [`RenewalPolicy`] (`SendRenewal`), releases the lease and exits 0
+    /// at `release_at` (`--max`) or on SIGINT, SIGTERM or SIGHUP, exits 0
+    /// without releasing when Redis says the lease is not ours, and exits
+    /// 124 without releasing once no renewal was confirmed by the moment
+    /// the lease may expire (`t0 + ttl − margin` with `Timings::for_holder`).
+    pub fn without_cmd(timings: Timings, t0: Duration, release_at: Option<Duration>) -> Supervisor {
+        Supervisor {
+            timings,
+            kill_signal: libc::SIGTERM,
+            max_hold_at: release_at,
+            at_risk: None,
+            t0,
+            now: t0,
+            lost: None,
+            status: None,
+            stopped: false,
+            killing: None,
+            done: false,
+            renewal: Some(RenewalPolicy::new(timings, t0)),
+            renewal_in_flight: false,
         }
     }
 
@@ -303,6 +350,10 @@ impl Supervisor {
         let now = self.now;
         let mut out = Vec::new();
         if self.done {
+            return out;
+        }
+        if self.renewal.is_some() {
+            self.step_without_cmd(now, input, &mut out);
             return out;
         }
         match input {
@@ -367,6 +418,16 @@ impl Supervisor {
         }
         let mut wake: Option<Duration> = None;
         let mut at = |t: Duration| wake = Some(wake.map_or(t, |w| w.min(t)));
+        if let Some(policy) = &self.renewal {
+            at(policy.deadline());
+            if let Some(r) = self.max_hold_at {
+                at(r);
+            }
+            if let Some(n) = policy.next_due().filter(|_| !self.renewal_in_flight) {
+                at(n);
+            }
+            return wake;
+        }
         if self.running() {
             at(self.kill_deadline());
             if let Some(m) = self.max_hold_at {
@@ -385,6 +446,61 @@ impl Supervisor {
             at(self.now + Duration::from_millis(10));
         }
         wake
+    }
+
+    /// [`Supervisor::step`] without CMD: renewals, `--max`, the signals
+    /// that end a hold, and the deadline. CMD's inputs cannot occur.
+    fn step_without_cmd(&mut self, now: Duration, input: Input, out: &mut Vec<Action>) {
+        let Some(policy) = &mut self.renewal else {
+            return;
+        };
+        match input {
+            Input::Tick { .. } => {
+                // `--max` first: a holder woken late releases rather than
+                // leaving the lease to expire.
+                if self.max_hold_at.is_some_and(|r| now >= r) {
+                    out.extend([Action::Release, Action::Exit(exit::SUCCESS)]);
+                    self.done = true;
+                } else if now >= policy.deadline() {
+                    out.push(Action::Exit(exit::LEASE_LOST));
+                    self.done = true;
+                } else if !self.renewal_in_flight && policy.next_due().is_some_and(|n| now >= n) {
+                    match policy.attempt(now) {
+                        Attempt::Send { timeout } => {
+                            self.renewal_in_flight = true;
+                            out.push(Action::SendRenewal { timeout });
+                        }
+                        Attempt::TooLate => {
+                            out.push(Action::Exit(exit::LEASE_LOST));
+                            self.done = true;
+                        }
+                    }
+                }
+            }
+            Input::Renewed { sent_at } => {
+                self.renewal_in_flight = false;
+                policy.confirmed(sent_at);
+                self.t0 = self.t0.max(sent_at);
+            }
+            Input::Unconfirmed => {
+                self.renewal_in_flight = false;
+                policy.failed(now);
+            }
+            Input::NotOwner => {
+                policy.not_owner();
+                self.lost = Some(Loss::NotOwner);
+                out.push(Action::Exit(exit::SUCCESS));
+                self.done = true;
+            }
+            Input::Signal { sig, .. } if ends_hold(sig) => {
+                out.extend([Action::Release, Action::Exit(exit::SUCCESS)]);
+                self.done = true;
+            }
+            Input::Signal { .. }
+            | Input::Exited { .. }
+            | Input::Stopped { .. }
+            | Input::Continued => {}
+        }
     }
 
     /// The lease is ours as far as we know and CMD has not ended.

@@ -166,6 +166,139 @@ fn a_holder_renews_until_the_lease_itself_may_expire() {
     assert_eq!(RenewalPolicy::new(t, T0).attempt(T0), Attempt::TooLate);
 }
 
+/// `hold`'s background renewer for --ttl 30s: renew every 10s, no grace,
+/// deadline t0 + 29.695s.
+fn holder(release_at: Option<Duration>) -> Supervisor {
+    Supervisor::without_cmd(Timings::for_holder(Duration::from_secs(30)), T0, release_at)
+}
+
+fn hold_tick(s: &mut Supervisor, at: Duration) -> Vec<Action> {
+    s.step(
+        at,
+        Input::Tick {
+            tty: TtyFacts::default(),
+            group_empty: true,
+        },
+    )
+}
+
+#[test]
+fn a_hold_renews_every_third_of_the_ttl_and_one_at_a_time() {
+    let mut s = holder(None);
+    assert_eq!(s.next_deadline(), Some(T0 + ms(10_000)));
+    assert_eq!(hold_tick(&mut s, T0 + ms(10_000) - NS), vec![]);
+    assert_eq!(
+        hold_tick(&mut s, T0 + ms(10_000)),
+        vec![Action::SendRenewal {
+            timeout: ms(10_000)
+        }]
+    );
+    // In flight: no second request, and only the deadline to wake for.
+    assert_eq!(hold_tick(&mut s, T0 + ms(10_001)), vec![]);
+    assert_eq!(s.next_deadline(), Some(T0 + ms(29_695)));
+    let sent_at = T0 + ms(10_000);
+    assert_eq!(s.step(T0 + ms(10_050), Input::Renewed { sent_at }), vec![]);
+    assert_eq!(s.next_deadline(), Some(sent_at + ms(10_000)));
+    // The deadline moved with the confirmed renewal: still a full timeout.
+    assert_eq!(
+        hold_tick(&mut s, T0 + ms(20_000)),
+        vec![Action::SendRenewal {
+            timeout: ms(10_000)
+        }]
+    );
+}
+
+#[test]
+fn a_hold_releases_and_exits_0_at_max() {
+    let release_at = T0 + ms(15_000);
+    let mut s = holder(Some(release_at));
+    hold_tick(&mut s, T0 + ms(10_000));
+    s.step(
+        T0 + ms(10_001),
+        Input::Renewed {
+            sent_at: T0 + ms(10_000),
+        },
+    );
+    assert_eq!(s.next_deadline(), Some(release_at));
+    assert_eq!(hold_tick(&mut s, release_at - NS), vec![]);
+    assert_eq!(
+        hold_tick(&mut s, release_at),
+        vec![Action::Release, Action::Exit(exit::SUCCESS)]
+    );
+    assert_eq!(s.next_deadline(), None);
+    assert_eq!(hold_tick(&mut s, release_at + ms(1)), vec![]);
+    // Woken only after the lease may have expired, it still releases.
+    let mut s = holder(Some(T0 + ms(5_000)));
+    assert_eq!(
+        hold_tick(&mut s, T0 + ms(40_000)),
+        vec![Action::Release, Action::Exit(exit::SUCCESS)]
+    );
+}
+
+#[test]
+fn a_hold_that_is_not_owner_exits_0_without_releasing() {
+    let mut s = holder(None);
+    hold_tick(&mut s, T0 + ms(10_000));
+    assert_eq!(
+        s.step(T0 + ms(10_002), Input::NotOwner),
+        vec![Action::Exit(exit::SUCCESS)]
+    );
+    assert_eq!(s.next_deadline(), None);
+    assert_eq!(hold_tick(&mut s, T0 + ms(20_000)), vec![]);
+}
+
+#[test]
+fn a_hold_with_no_renewal_confirmed_exits_124_at_ttl_minus_margin_without_releasing() {
+    let mut s = holder(None);
+    let deadline = T0 + ms(29_695);
+    let mut now;
+    let mut sent = Vec::new();
+    let exit = loop {
+        now = s
+            .next_deadline()
+            .expect("a hold always has something to wait for");
+        let actions = hold_tick(&mut s, now);
+        match actions.as_slice() {
+            [Action::SendRenewal { timeout }] => {
+                sent.push(now);
+                assert!(
+                    now + *timeout <= deadline,
+                    "a reply after the deadline is useless"
+                );
+                // Redis refuses the connection, 100ms later.
+                now += ms(100);
+                assert_eq!(s.step(now, Input::Unconfirmed), vec![]);
+            }
+            [] => {}
+            other => break other.to_vec(),
+        }
+    };
+    assert_eq!(exit, vec![Action::Exit(exit::LEASE_LOST)]);
+    assert_eq!(now, deadline);
+    assert!(sent.len() > 2, "failures are retried: {sent:?}");
+    assert!(sent.iter().all(|&t| t < deadline));
+    // The first retry comes renew_every/4 (at most 1s) after the failure.
+    assert_eq!(sent[1], T0 + ms(11_100));
+}
+
+#[test]
+fn a_hold_releases_on_int_term_and_hup_and_ignores_other_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let mut s = holder(None);
+        let tty = TtyFacts::default();
+        assert_eq!(
+            s.step(T0 + ms(1), Input::Signal { sig, tty }),
+            vec![Action::Release, Action::Exit(exit::SUCCESS)]
+        );
+    }
+    let mut s = holder(None);
+    for sig in [libc::SIGUSR1, libc::SIGTSTP, libc::SIGCONT, libc::SIGCHLD] {
+        let tty = TtyFacts::default();
+        assert_eq!(s.step(T0 + ms(1), Input::Signal { sig, tty }), vec![]);
+    }
+    assert_eq!(s.next_deadline(), Some(T0 + ms(10_000)));
+}
+
 #[test]
 fn a_partition_that_heals_1ms_before_the_deadline_keeps_cmd() {
     let mut s = machine(options());
@@ -761,6 +894,150 @@ proptest! {
             w.tick()?;
         }
         let end = w.now.max(w.last_ok) + t.ttl * 2;
+        w.advance(end)?;
+    }
+}
+
+#[derive(Debug, Clone)]
+enum HoldOp {
+    /// Let this many ms pass (the driver wakes at each deadline).
+    Wait(u64),
+    /// The renewal in flight, if any, is answered after this many ms:
+    /// 0 confirmed, 1 not owner, 2 failed.
+    Reply(u64, u8),
+    Signal(usize),
+}
+
+fn hold_op() -> impl Strategy<Value = HoldOp> {
+    prop_oneof![
+        3 => (0u64..3_000).prop_map(HoldOp::Wait),
+        4 => (0u64..3_000, prop_oneof![6 => Just(0u8), 1 => Just(1u8), 6 => Just(2u8)])
+            .prop_map(|(d, r)| HoldOp::Reply(d, r)),
+        1 => (0..SIGNALS.len()).prop_map(HoldOp::Signal),
+    ]
+}
+
+/// `hold`'s renewer and its Redis, as the property sees them.
+struct HoldWorld {
+    s: Supervisor,
+    t: Timings,
+    now: Duration,
+    last_ok: Duration,
+    /// When the renewal in flight was sent, and its timeout.
+    in_flight: Option<(Duration, Duration)>,
+    exited: bool,
+}
+
+impl HoldWorld {
+    fn deadline(&self) -> Duration {
+        self.last_ok + self.t.hard_after()
+    }
+
+    fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
+        let actions = self.s.step(self.now, input);
+        prop_assert!(!self.exited || actions.is_empty(), "acted after exiting");
+        let mut releasing = false;
+        for a in actions {
+            prop_assert!(!releasing || a == Action::Exit(exit::SUCCESS));
+            match a {
+                Action::SendRenewal { timeout } => {
+                    prop_assert!(self.in_flight.is_none(), "two renewals at once");
+                    prop_assert!(self.now + timeout <= self.deadline());
+                    prop_assert!(!timeout.is_zero());
+                    self.in_flight = Some((self.now, timeout));
+                }
+                Action::Release => releasing = true,
+                Action::Exit(code) => {
+                    if code == exit::LEASE_LOST {
+                        prop_assert!(self.now >= self.deadline());
+                    }
+                    self.exited = true;
+                }
+                other => prop_assert!(false, "{other:?} without CMD"),
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self) -> Result<(), TestCaseError> {
+        self.feed(Input::Tick {
+            tty: TtyFacts::default(),
+            group_empty: true,
+        })
+    }
+
+    /// Lets time pass to `to`, waking at every deadline on the way; from
+    /// the moment the lease may expire unrenewed, the holder has exited.
+    fn advance(&mut self, to: Duration) -> Result<(), TestCaseError> {
+        let mut wakes = 0;
+        while let Some(d) = self.s.next_deadline().filter(|&d| d <= to) {
+            self.now = self.now.max(d);
+            self.tick()?;
+            wakes += 1;
+            prop_assert!(wakes < 100_000, "the deadlines make no progress");
+        }
+        self.now = self.now.max(to);
+        prop_assert!(
+            self.exited || self.now < self.deadline(),
+            "still holding at {:?}, past {:?}",
+            self.now,
+            self.deadline()
+        );
+        Ok(())
+    }
+}
+
+proptest! {
+    #[test]
+    fn a_hold_exits_by_the_last_confirmed_send_plus_ttl_minus_margin(
+        ttl_ms in 1u64..5_000,
+        max_ms in proptest::option::of(0u64..10_000),
+        ops in proptest::collection::vec(hold_op(), 0..40),
+    ) {
+        let t = Timings::for_holder(ms(ttl_ms));
+        let mut w = HoldWorld {
+            s: Supervisor::without_cmd(t, T0, max_ms.map(|m| T0 + ms(m))),
+            t,
+            now: T0,
+            last_ok: T0,
+            in_flight: None,
+            exited: false,
+        };
+        w.tick()?;
+        for op in ops {
+            let input = match op {
+                HoldOp::Wait(d) => {
+                    w.advance(w.now + ms(d))?;
+                    continue;
+                }
+                HoldOp::Reply(d, kind) => {
+                    let Some((sent_at, timeout)) = w.in_flight.take() else {
+                        continue;
+                    };
+                    // The driver is blocked in the request meanwhile, at
+                    // most for its timeout.
+                    w.now += ms(d).min(timeout);
+                    match kind {
+                        0 => {
+                            w.last_ok = w.last_ok.max(sent_at);
+                            Input::Renewed { sent_at }
+                        }
+                        1 => Input::NotOwner,
+                        _ => Input::Unconfirmed,
+                    }
+                }
+                HoldOp::Signal(i) => Input::Signal {
+                    sig: SIGNALS[i],
+                    tty: TtyFacts::default(),
+                },
+            };
+            w.feed(input)?;
+            w.tick()?;
+        }
+        let end = w.now.max(w.last_ok) + t.ttl * 2;
+        if w.in_flight.take().is_some() {
+            w.feed(Input::Unconfirmed)?;
+        }
         w.advance(end)?;
     }
 }

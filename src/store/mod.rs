@@ -35,6 +35,8 @@ use std::time::Duration;
 
 use redis::{Connection, FromRedisValue, Script, Value};
 
+use crate::config::Timings;
+
 use connection::{key_slot, SlotRange};
 use error::describe;
 use replies::{foreign_key, int};
@@ -364,12 +366,13 @@ impl Store {
 
     /// `--min-replicas` and the WAIT timeout: most of the call's timeout,
     /// so WAIT answers before the socket gives up, and never longer than
-    /// the lease of `ttl_ms` just set, less the safety margin (ttl/100 +
-    /// 5ms): an acknowledgement that comes once the lease may have expired
+    /// the lease of `ttl_ms` just set, less the safety margin
+    /// (`Timings::margin_for`, in whole milliseconds): an acknowledgement that comes once the lease may have expired
     /// must not count as an acquisition or a renewal.
     fn wait_args(&self, ttl_ms: u64) -> (u32, u64) {
         let call = self.timeout.as_millis() as u64 * 8 / 10;
-        let lease = ttl_ms.saturating_sub(ttl_ms / 100 + 5);
+        let margin = Timings::margin_for(Duration::from_millis(ttl_ms)).as_millis() as u64;
+        let lease = ttl_ms.saturating_sub(margin);
         (self.min_replicas, call.min(lease).max(1))
     }
 

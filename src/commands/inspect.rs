@@ -1,333 +1,15 @@
-//! The manual subcommands for shell scripts: `acquire`, `hold` (and its
-//! background renewer), `renew`, `release`, `inspect`, `list`.
+//! `inspect` and `list`: who holds what, for people and programs.
 
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
-use super::{busy_line, release_quietly, require_owner, Global, IO_TIMEOUT};
-use crate::cli::{
-    AcquireArgs, HoldArgs, HoldRenewerArgs, InspectArgs, ListArgs, ReleaseArgs, RenewArgs,
-};
-use crate::clock;
-use crate::config::{self, fmt_duration, Timings, UsageError, Wait};
-use crate::exit;
-use crate::lease::supervisor::{Attempt, RenewalPolicy};
-use crate::lease::{self, Acquired};
-use crate::store::{
-    DoneMark, ForeignKey, LockInfo, LockKeys, Release, SlotsInfo, Store, StoreError,
-};
-use crate::supervise::{self, Signals};
-
-/// A lease taken by `acquire` or `hold`.
-struct Taken {
-    keys: LockKeys,
-    owner: String,
-    token: u64,
-    ttl_ms: u64,
-    sent_at: Duration,
-}
-
-/// The common part of `acquire` and `hold`: take the lease, waiting as
-/// asked. Err(code) is the exit status of a known outcome (busy, signal).
-fn take(g: &Global, args: &AcquireArgs) -> Result<Result<Taken, u8>> {
-    if args.lease.ttl.as_millis() < 1 {
-        bail!(UsageError("--ttl must be at least 1ms".into()));
-    }
-    // Waiting is interruptible by SIGINT/SIGTERM/SIGHUP (exit 128+N).
-    let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.lease.limit);
-    let owner = match &args.owner {
-        Some(o) => o.clone(),
-        None => config::new_owner_id()?,
-    };
-    let ttl_ms = args.lease.ttl.as_millis() as u64;
-    let mut store = g.store(IO_TIMEOUT);
-    let host = config::hostname();
-    let pid = std::process::id().to_string();
-    let min_hold = args.lease.min_hold.map(|d| d.as_millis().to_string());
-    let mut meta = vec![("host", host.as_str()), ("pid", pid.as_str())];
-    if let Some(ms) = &min_hold {
-        meta.push(("min_hold_ms", ms.as_str()));
-    }
-    match lease::acquire(
-        &mut store,
-        &keys,
-        &owner,
-        ttl_ms,
-        &meta,
-        args.lease.wait,
-        args.lease.wait_order,
-        &signals,
-    )? {
-        Acquired::Yes { token, sent_at } => Ok(Ok(Taken {
-            keys,
-            owner,
-            token,
-            ttl_ms,
-            sent_at,
-        })),
-        Acquired::Busy {
-            holder,
-            ahead,
-            unacked,
-        } => {
-            g.say(format_args!(
-                "{}",
-                busy_line(&keys.name, holder, ahead, unacked)
-            ));
-            Ok(Err(args.lease.conflict_exit_code))
-        }
-        Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),
-        // Only `run --once-per` looks at the done mark.
-        Acquired::Done(_) => bail!("unexpected done mark for {}", keys.name),
-    }
-}
-
-/// Prints a taken lease as `export` lines or one JSON object; `extra` adds
-/// fields (the renewer's pid for `hold`).
-fn print_taken(t: &Taken, json: bool, extra: &[(&str, u64)]) {
-    if json {
-        let mut obj = serde_json::json!({
-            "name": t.keys.name,
-            "key": t.keys.lock,
-            "owner": t.owner,
-            "fencing_token": t.token,
-            "ttl_ms": t.ttl_ms,
-        });
-        for (k, v) in extra {
-            obj[*k] = (*v).into();
-        }
-        println!("{obj}");
-        return;
-    }
-    let mut out = format!(
-        "export DISTLOCK_NAME={}\nexport DISTLOCK_OWNER={}\nexport DISTLOCK_FENCING_TOKEN={}",
-        shell_quote(&t.keys.name),
-        shell_quote(&t.owner),
-        shell_quote(&t.token.to_string())
-    );
-    for (k, v) in extra {
-        let var = match *k {
-            "renewer_pid" => "DISTLOCK_HOLD_PID",
-            other => other,
-        };
-        out.push_str(&format!("\nexport {var}={}", shell_quote(&v.to_string())));
-    }
-    println!("{out}");
-}
-
-/// `distlock acquire`: take the lease and print how to use it.
-pub fn acquire(g: &Global, args: AcquireArgs) -> Result<u8> {
-    match take(g, &args)? {
-        Ok(t) => {
-            print_taken(&t, args.json, &[]);
-            Ok(0)
-        }
-        Err(code) => Ok(code),
-    }
-}
-
-/// `distlock hold`: `acquire`, plus a detached process that renews the
-/// lease until it is released, `--max` passes or renewal fails.
-pub fn hold(g: &Global, args: HoldArgs) -> Result<u8> {
-    let t = match take(g, &args.acquire)? {
-        Ok(t) => t,
-        Err(code) => return Ok(code),
-    };
-    // The renewer gets the deadline as boot-clock nanoseconds in a u64
-    // (about 584 years): one it cannot be told, or that the clock cannot
-    // count to, is no deadline, rather than a renewer that refuses its
-    // arguments and leaves the lease to expire while `hold` says it holds.
-    let release_at = match args.max {
-        Wait::For(d) => t
-            .sent_at
-            .checked_add(d)
-            .filter(|at| u64::try_from(at.as_nanos()).is_ok()),
-        Wait::Forever => None,
-    };
-    let mut cmd = std::process::Command::new(
-        std::env::current_exe().context("cannot find distlock's own executable")?,
-    );
-    cmd.arg("__hold-renewer")
-        .arg(&t.keys.name)
-        .arg("--limit")
-        .arg(t.keys.limit.unwrap_or(1).to_string())
-        .env("DISTLOCK_OWNER", &t.owner)
-        .arg("--ttl")
-        .arg(format!("{}ms", t.ttl_ms))
-        .arg("--t0-ns")
-        .arg(t.sent_at.as_nanos().to_string());
-    if let Some(at) = release_at {
-        cmd.arg("--release-at-ns").arg(at.as_nanos().to_string());
-    }
-    // The URL travels in the environment, never on a command line that
-    // `ps` shows; the renewer detaches from the terminal and from the
-    // caller's stdout (a `$(distlock hold …)` must not wait for it).
-    cmd.env("DISTLOCK_REDIS_URL", &g.url)
-        .env("DISTLOCK_PREFIX", &g.prefix)
-        .env("DISTLOCK_MIN_REPLICAS", g.min_replicas.to_string())
-        .env_remove("DISTLOCK_REDIS_PASSWORD_FILE");
-    let s = &g.security;
-    for (var, val) in [
-        ("DISTLOCK_TLS_CA", &s.tls_ca),
-        ("DISTLOCK_TLS_CERT", &s.tls_cert),
-        ("DISTLOCK_TLS_KEY", &s.tls_key),
-    ] {
-        match val {
-            Some(p) => cmd.env(var, p),
-            None => cmd.env_remove(var),
-        };
-    }
-    match &s.password {
-        Some(p) => cmd.env("DISTLOCK_REDIS_PASSWORD", p),
-        None => cmd.env_remove("DISTLOCK_REDIS_PASSWORD"),
-    };
-    if s.tls_insecure {
-        cmd.arg("--tls-insecure").arg("--quiet");
-    }
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            let mut store = g.store(IO_TIMEOUT);
-            release_quietly(g, &mut store, &t.keys, &t.owner);
-            return Err(e).context("cannot start the background renewer");
-        }
-    };
-    print_taken(
-        &t,
-        args.acquire.json,
-        &[("renewer_pid", u64::from(child.id()))],
-    );
-    Ok(0)
-}
-
-/// The background renewer of `hold`. Exits when the lease is released by
-/// someone (renewal says "not owner"), at `--release-at-ns` (then it
-/// releases), on SIGTERM/SIGINT/SIGHUP (releases), or when no renewal was
-/// confirmed before the lease could expire.
-pub fn hold_renewer(g: &Global, args: HoldRenewerArgs) -> Result<u8> {
-    let signals = Signals::install()?;
-    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let timings = Timings::for_holder(args.ttl);
-    let release_at = args.release_at_ns.map(Duration::from_nanos);
-    let mut store = g.store(timings.renew_every);
-    // The same rules as `run`'s renewer: when to renew, how long a request
-    // may take, how soon a failure is retried.
-    let mut policy = RenewalPolicy::new(timings, Duration::from_nanos(args.t0_ns));
-    loop {
-        let wake = match (policy.next_due(), release_at) {
-            (Some(n), Some(r)) => Some(n.min(r)),
-            (n, r) => n.or(r),
-        };
-        let (sigs, _) = signals.wait(wake.map(|w| w.saturating_sub(clock::now())), None);
-        let now = clock::now();
-        let stop = sigs.iter().any(|s| supervise::WAIT_ENDERS.contains(s));
-        if stop || release_at.is_some_and(|r| now >= r) {
-            let _ = store.release(&keys, &args.owner);
-            return Ok(0);
-        }
-        if now >= policy.deadline() {
-            // No renewal was confirmed before the lease could expire.
-            return Ok(exit::LEASE_LOST);
-        }
-        if policy.next_due().is_none_or(|n| now < n) {
-            continue;
-        }
-        let timeout = match policy.attempt(now) {
-            Attempt::Send { timeout } => timeout,
-            Attempt::TooLate => return Ok(exit::LEASE_LOST),
-        };
-        store.set_timeout(timeout);
-        match store.renew(&keys, &args.owner, timings.ttl_ms()) {
-            Ok(true) => policy.confirmed(now),
-            Ok(false) => return Ok(0),
-            Err(_) => policy.failed(clock::now()),
-        }
-    }
-}
-
-/// `distlock renew`: compare-and-extend.
-pub fn renew(g: &Global, args: RenewArgs) -> Result<u8> {
-    let owner = require_owner(args.owner)?;
-    if args.ttl.as_millis() < 1 {
-        bail!(UsageError("--ttl must be at least 1ms".into()));
-    }
-    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let mut store = g.store(IO_TIMEOUT);
-    if store.renew(&keys, &owner, args.ttl.as_millis() as u64)? {
-        return Ok(0);
-    }
-    g.say(format_args!("{} is not held by {owner}", keys.name));
-    Ok(exit::NOT_OWNER)
-}
-
-/// `distlock release`: compare-and-delete, or `--force`.
-pub fn release(g: &Global, args: ReleaseArgs) -> Result<u8> {
-    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
-    let mut store = g.store(IO_TIMEOUT);
-    if args.forget_done {
-        // The result of the command, either way: on stdout, exit 0.
-        match store.forget_done(&keys)? {
-            Some(mark) => println!(
-                "forgot the done mark of {}: {}",
-                keys.name,
-                DoneView(&mark).line()
-            ),
-            None => println!("{} had no done mark", keys.name),
-        }
-        return Ok(0);
-    }
-    if args.force {
-        return Ok(match store.force_release(&keys)? {
-            Some(holder) => {
-                println!("released {}, held by {holder}", keys.name);
-                0
-            }
-            None => {
-                g.say(format_args!("{} was not held", keys.name));
-                exit::NOT_OWNER
-            }
-        });
-    }
-    let owner = require_owner(args.owner)?;
-    match store.release(&keys, &owner)? {
-        Release::Released => Ok(0),
-        Release::Kept(left) => {
-            g.say(format_args!(
-                "{} stays held for another {} (--min-hold)",
-                keys.name,
-                fmt_duration(left)
-            ));
-            Ok(0)
-        }
-        Release::NotOwner(holder) => {
-            g.say(format_args!(
-                "{} is not held by {owner}; {}",
-                keys.name,
-                match holder {
-                    Some(h) => format!("held by {h}, left alone"),
-                    None => "it is free".to_owned(),
-                }
-            ));
-            Ok(exit::NOT_OWNER)
-        }
-    }
-}
+use super::{Global, IO_TIMEOUT};
+use crate::config::{InspectConfig, UsageError};
+use crate::store::{DoneMark, ForeignKey, LockInfo, LockKeys, SlotsInfo, Store, StoreError};
 
 /// `distlock inspect`: one lock, for people or (with --json) programs.
-pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
+pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
     let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
     let mut store = g.store(IO_TIMEOUT);
     if keys.limit.is_some() {
@@ -382,7 +64,7 @@ pub fn inspect(g: &Global, args: InspectArgs) -> Result<u8> {
 
 /// The done mark of `run --once-per` as `inspect`, `list` and `release
 /// --forget-done` show it.
-struct DoneView<'a>(&'a DoneMark);
+pub(super) struct DoneView<'a>(pub(super) &'a DoneMark);
 
 impl DoneView<'_> {
     /// RFC 3339, UTC, milliseconds: the acquisition of the run that
@@ -393,7 +75,7 @@ impl DoneView<'_> {
     }
 
     /// `2026-12-02T00:00:01.042Z on web-2, token 41, expires in 19h 58m`
-    fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         let mut line = format!("{} on {}, token {}", self.at(), self.host(), self.0.token);
         if let Some(left) = self.0.expires_in {
             line.push_str(&format!(", expires in {}", fmt_ttl(left)));
@@ -529,7 +211,8 @@ impl<'a> LastRunView<'a> {
 }
 
 /// `distlock list`: every held lock under the prefix.
-pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
+/// With `json`, one JSON array of `inspect --json` objects.
+pub fn list(g: &Global, json: bool) -> Result<u8> {
     let mut store = g.store(IO_TIMEOUT);
     let found = store.list_names(&g.prefix)?;
     let plain: Vec<LockKeys> = found
@@ -592,7 +275,7 @@ pub fn list(g: &Global, args: ListArgs) -> Result<u8> {
         entries.push((f.name.clone(), slots_json(&keys, &info), row));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    if args.json {
+    if json {
         let arr: Vec<_> = entries.into_iter().map(|e| e.1).collect();
         println!("{}", serde_json::Value::Array(arr));
         return Ok(0);
@@ -692,21 +375,9 @@ fn fmt_ttl(t: Duration) -> String {
     }
 }
 
-/// Quotes a value for `eval` in sh, bash and zsh: single quotes, with each
-/// `'` written as `'\''`.
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shell_quoting_survives_quotes() {
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-    }
 
     #[test]
     fn ttl_is_readable() {

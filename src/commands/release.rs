@@ -1,0 +1,77 @@
+//! `renew` and `release`: compare-and-extend and compare-and-delete for
+//! a lease a script holds.
+
+use anyhow::Result;
+
+use super::inspect::DoneView;
+use super::{Global, IO_TIMEOUT};
+use crate::config::{fmt_duration, ReleaseConfig, ReleaseHow, RenewConfig};
+use crate::exit;
+use crate::store::{LockKeys, Release};
+
+/// `distlock renew`: compare-and-extend.
+pub fn renew(g: &Global, args: RenewConfig) -> Result<u8> {
+    let owner = args.owner;
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let mut store = g.store(IO_TIMEOUT);
+    if store.renew(&keys, &owner, args.ttl.as_millis() as u64)? {
+        return Ok(0);
+    }
+    g.say(format_args!("{} is not held by {owner}", keys.name));
+    Ok(exit::NOT_OWNER)
+}
+
+/// `distlock release`: compare-and-delete, or `--force`.
+pub fn release(g: &Global, args: ReleaseConfig) -> Result<u8> {
+    let keys = LockKeys::new(&g.prefix, &args.name).with_limit(args.limit);
+    let mut store = g.store(IO_TIMEOUT);
+    let owner = match args.how {
+        ReleaseHow::ForgetDone => {
+            // The result of the command, either way: on stdout, exit 0.
+            match store.forget_done(&keys)? {
+                Some(mark) => println!(
+                    "forgot the done mark of {}: {}",
+                    keys.name,
+                    DoneView(&mark).line()
+                ),
+                None => println!("{} had no done mark", keys.name),
+            }
+            return Ok(0);
+        }
+        ReleaseHow::Force => {
+            return Ok(match store.force_release(&keys)? {
+                Some(holder) => {
+                    println!("released {}, held by {holder}", keys.name);
+                    0
+                }
+                None => {
+                    g.say(format_args!("{} was not held", keys.name));
+                    exit::NOT_OWNER
+                }
+            });
+        }
+        ReleaseHow::Owner(owner) => owner,
+    };
+    match store.release(&keys, &owner)? {
+        Release::Released => Ok(0),
+        Release::Kept(left) => {
+            g.say(format_args!(
+                "{} stays held for another {} (--min-hold)",
+                keys.name,
+                fmt_duration(left)
+            ));
+            Ok(0)
+        }
+        Release::NotOwner(holder) => {
+            g.say(format_args!(
+                "{} is not held by {owner}; {}",
+                keys.name,
+                match holder {
+                    Some(h) => format!("held by {h}, left alone"),
+                    None => "it is free".to_owned(),
+                }
+            ));
+            Ok(exit::NOT_OWNER)
+        }
+    }
+}
