@@ -8,14 +8,19 @@
 //! Certificates are made at test start with `openssl` (EC P-256, quick).
 
 mod common;
+#[path = "common/holder.rs"]
+mod holder;
+#[path = "common/tls.rs"]
+mod tls;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use holder::Holder;
+use tls::{Pki, TlsServer};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -53,233 +58,6 @@ fn assert_one_error_line(out: &Out) {
 // ---------------------------------------------------------------------------
 // Certificates
 // ---------------------------------------------------------------------------
-
-/// Files made once per test binary: a CA, a server certificate for
-/// `localhost` and 127.0.0.1, one for `otherhost` only, a client certificate
-/// (all signed by the CA), and an unrelated CA with a client certificate of
-/// its own.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn path(&self, file: &str) -> PathBuf {
-        self.dir.join(file)
-    }
-
-    fn get() -> &'static Pki {
-        static PKI: OnceLock<Pki> = OnceLock::new();
-        PKI.get_or_init(Pki::make)
-    }
-
-    fn make() -> Pki {
-        // Under cargo's per-target scratch directory, so nothing piles up
-        // in /tmp; one directory per test process, older ones swept.
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        std::fs::create_dir_all(base).unwrap();
-        for e in std::fs::read_dir(base).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.strip_prefix("security-pki-") {
-                if pid.parse::<i32>().is_ok_and(|p| !alive(p)) {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
-        }
-        let dir = base.join(format!("security-pki-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output_within(Duration::from_secs(30));
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-        ];
-        let ca = |name: &str, cn: &str| {
-            let subj = format!("/CN={cn}");
-            let (key, pem) = (format!("{name}.key"), format!("{name}.pem"));
-            let mut args = vec!["req", "-x509"];
-            args.extend(ec);
-            args.extend(["-days", "2", "-subj", &subj, "-keyout", &key, "-out", &pem]);
-            openssl(&args);
-        };
-        let leaf = |name: &str, cn: &str, ext: &str, ca: &str, serial: &str| {
-            let subj = format!("/CN={cn}");
-            let (key, csr, pem, extf) = (
-                format!("{name}.key"),
-                format!("{name}.csr"),
-                format!("{name}.pem"),
-                format!("{name}.ext"),
-            );
-            std::fs::write(dir.join(&extf), format!("{ext}\n")).unwrap();
-            let mut args = vec!["req"];
-            args.extend(ec);
-            args.extend(["-subj", &subj, "-keyout", &key, "-out", &csr]);
-            openssl(&args);
-            let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
-            openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                &ca_pem,
-                "-CAkey",
-                &ca_key,
-                "-set_serial",
-                serial,
-                "-days",
-                "2",
-                "-extfile",
-                &extf,
-                "-out",
-                &pem,
-            ]);
-        };
-        ca("ca", "distlock test CA");
-        ca("other-ca", "some other CA");
-        leaf(
-            "server",
-            "localhost",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "ca",
-            "1",
-        );
-        leaf(
-            "otherhost",
-            "otherhost",
-            "subjectAltName=DNS:otherhost",
-            "ca",
-            "2",
-        );
-        leaf(
-            "client",
-            "distlock client",
-            "extendedKeyUsage=clientAuth",
-            "ca",
-            "3",
-        );
-        leaf(
-            "rogue-client",
-            "rogue client",
-            "extendedKeyUsage=clientAuth",
-            "other-ca",
-            "4",
-        );
-        // The common way, without extensions: OpenSSL makes it X.509 v1.
-        let mut args = vec!["req"];
-        args.extend(ec);
-        args.extend([
-            "-subj",
-            "/CN=v1 client",
-            "-keyout",
-            "client-v1.key",
-            "-out",
-            "client-v1.csr",
-        ]);
-        openssl(&args);
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "client-v1.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-set_serial",
-            "5",
-            "-days",
-            "2",
-            "-out",
-            "client-v1.pem",
-        ]);
-        Pki { dir }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// A TLS-only redis-server
-// ---------------------------------------------------------------------------
-
-/// `redis-server --port 0 --tls-port P`: TLS only, so a test that passes
-/// really spoke TLS. Killed and reaped on drop.
-struct TlsServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl TlsServer {
-    /// `cert`: the server certificate's file stem in the PKI directory;
-    /// `auth_clients`: `yes` (mutual TLS) or `no`.
-    fn start(cert: &str, auth_clients: &str) -> TlsServer {
-        let pki = Pki::get();
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = tempfile::tempdir().unwrap();
-            let log = dir.path().join("redis.log");
-            let mut child = Command::new("redis-server")
-                .args(["--port", "0", "--bind", "127.0.0.1"])
-                .args(["--tls-port", &port.to_string()])
-                .arg("--tls-cert-file")
-                .arg(pki.path(&format!("{cert}.pem")))
-                .arg("--tls-key-file")
-                .arg(pki.path(&format!("{cert}.key")))
-                .arg("--tls-ca-cert-file")
-                .arg(pki.path("ca.pem"))
-                .args(["--tls-auth-clients", auth_clients])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .arg("--logfile")
-                .arg(&log)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server must be installed");
-            // Ready once *this* process logs it: a server that lost the
-            // port race exits instead ("address already in use").
-            let up = wait_until(Duration::from_secs(10), || {
-                std::fs::read_to_string(&log)
-                    .is_ok_and(|l| l.contains("Ready to accept connections"))
-                    || !alive(child.id() as i32)
-            });
-            if up && child.try_wait().unwrap().is_none() {
-                return TlsServer {
-                    child,
-                    port,
-                    _dir: dir,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("could not start a TLS redis-server");
-    }
-
-    fn url(&self, host: &str) -> String {
-        format!("rediss://{host}:{}", self.port)
-    }
-}
-
-impl Drop for TlsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Makes a distlock command set up a certain way.
 type Maker<'a> = Box<dyn Fn() -> Command + 'a>;
@@ -868,21 +646,10 @@ fn the_password_is_never_in_argv_nor_in_cmds_environment() {
         };
 
         // A running `distlock run` and its CMD.
-        let pidfile = dir.path().join(format!("cmd-{source}.pid"));
-        let script = format!(
-            "echo $$ > {}.tmp && mv {0}.tmp {0} && exec sleep 30",
-            pidfile.display()
-        );
-        let mut child = with_pw()
-            .args(["run", "ps", "--", "sh", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let cmd_pid: i32 = wait_for_line(&pidfile, Duration::from_secs(10))
-            .expect("CMD started")
-            .parse()
-            .unwrap();
+        let mut holder =
+            Holder::spawn_cmd(with_pw().args(["run", "ps"]).stderr(Stdio::null()), &[]);
+        assert!(holder.try_wait_held(), "CMD started");
+        let cmd_pid = holder.cmd_pid();
         // A `hold` with its background renewer.
         let out = run(with_pw().args(["hold", "--ttl", "3s", "--json", "ps-hold"]));
         assert_eq!(out.code, 0, "{out:?}");
@@ -899,8 +666,8 @@ fn the_password_is_never_in_argv_nor_in_cmds_environment() {
         assert!(!env.contains("DISTLOCK_REDIS_PASSWORD="), "{env}");
         assert!(env.contains("DISTLOCK_FENCING_TOKEN=1"), "{env}");
 
-        signal(child.id() as i32, libc::SIGTERM);
-        let st = wait_with_timeout(&mut child, Duration::from_secs(10));
+        signal(holder.pid() as i32, libc::SIGTERM);
+        let st = holder.wait();
         assert_eq!(st.code(), Some(128 + libc::SIGTERM), "{source}");
         let out = run(with_pw().args([
             "release",
