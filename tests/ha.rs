@@ -68,9 +68,8 @@ impl Bg {
 
     fn spawn_env(url: &str, env: &[(&str, &str)], args: &[&str]) -> Bg {
         let dir = tempfile::tempdir().unwrap();
-        let mut cmd = bare_distlock();
-        cmd.env("DISTLOCK_REDIS_URL", url)
-            .envs(env.iter().copied())
+        let mut cmd = distlock_at(url);
+        cmd.envs(env.iter().copied())
             .args(args)
             .current_dir(dir.path())
             .stdin(Stdio::null())
@@ -171,11 +170,8 @@ struct Holder {
 
 impl Holder {
     fn spawn(url: &str, tag: &str, args: &[&str]) -> Holder {
-        let mut cmd = bare_distlock();
-        cmd.env("DISTLOCK_REDIS_URL", url)
-            .args(args)
-            .stderr(Stdio::piped());
-        let mut h = holder::Holder::spawn_cmd(&mut cmd, &[]);
+        let mut h =
+            holder::Holder::spawn_cmd(distlock_at(url).args(args).stderr(Stdio::piped()), &[]);
         let err = Lines::capture(h.take_stderr().unwrap(), tag);
         Holder { h, err }
     }
@@ -543,8 +539,7 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
 
     // A waiter is woken by the release (pub/sub on the slot's master).
     let waited = &names[0];
-    let mut waiter = bare_distlock()
-        .env("DISTLOCK_REDIS_URL", &url)
+    let mut waiter = distlock_at(&url)
         .args(["run", waited, "-w", "15s", "--", "sh", "-c"])
         .arg("echo $DISTLOCK_FENCING_TOKEN")
         .stdin(Stdio::null())

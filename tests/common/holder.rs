@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use crate::common::{bare_distlock, signal, wait_for_line, wait_with_timeout};
+use crate::common::{distlock_at, signal, wait_for_line, wait_with_timeout};
 
 /// Upper bound for the holder's start and end: past it the test fails
 /// instead of hanging.
@@ -46,11 +46,7 @@ impl Holder {
 
     /// The same, returning at once: the lock may not be held yet.
     pub fn spawn(url: &str, args: &[&str]) -> Holder {
-        let mut cmd = bare_distlock();
-        cmd.env("DISTLOCK_REDIS_URL", url)
-            .args(args)
-            .stderr(Stdio::null());
-        Holder::spawn_cmd(&mut cmd, &[])
+        Holder::spawn_cmd(distlock_at(url).args(args).stderr(Stdio::null()), &[])
     }
 
     /// `CMD -- sh -c HOLD sh DIR CMD_ARGS…` for a distlock command the

@@ -55,12 +55,7 @@ impl RedisServer {
 
     /// A direct connection, for setting up and checking state.
     pub fn conn(&self) -> redis::Connection {
-        let c = redis::Client::open(self.url()).unwrap();
-        let con = c
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        con
+        connect(&self.url())
     }
 
     /// Runs one command and returns its reply.
@@ -145,6 +140,17 @@ pub fn launch_redis(
     panic!("could not start redis-server");
 }
 
+/// A connection to `url` for setting up and checking state, its connect
+/// and reads bounded (5 s).
+pub fn connect(url: &str) -> redis::Connection {
+    let c = redis::Client::open(url).unwrap();
+    let con = c
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap();
+    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    con
+}
+
 /// Whether the server on `port` answers and is process `pid`: when another
 /// test (or another checkout's test run) took the port between `free_port`
 /// and our bind, the foreign server answers while ours is still on its way
@@ -179,8 +185,14 @@ pub fn bin() -> &'static Path {
 /// A `distlock` command pointed at `server`, with no DISTLOCK_* variables
 /// inherited from the environment running the tests.
 pub fn distlock(server: &RedisServer) -> Command {
+    distlock_at(&server.url())
+}
+
+/// A `distlock` command pointed at `url` (Sentinel, Cluster, TLS, a
+/// proxy…), with no DISTLOCK_* variables inherited.
+pub fn distlock_at(url: &str) -> Command {
     let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_REDIS_URL", server.url());
+    cmd.env("DISTLOCK_REDIS_URL", url);
     cmd
 }
 
@@ -398,11 +410,8 @@ pub const ECHO_TOKEN: [&str; 3] = ["sh", "-c", "echo $DISTLOCK_FENCING_TOKEN"];
 /// `distlock PRE… run NAME -- sh -c 'echo $DISTLOCK_FENCING_TOKEN'` against
 /// `url`, which must exit 0; returns the token CMD printed.
 pub fn token_run(url: &str, pre: &[&str], name: &str) -> u64 {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_REDIS_URL", url)
-        .args(pre)
-        .args(["run", name, "--"])
-        .args(ECHO_TOKEN);
+    let mut cmd = distlock_at(url);
+    cmd.args(pre).args(["run", name, "--"]).args(ECHO_TOKEN);
     let out = exec(&mut cmd, Duration::from_secs(30));
     assert_eq!(out.code, 0, "{out:?}");
     out.stdout
