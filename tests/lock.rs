@@ -103,10 +103,8 @@ fn shells() -> Vec<&'static str> {
     let mut v = vec!["sh", "bash"];
     let has_zsh = Command::new("zsh")
         .args(["-c", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+        .try_output_within(Duration::from_secs(60))
+        .is_ok_and(|o| o.status.success());
     if has_zsh {
         v.push("zsh");
     } else {
