@@ -796,13 +796,7 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
         }
         let out = run(mk().args(["-vv", "hold", "--ttl", "1500ms", "held"]));
         assert_eq!(out.code, 0, "{src}: {out:?}");
-        let owner = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("export DISTLOCK_OWNER="))
-            .unwrap()
-            .trim_matches('\'')
-            .to_owned();
+        let owner = exported(&out.stdout, "DISTLOCK_OWNER");
         record(&format!("{src}: hold"), out);
         std::thread::sleep(Duration::from_millis(700));
         let out = run(mk().args(["-vv", "inspect", "held"]));

@@ -404,6 +404,18 @@ pub fn sqlite(db: &Path, sql: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The value of `export VAR='…'` in what `distlock hold` or `acquire`
+/// printed for a shell to eval (quotes stripped, no unescaping).
+pub fn exported(stdout: &str, var: &str) -> String {
+    let prefix = format!("export {var}=");
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {var} in {stdout:?}"))
+        .trim_matches('\'')
+        .to_owned()
+}
+
 /// CMD for `distlock run NAME -- …` that prints the fencing token it got.
 pub const ECHO_TOKEN: [&str; 3] = ["sh", "-c", "echo $DISTLOCK_FENCING_TOKEN"];
 
