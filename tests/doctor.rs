@@ -25,8 +25,8 @@ const CHECKS: &[&str] = &[
 const SAFE: &[&str] = &["--appendonly", "yes", "--maxmemory-policy", "noeviction"];
 
 fn doctor_at(url: &str, json: bool) -> Output {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_REDIS_URL", url).arg("doctor");
+    let mut cmd = distlock_at(url);
+    cmd.arg("doctor");
     if json {
         cmd.arg("--json");
     }

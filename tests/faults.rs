@@ -32,6 +32,8 @@
 //! for the two cores while they measure.
 
 mod common;
+#[path = "common/ha.rs"]
+mod ha;
 #[path = "common/proxy.rs"]
 mod proxy;
 
@@ -41,12 +43,13 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::*;
+use ha::Node;
 use proxy::Proxy;
 
 /// Upper bound for anything a test waits for.
@@ -821,133 +824,10 @@ fn connection_resets_mid_run_reconnect_and_keep_the_lease() {
 // ---------------------------------------------------------------------------
 // Redis restarts
 
-/// A redis-server that can crash and come back on the same port with the
-/// same directory (and so, with `appendonly yes`, the same data).
-struct Restartable {
-    child: Option<Child>,
-    port: u16,
-    dir: tempfile::TempDir,
-    extra: Vec<String>,
-}
-
-impl Restartable {
-    fn start(extra: &[&str]) -> Restartable {
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut r = Restartable {
-                child: None,
-                port,
-                dir: tempfile::tempdir().unwrap(),
-                extra: extra.iter().map(|s| s.to_string()).collect(),
-            };
-            if r.spawn() {
-                return r;
-            }
-        }
-        panic!("could not start redis-server");
-    }
-
-    /// Starts redis-server on our port and dir; false if it did not come
-    /// up as our own process (e.g. the port was taken).
-    fn spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed");
-        let pid = child.id();
-        self.child = Some(child);
-        let up = wait_until(ms(10_000), || {
-            if let Ok(Some(_)) = self.child.as_mut().unwrap().try_wait() {
-                return true;
-            }
-            // Ours, and done loading its append-only file.
-            server_pid(self.port) == Some(pid) && !server_loading(self.port)
-        });
-        let running = self.child.as_mut().unwrap().try_wait().unwrap().is_none();
-        if up && running {
-            return true;
-        }
-        self.crash();
-        false
-    }
-
-    /// SIGKILL: no shutdown, no last save.
-    fn crash(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn restart(&mut self) {
-        self.crash();
-        assert!(self.spawn(), "redis-server did not come back on its port");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
-        let mut c = redis::cmd(args[0]);
-        for a in &args[1..] {
-            c.arg(*a);
-        }
-        let mut conn = redis::Client::open(self.url())
-            .unwrap()
-            .get_connection_with_timeout(ms(5000))
-            .unwrap();
-        c.query(&mut conn).unwrap()
-    }
-
-    fn get(&self, key: &str) -> Option<String> {
-        self.cmd(&["GET", key])
-    }
-}
-
-impl Drop for Restartable {
-    fn drop(&mut self) {
-        self.crash();
-    }
-}
-
-/// The pid of the redis-server answering on `port`, if any.
-fn server_pid(port: u16) -> Option<u32> {
-    let info = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .and_then(|c| c.get_connection_with_timeout(ms(200)))
-        .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c))
-        .ok()?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .and_then(|p| p.trim().parse().ok())
-}
-
-/// Whether the redis-server on `port` is still loading its data.
-fn server_loading(port: u16) -> bool {
-    let info = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .and_then(|c| c.get_connection_with_timeout(ms(200)))
-        .and_then(|mut c| {
-            redis::cmd("INFO")
-                .arg("persistence")
-                .query::<String>(&mut c)
-        });
-    !info.is_ok_and(|i| i.lines().any(|l| l.trim() == "loading:0"))
-}
-
 #[test]
 fn redis_restarted_without_persistence_loses_the_lease_renewal_says_not_owner_and_cmd_is_stopped() {
     let _serial = serial();
-    let mut server = Restartable::start(&[]);
+    let mut server = Node::data(&[]);
     let t = Timings::new(3000);
     let mut run = Run::start(
         &server.url(),
@@ -963,7 +843,8 @@ fn redis_restarted_without_persistence_loses_the_lease_renewal_says_not_owner_an
         Some(run.owner.as_str())
     );
 
-    server.restart();
+    server.kill();
+    server.restart(&[]);
     let restarted = Instant::now();
     assert_eq!(server.get(&key("amnesia")), None, "the lease is gone");
 
@@ -997,7 +878,7 @@ fn redis_restarted_without_persistence_loses_the_lease_renewal_says_not_owner_an
 #[test]
 fn redis_restarted_with_appendonly_keeps_the_lease_when_it_comes_back_in_time() {
     let _serial = serial();
-    let mut server = Restartable::start(&["--appendonly", "yes"]);
+    let mut server = Node::data(&["--appendonly", "yes"]);
     let t = Timings::new(3000);
     let mut run = Run::start(
         &server.url(),
@@ -1013,7 +894,8 @@ fn redis_restarted_with_appendonly_keeps_the_lease_when_it_comes_back_in_time() 
         Some(run.owner.as_str())
     );
 
-    server.restart();
+    server.kill();
+    server.restart(&[]);
     let restarted = Instant::now();
     assert_eq!(
         server.get(&key("durable")).as_deref(),

@@ -3,12 +3,15 @@
 //! CONTRACT.md ("Words", "Data in Redis", "Manual subcommands", "Exit codes").
 
 mod common;
+#[path = "common/holder.rs"]
+mod holder;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use holder::Holder;
 use serde_json::Value;
 
 /// Upper bound for any single distlock invocation in these tests.
@@ -100,10 +103,8 @@ fn shells() -> Vec<&'static str> {
     let mut v = vec!["sh", "bash"];
     let has_zsh = Command::new("zsh")
         .args(["-c", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+        .try_output_within(Duration::from_secs(60))
+        .is_ok_and(|o| o.status.success());
     if has_zsh {
         v.push("zsh");
     } else {
@@ -559,26 +560,11 @@ fn inspect_json_reports_holder_ttl_and_token_and_nulls_when_free() {
 #[test]
 fn inspect_json_shows_the_host_pid_and_command_of_a_running_holder() {
     let server = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    let go = dir.path().join("go");
     let mut cmd = distlock(&server);
-    cmd.args(["run", "meta-demo", "--", "sh", "-c"])
-        .arg(r#"echo up > "$1"; while [ ! -e "$2" ]; do sleep 0.01; done"#)
-        .arg("marker-word-xyzzy")
-        .arg(&ready)
-        .arg(&go)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let pid = child.id();
-    let _cleanup = KillOnDrop(pid as i32);
-
-    assert!(
-        wait_for_line(&ready, LIMIT).is_some(),
-        "CMD of distlock run never started"
-    );
+    cmd.args(["run", "meta-demo"]).stderr(Stdio::null());
+    let mut holder = Holder::spawn_cmd(&mut cmd, &["marker-word-xyzzy"]);
+    let pid = holder.pid();
+    assert!(holder.try_wait_held(), "CMD of distlock run never started");
     let v = json(&ok(dl(&server, &["inspect", "meta-demo", "--json"])));
     assert_eq!(v["held"], true, "{v}");
     assert_eq!(v["host"], hostname(), "{v}");
@@ -594,8 +580,7 @@ fn inspect_json_shows_the_host_pid_and_command_of_a_running_holder() {
         "owner id carries distlock's own pid {pid}: {owner}"
     );
 
-    std::fs::write(&go, "").unwrap();
-    let st = wait_with_timeout(&mut child, LIMIT);
+    let st = holder.finish();
     assert_eq!(st.code(), Some(0));
     let v = json(&ok(dl(&server, &["inspect", "meta-demo", "--json"])));
     assert_eq!(v["held"], false, "{v}");
@@ -607,17 +592,6 @@ fn inspect_json_shows_the_host_pid_and_command_of_a_running_holder() {
         left,
         vec![fence("meta-demo"), "distlock:{meta-demo}:last".to_owned()]
     );
-}
-
-/// SIGKILLs a process left behind by a failed test.
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if alive(self.0) {
-            signal(self.0, libc::SIGKILL);
-        }
-    }
 }
 
 // ---------------------------------------------------------------- list

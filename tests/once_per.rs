@@ -535,8 +535,7 @@ fn forget_done_deletes_only_the_mark_and_exits_0_either_way() {
     let out = distlock(&server)
         .env("DISTLOCK_OWNER", "op")
         .args(["release", "--forget-done", "fd"])
-        .output()
-        .unwrap();
+        .output_within(Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -651,8 +650,7 @@ fn bad_input_is_one_usage_line_exit_2() {
         let out = bare_distlock()
             .env("DISTLOCK_REDIS_URL", "redis://127.0.0.1:1")
             .args(*args)
-            .output()
-            .unwrap();
+            .output_within(Duration::from_secs(30));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
@@ -661,12 +659,10 @@ fn bad_input_is_one_usage_line_exit_2() {
     }
     let out = bare_distlock()
         .args(["run", "--once-per", "-1s", "x", "--", "true"])
-        .output()
-        .unwrap();
+        .output_within(Duration::from_secs(30));
     assert!(String::from_utf8_lossy(&out.stderr).contains("positive"));
     let out = bare_distlock()
         .args(["run", "--once-per", "1h", "--limit", "3", "x", "--", "true"])
-        .output()
-        .unwrap();
+        .output_within(Duration::from_secs(30));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--limit 3"));
 }

@@ -49,11 +49,8 @@ fn text(b: &[u8]) -> String {
 fn works(program: &str, args: &[&str]) -> bool {
     Command::new(program)
         .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .try_output_within(Duration::from_secs(60))
+        .is_ok_and(|o| o.status.success())
 }
 
 fn cargo() -> Command {
@@ -78,11 +75,8 @@ fn reason_to_skip() -> Option<String> {
     }
     if !cargo()
         .args(["deb", "--version"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .try_output_within(Duration::from_secs(60))
+        .is_ok_and(|o| o.status.success())
     {
         return Some("cargo-deb is missing (cargo install --locked cargo-deb)".into());
     }

@@ -19,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{bare_distlock, wait_with_timeout};
+use common::{bare_distlock, exported, wait_with_timeout};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -683,13 +683,7 @@ fn durations_of_every_size_against_a_real_server() {
                 prop_assert!(out.stderr.starts_with("distlock: "), "{:?}", out);
             }
             if hold && code == 0 {
-                let owner = out
-                    .stdout
-                    .lines()
-                    .find_map(|l| l.strip_prefix("export DISTLOCK_OWNER="))
-                    .unwrap()
-                    .trim_matches('\'')
-                    .to_owned();
+                let owner = exported(&out.stdout, "DISTLOCK_OWNER");
                 let rel = dl(
                     &["release", name.as_str()],
                     &[
@@ -714,13 +708,7 @@ fn hold_with_a_max_of_a_thousand_years_keeps_renewing() {
     let env = [("DISTLOCK_REDIS_URL", OsStr::new(&url))];
     let out = dl(&["hold", "--ttl=300ms", "--max=1000y", "long"], &env);
     assert_eq!(out.code, Some(0), "{out:?}");
-    let owner = out
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("export DISTLOCK_OWNER="))
-        .unwrap()
-        .trim_matches('\'')
-        .to_owned();
+    let owner = exported(&out.stdout, "DISTLOCK_OWNER");
     // Three ttls later, still held by us.
     std::thread::sleep(Duration::from_millis(900));
     assert_eq!(

@@ -4,13 +4,16 @@
 //! stress test for mutual exclusion.
 
 mod common;
+#[path = "common/holder.rs"]
+mod holder;
 use common::*;
+use holder::Holder;
 
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Upper bound for any single distlock invocation in these tests.
@@ -108,12 +111,6 @@ fn hostname() -> String {
         .to_owned()
 }
 
-/// A shell snippet for CMD: writes its environment to `$1` (atomically, via
-/// a rename), then waits until `$2` exists. Run as
-/// `sh -c HOLD sh ENVFILE GOFILE`.
-const HOLD: &str =
-    r#"env > "$1.tmp" && mv "$1.tmp" "$1"; while [ ! -e "$2" ]; do sleep 0.01; done"#;
-
 /// Parses `env` output into (name, value) pairs (values without newlines).
 fn parse_env(text: &str) -> Vec<(String, String)> {
     text.lines()
@@ -124,78 +121,6 @@ fn parse_env(text: &str) -> Vec<(String, String)> {
 
 fn env_value<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
     env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
-}
-
-/// A distlock that holds NAME while its CMD waits for a go file; the test
-/// decides when it ends, so nothing depends on timing.
-struct Holder {
-    child: Child,
-    dir: tempfile::TempDir,
-    /// CMD's environment, as CMD saw it.
-    env: Vec<(String, String)>,
-}
-
-impl Holder {
-    fn start(server: &RedisServer, name: &str, extra: &[&str]) -> Holder {
-        let dir = tempfile::tempdir().unwrap();
-        let envfile = dir.path().join("env");
-        let go = dir.path().join("go");
-        let mut cmd = distlock(server);
-        cmd.args(["run", name])
-            .args(extra)
-            .args(["--", "sh", "-c", HOLD, "sh"])
-            .arg(&envfile)
-            .arg(&go)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().unwrap();
-        if wait_for_line(&envfile, LIMIT).is_none() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("holder's CMD never started");
-        }
-        let env = parse_env(&std::fs::read_to_string(&envfile).unwrap());
-        Holder { child, dir, env }
-    }
-
-    fn owner(&self) -> &str {
-        env_value(&self.env, "DISTLOCK_OWNER").expect("DISTLOCK_OWNER set")
-    }
-
-    fn token(&self) -> u64 {
-        env_value(&self.env, "DISTLOCK_FENCING_TOKEN")
-            .expect("DISTLOCK_FENCING_TOKEN set")
-            .parse()
-            .unwrap()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Lets CMD finish; returns distlock's status.
-    fn finish(mut self) -> ExitStatus {
-        std::fs::write(self.dir.path().join("go"), "").unwrap();
-        wait_with_timeout(&mut self.child, LIMIT)
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.dir.path().join("go"), "");
-        if let Ok(None) = self.child.try_wait() {
-            let deadline = Instant::now() + LIMIT;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 /// A path in `dir` that CMD creates if it ever runs.
@@ -321,7 +246,7 @@ fn redis_url_option_overrides_the_env_var_before_or_after_the_subcommand() {
 #[test]
 fn global_options_are_accepted_after_the_subcommand_and_its_arguments() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "late", &["--prefix", "pp"]);
+    let mut holder = Holder::start(&server.url(), &["run", "late", "--prefix", "pp"]);
     // -q and --prefix after the name: the conflict on pp:{late} is silent.
     let out = run(distlock(&server).args(["run", "late", "--prefix", "pp", "-q", "--", "true"]));
     assert_eq!(out.code(), 75, "{out:?}");
@@ -339,13 +264,10 @@ fn global_options_are_accepted_after_the_subcommand_and_its_arguments() {
 #[test]
 fn cmd_sees_name_key_owner_and_token_and_the_owner_is_what_redis_holds() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "deploy/prod", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "deploy/prod"]);
 
-    assert_eq!(env_value(&holder.env, "DISTLOCK_NAME"), Some("deploy/prod"));
-    assert_eq!(
-        env_value(&holder.env, "DISTLOCK_KEY"),
-        Some("distlock:{deploy/prod}")
-    );
+    assert_eq!(holder.var("DISTLOCK_NAME"), Some("deploy/prod"));
+    assert_eq!(holder.var("DISTLOCK_KEY"), Some("distlock:{deploy/prod}"));
     assert_eq!(holder.token(), 1);
 
     let owner = holder.owner().to_owned();
@@ -435,7 +357,7 @@ fn stdin_and_stdout_are_inherited_so_data_pipes_through_cat() {
 #[test]
 fn lock_is_held_with_a_ttl_at_most_the_lease_while_cmd_runs_and_gone_after() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "held", &["--ttl", "10s"]);
+    let mut holder = Holder::start(&server.url(), &["run", "held", "--ttl", "10s"]);
     let pttl: i64 = server.cmd(&["PTTL", "distlock:{held}"]);
     assert!(
         pttl > 0 && pttl <= 10_000,
@@ -680,7 +602,7 @@ fn cmd_killed_by_signal_n_gives_128_plus_n() {
 #[test]
 fn busy_lock_exits_75_without_starting_cmd_and_names_the_full_holder() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "busy", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "busy"]);
     let dir = tempfile::tempdir().unwrap();
     let mark = marker(dir.path());
 
@@ -709,7 +631,7 @@ fn busy_lock_exits_75_without_starting_cmd_and_names_the_full_holder() {
 #[test]
 fn conflict_exit_code_option_changes_the_busy_status() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "busy", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "busy"]);
     let dir = tempfile::tempdir().unwrap();
     let mark = marker(dir.path());
     for (args, code) in [
@@ -733,7 +655,7 @@ fn conflict_exit_code_option_changes_the_busy_status() {
 #[test]
 fn quiet_silences_the_busy_line() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "busy", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "busy"]);
     let dir = tempfile::tempdir().unwrap();
     let mark = marker(dir.path());
     for q in ["-q", "--quiet"] {
@@ -751,7 +673,7 @@ fn quiet_silences_the_busy_line() {
 #[test]
 fn wait_300ms_on_a_held_lock_gives_up_with_75_after_at_least_300ms() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "slow", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "slow"]);
     let dir = tempfile::tempdir().unwrap();
     let mark = marker(dir.path());
     let start = Instant::now();
@@ -806,7 +728,7 @@ fn start_waiter(server: &RedisServer, name: &str, wait: &str, out: &Path, attemp
 #[test]
 fn wait_5s_acquires_once_the_holder_releases_with_the_next_token() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "queue", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "queue"]);
     let first = holder.token();
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
@@ -832,7 +754,7 @@ fn wait_5s_acquires_once_the_holder_releases_with_the_next_token() {
 #[test]
 fn waiter_sends_nothing_while_it_waits_and_is_woken_by_the_release() {
     let server = RedisServer::start();
-    let holder = Holder::start(&server, "prompt", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "prompt"]);
     let first = holder.token();
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");

@@ -8,14 +8,19 @@
 //! Certificates are made at test start with `openssl` (EC P-256, quick).
 
 mod common;
+#[path = "common/holder.rs"]
+mod holder;
+#[path = "common/tls.rs"]
+mod tls;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use holder::Holder;
+use tls::{Pki, TlsServer};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -54,242 +59,8 @@ fn assert_one_error_line(out: &Out) {
 // Certificates
 // ---------------------------------------------------------------------------
 
-/// Files made once per test binary: a CA, a server certificate for
-/// `localhost` and 127.0.0.1, one for `otherhost` only, a client certificate
-/// (all signed by the CA), and an unrelated CA with a client certificate of
-/// its own.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn path(&self, file: &str) -> PathBuf {
-        self.dir.join(file)
-    }
-
-    fn get() -> &'static Pki {
-        static PKI: OnceLock<Pki> = OnceLock::new();
-        PKI.get_or_init(Pki::make)
-    }
-
-    fn make() -> Pki {
-        // Under cargo's per-target scratch directory, so nothing piles up
-        // in /tmp; one directory per test process, older ones swept.
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        std::fs::create_dir_all(base).unwrap();
-        for e in std::fs::read_dir(base).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.strip_prefix("security-pki-") {
-                if pid.parse::<i32>().is_ok_and(|p| !alive(p)) {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
-        }
-        let dir = base.join(format!("security-pki-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output_within(Duration::from_secs(30));
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-        ];
-        let ca = |name: &str, cn: &str| {
-            let subj = format!("/CN={cn}");
-            let (key, pem) = (format!("{name}.key"), format!("{name}.pem"));
-            let mut args = vec!["req", "-x509"];
-            args.extend(ec);
-            args.extend(["-days", "2", "-subj", &subj, "-keyout", &key, "-out", &pem]);
-            openssl(&args);
-        };
-        let leaf = |name: &str, cn: &str, ext: &str, ca: &str, serial: &str| {
-            let subj = format!("/CN={cn}");
-            let (key, csr, pem, extf) = (
-                format!("{name}.key"),
-                format!("{name}.csr"),
-                format!("{name}.pem"),
-                format!("{name}.ext"),
-            );
-            std::fs::write(dir.join(&extf), format!("{ext}\n")).unwrap();
-            let mut args = vec!["req"];
-            args.extend(ec);
-            args.extend(["-subj", &subj, "-keyout", &key, "-out", &csr]);
-            openssl(&args);
-            let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
-            openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                &ca_pem,
-                "-CAkey",
-                &ca_key,
-                "-set_serial",
-                serial,
-                "-days",
-                "2",
-                "-extfile",
-                &extf,
-                "-out",
-                &pem,
-            ]);
-        };
-        ca("ca", "distlock test CA");
-        ca("other-ca", "some other CA");
-        leaf(
-            "server",
-            "localhost",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "ca",
-            "1",
-        );
-        leaf(
-            "otherhost",
-            "otherhost",
-            "subjectAltName=DNS:otherhost",
-            "ca",
-            "2",
-        );
-        leaf(
-            "client",
-            "distlock client",
-            "extendedKeyUsage=clientAuth",
-            "ca",
-            "3",
-        );
-        leaf(
-            "rogue-client",
-            "rogue client",
-            "extendedKeyUsage=clientAuth",
-            "other-ca",
-            "4",
-        );
-        // The common way, without extensions: OpenSSL makes it X.509 v1.
-        let mut args = vec!["req"];
-        args.extend(ec);
-        args.extend([
-            "-subj",
-            "/CN=v1 client",
-            "-keyout",
-            "client-v1.key",
-            "-out",
-            "client-v1.csr",
-        ]);
-        openssl(&args);
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "client-v1.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-set_serial",
-            "5",
-            "-days",
-            "2",
-            "-out",
-            "client-v1.pem",
-        ]);
-        Pki { dir }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// A TLS-only redis-server
-// ---------------------------------------------------------------------------
-
-/// `redis-server --port 0 --tls-port P`: TLS only, so a test that passes
-/// really spoke TLS. Killed and reaped on drop.
-struct TlsServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl TlsServer {
-    /// `cert`: the server certificate's file stem in the PKI directory;
-    /// `auth_clients`: `yes` (mutual TLS) or `no`.
-    fn start(cert: &str, auth_clients: &str) -> TlsServer {
-        let pki = Pki::get();
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = tempfile::tempdir().unwrap();
-            let log = dir.path().join("redis.log");
-            let mut child = Command::new("redis-server")
-                .args(["--port", "0", "--bind", "127.0.0.1"])
-                .args(["--tls-port", &port.to_string()])
-                .arg("--tls-cert-file")
-                .arg(pki.path(&format!("{cert}.pem")))
-                .arg("--tls-key-file")
-                .arg(pki.path(&format!("{cert}.key")))
-                .arg("--tls-ca-cert-file")
-                .arg(pki.path("ca.pem"))
-                .args(["--tls-auth-clients", auth_clients])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .arg("--logfile")
-                .arg(&log)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server must be installed");
-            // Ready once *this* process logs it: a server that lost the
-            // port race exits instead ("address already in use").
-            let up = wait_until(Duration::from_secs(10), || {
-                std::fs::read_to_string(&log)
-                    .is_ok_and(|l| l.contains("Ready to accept connections"))
-                    || !alive(child.id() as i32)
-            });
-            if up && child.try_wait().unwrap().is_none() {
-                return TlsServer {
-                    child,
-                    port,
-                    _dir: dir,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("could not start a TLS redis-server");
-    }
-
-    fn url(&self, host: &str) -> String {
-        format!("rediss://{host}:{}", self.port)
-    }
-}
-
-impl Drop for TlsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Makes a distlock command set up a certain way.
 type Maker<'a> = Box<dyn Fn() -> Command + 'a>;
-
-/// distlock pointed at `url`, with a clean DISTLOCK_* environment.
-fn dl(url: &str) -> Command {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_REDIS_URL", url);
-    cmd
-}
 
 /// `run NAME -- sh -c 'echo token $DISTLOCK_FENCING_TOKEN'`.
 fn token_run(cmd: &mut Command, name: &str) -> Out {
@@ -313,25 +84,35 @@ fn tls_with_the_private_ca_works_by_option_and_by_env() {
     let server = TlsServer::start("server", "no");
     let ca = pki.path("ca.pem");
 
-    let out = token_run(dl(&server.url("localhost")).arg("--tls-ca").arg(&ca), "t");
+    let out = token_run(
+        distlock_at(&server.url("localhost"))
+            .arg("--tls-ca")
+            .arg(&ca),
+        "t",
+    );
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "token 1\n");
     assert_eq!(out.stderr, "");
 
     // DISTLOCK_TLS_CA instead of the option.
     let out = token_run(
-        dl(&server.url("localhost")).env("DISTLOCK_TLS_CA", &ca),
+        distlock_at(&server.url("localhost")).env("DISTLOCK_TLS_CA", &ca),
         "t",
     );
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "token 2\n");
 
     // The certificate also names 127.0.0.1, so the address works too.
-    let out = token_run(dl(&server.url("127.0.0.1")).arg("--tls-ca").arg(&ca), "t");
+    let out = token_run(
+        distlock_at(&server.url("127.0.0.1"))
+            .arg("--tls-ca")
+            .arg(&ca),
+        "t",
+    );
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "token 3\n");
 
-    let out = run(dl(&server.url("localhost"))
+    let out = run(distlock_at(&server.url("localhost"))
         .arg("--tls-ca")
         .arg(&ca)
         .args(["inspect", "--json", "t"]));
@@ -347,7 +128,7 @@ fn a_certificate_from_another_ca_is_refused_naming_the_host_and_the_ca() {
     let ran = marker.path().join("ran");
     let touch = format!("touch {}", ran.display());
 
-    let out = run(dl(&server.url("localhost"))
+    let out = run(distlock_at(&server.url("localhost"))
         .arg("--tls-ca")
         .arg(pki.path("other-ca.pem"))
         .args(["run", "t", "--", "sh", "-c", &touch]));
@@ -359,7 +140,7 @@ fn a_certificate_from_another_ca_is_refused_naming_the_host_and_the_ca() {
     assert!(!ran.exists(), "CMD ran without a verified server");
 
     // No --tls-ca: the system's CAs do not know ours either.
-    let out = run(dl(&server.url("localhost")).args(["acquire", "t"]));
+    let out = run(distlock_at(&server.url("localhost")).args(["acquire", "t"]));
     assert_eq!(out.code, 125, "{out:?}");
     assert_one_error_line(&out);
     assert!(out.stderr.contains("localhost"), "{out:?}");
@@ -372,7 +153,7 @@ fn a_certificate_for_another_name_is_refused_naming_the_name() {
     let pki = Pki::get();
     let server = TlsServer::start("otherhost", "no");
     let out = token_run(
-        dl(&server.url("localhost"))
+        distlock_at(&server.url("localhost"))
             .arg("--tls-ca")
             .arg(pki.path("ca.pem")),
         "t",
@@ -395,7 +176,7 @@ fn mutual_tls_with_and_without_a_client_certificate() {
     let ca = pki.path("ca.pem");
 
     let out = token_run(
-        dl(&url)
+        distlock_at(&url)
             .arg("--tls-ca")
             .arg(&ca)
             .arg("--tls-cert")
@@ -409,7 +190,7 @@ fn mutual_tls_with_and_without_a_client_certificate() {
 
     // The same from the environment.
     let out = token_run(
-        dl(&url)
+        distlock_at(&url)
             .env("DISTLOCK_TLS_CA", &ca)
             .env("DISTLOCK_TLS_CERT", pki.path("client.pem"))
             .env("DISTLOCK_TLS_KEY", pki.path("client.key")),
@@ -419,7 +200,7 @@ fn mutual_tls_with_and_without_a_client_certificate() {
     assert_eq!(out.stdout, "token 2\n");
 
     // No client certificate: a clear refusal.
-    let out = token_run(dl(&url).arg("--tls-ca").arg(&ca), "m");
+    let out = token_run(distlock_at(&url).arg("--tls-ca").arg(&ca), "m");
     assert_eq!(out.code, 125, "{out:?}");
     assert_one_error_line(&out);
     assert!(out.stderr.contains("client certificate"), "{out:?}");
@@ -428,7 +209,7 @@ fn mutual_tls_with_and_without_a_client_certificate() {
 
     // A client certificate from a CA the server does not trust.
     let out = token_run(
-        dl(&url)
+        distlock_at(&url)
             .arg("--tls-ca")
             .arg(&ca)
             .arg("--tls-cert")
@@ -443,7 +224,7 @@ fn mutual_tls_with_and_without_a_client_certificate() {
 
     // A key that is not the certificate's.
     let out = token_run(
-        dl(&url)
+        distlock_at(&url)
             .arg("--tls-ca")
             .arg(&ca)
             .arg("--tls-cert")
@@ -466,18 +247,18 @@ fn mutual_tls_with_and_without_a_client_certificate() {
             .arg("--tls-key")
             .arg(pki.path("client.key"));
     };
-    let mut hold = dl(&url);
+    let mut hold = distlock_at(&url);
     tls(&mut hold);
     let out = run(hold.args(["hold", "--ttl", "1500ms", "--json", "h"]));
     assert_eq!(out.code, 0, "{out:?}");
     let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     let owner = v["owner"].as_str().unwrap().to_owned();
     std::thread::sleep(Duration::from_millis(2500));
-    let mut inspect = dl(&url);
+    let mut inspect = distlock_at(&url);
     tls(&mut inspect);
     let out = run(inspect.args(["inspect", "--json", "h"]));
     assert!(out.stdout.contains("\"held\":true"), "{out:?}");
-    let mut release = dl(&url);
+    let mut release = distlock_at(&url);
     tls(&mut release);
     let out = run(release.args(["release", "--owner", &owner, "h"]));
     assert_eq!(out.code, 0, "{out:?}");
@@ -500,7 +281,7 @@ fn an_x509_v1_client_certificate_is_named_as_such_with_the_way_to_a_v3_one() {
     let ran = marker.path().join("ran");
     let touch = format!("touch {}", ran.display());
     let with = |cert: &Path, key: &Path| {
-        let mut c = dl(&url);
+        let mut c = distlock_at(&url);
         c.arg("--tls-ca")
             .arg(pki.path("ca.pem"))
             .arg("--tls-cert")
@@ -561,13 +342,16 @@ fn tls_insecure_skips_verification_and_warns_every_time() {
     };
     // Neither the CA (system trust) nor the name (otherhost) would verify.
     for i in 1..=2 {
-        let out = token_run(dl(&server.url("localhost")).arg("--tls-insecure"), "i");
+        let out = token_run(
+            distlock_at(&server.url("localhost")).arg("--tls-insecure"),
+            "i",
+        );
         assert_eq!(out.code, 0, "{out:?}");
         assert_eq!(out.stdout, format!("token {i}\n"));
         assert_eq!(warned(&out), 1, "{out:?}");
     }
     // Even with a CA that would refuse it, and for every subcommand.
-    let out = run(dl(&server.url("localhost"))
+    let out = run(distlock_at(&server.url("localhost"))
         .arg("--tls-insecure")
         .arg("--tls-ca")
         .arg(pki.path("other-ca.pem"))
@@ -607,7 +391,9 @@ fn tls_options_need_a_rediss_url_and_go_together() {
         ),
     ];
     for (url, opts, says) in cases {
-        let out = run(dl(url).args(&opts).args(["run", "x", "--", "true"]));
+        let out = run(distlock_at(url)
+            .args(&opts)
+            .args(["run", "x", "--", "true"]));
         assert_eq!(out.code, 2, "{url} {opts:?}: {out:?}");
         assert_one_error_line(&out);
         assert!(out.stderr.contains(says), "{url} {opts:?}: {out:?}");
@@ -627,12 +413,7 @@ fn server_with_password(password: &str) -> RedisServer {
 
 /// An admin connection to a password-protected server.
 fn admin(server: &RedisServer, password: &str) -> redis::Connection {
-    let c = redis::Client::open(format!("redis://:{password}@127.0.0.1:{}", server.port)).unwrap();
-    let con = c
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap();
-    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    con
+    connect(&format!("redis://:{password}@127.0.0.1:{}", server.port))
 }
 
 /// A file holding `text`, in `dir`.
@@ -802,17 +583,18 @@ fn acl_users_work_with_the_password_in_the_url_env_or_file() {
     let f = file(dir.path(), "pw", &format!("{pw}\n"));
 
     let out = token_run(
-        &mut dl(&format!("redis://locker:{pw}@127.0.0.1:{port}")),
+        &mut distlock_at(&format!("redis://locker:{pw}@127.0.0.1:{port}")),
         "u",
     );
     assert_eq!(out.code, 0, "{out:?}");
     let out = token_run(
-        dl(&format!("redis://locker@127.0.0.1:{port}")).env("DISTLOCK_REDIS_PASSWORD", &pw),
+        distlock_at(&format!("redis://locker@127.0.0.1:{port}"))
+            .env("DISTLOCK_REDIS_PASSWORD", &pw),
         "u",
     );
     assert_eq!(out.code, 0, "{out:?}");
     let out = token_run(
-        dl(&format!("redis://locker@127.0.0.1:{port}"))
+        distlock_at(&format!("redis://locker@127.0.0.1:{port}"))
             .arg("--redis-password-file")
             .arg(&f),
         "u",
@@ -822,7 +604,7 @@ fn acl_users_work_with_the_password_in_the_url_env_or_file() {
 
     // The right password for another user is refused, and not echoed.
     let out = token_run(
-        &mut dl(&format!("redis://nobody:{pw}@127.0.0.1:{port}")),
+        &mut distlock_at(&format!("redis://nobody:{pw}@127.0.0.1:{port}")),
         "u",
     );
     assert_eq!(out.code, 125, "{out:?}");
@@ -868,21 +650,10 @@ fn the_password_is_never_in_argv_nor_in_cmds_environment() {
         };
 
         // A running `distlock run` and its CMD.
-        let pidfile = dir.path().join(format!("cmd-{source}.pid"));
-        let script = format!(
-            "echo $$ > {}.tmp && mv {0}.tmp {0} && exec sleep 30",
-            pidfile.display()
-        );
-        let mut child = with_pw()
-            .args(["run", "ps", "--", "sh", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let cmd_pid: i32 = wait_for_line(&pidfile, Duration::from_secs(10))
-            .expect("CMD started")
-            .parse()
-            .unwrap();
+        let mut holder =
+            Holder::spawn_cmd(with_pw().args(["run", "ps"]).stderr(Stdio::null()), &[]);
+        assert!(holder.try_wait_held(), "CMD started");
+        let cmd_pid = holder.cmd_pid();
         // A `hold` with its background renewer.
         let out = run(with_pw().args(["hold", "--ttl", "3s", "--json", "ps-hold"]));
         assert_eq!(out.code, 0, "{out:?}");
@@ -899,8 +670,8 @@ fn the_password_is_never_in_argv_nor_in_cmds_environment() {
         assert!(!env.contains("DISTLOCK_REDIS_PASSWORD="), "{env}");
         assert!(env.contains("DISTLOCK_FENCING_TOKEN=1"), "{env}");
 
-        signal(child.id() as i32, libc::SIGTERM);
-        let st = wait_with_timeout(&mut child, Duration::from_secs(10));
+        signal(holder.pid() as i32, libc::SIGTERM);
+        let st = holder.wait();
         assert_eq!(st.code(), Some(128 + libc::SIGTERM), "{source}");
         let out = run(with_pw().args([
             "release",
@@ -933,7 +704,7 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
     let sources: Vec<(&str, Maker<'_>)> = vec![
         // DISTLOCK_REDIS_URL holding the password: the issue's "no full
         // URL with credentials in the child's environment" covers it.
-        ("url from env", Box::new(|| dl(&url_pw))),
+        ("url from env", Box::new(|| distlock_at(&url_pw))),
         (
             "url from -r",
             Box::new(|| {
@@ -945,7 +716,7 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
         (
             "env",
             Box::new(|| {
-                let mut c = dl(&server.url());
+                let mut c = distlock_at(&server.url());
                 c.env("DISTLOCK_REDIS_PASSWORD", &pw);
                 c
             }),
@@ -953,7 +724,7 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
         (
             "file",
             Box::new(|| {
-                let mut c = dl(&server.url());
+                let mut c = distlock_at(&server.url());
                 c.arg("--redis-password-file").arg(&pw_file);
                 c
             }),
@@ -1025,13 +796,7 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
         }
         let out = run(mk().args(["-vv", "hold", "--ttl", "1500ms", "held"]));
         assert_eq!(out.code, 0, "{src}: {out:?}");
-        let owner = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("export DISTLOCK_OWNER="))
-            .unwrap()
-            .trim_matches('\'')
-            .to_owned();
+        let owner = exported(&out.stdout, "DISTLOCK_OWNER");
         record(&format!("{src}: hold"), out);
         std::thread::sleep(Duration::from_millis(700));
         let out = run(mk().args(["-vv", "inspect", "held"]));
@@ -1047,7 +812,7 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
     let pw_s: &str = &pw;
     let with_env = |url: String| {
         move || {
-            let mut c = dl(&url);
+            let mut c = distlock_at(&url);
             c.env("DISTLOCK_REDIS_PASSWORD", pw_s);
             c
         }
@@ -1056,24 +821,24 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
     let failing: Vec<(&str, Maker<'_>)> = vec![
         ("wrong password in the URL", {
             let u = format!("redis://:{pw}@127.0.0.1:{}", other.port);
-            Box::new(move || dl(&u))
+            Box::new(move || distlock_at(&u))
         }),
         ("wrong user:password in the URL", {
             let u = format!("redis://someone:{pw}@127.0.0.1:{}", other.port);
-            Box::new(move || dl(&u))
+            Box::new(move || distlock_at(&u))
         }),
         ("wrong password from env", Box::new(with_env(other.url()))),
         ("wrong password from a file", {
             let (u, f) = (other.url(), pw_file.clone());
             Box::new(move || {
-                let mut c = dl(&u);
+                let mut c = distlock_at(&u);
                 c.arg("--redis-password-file").arg(&f);
                 c
             })
         }),
         ("unreachable, password in the URL", {
             let u = format!("redis://u:{pw}@127.0.0.1:{unreachable}");
-            Box::new(move || dl(&u))
+            Box::new(move || distlock_at(&u))
         }),
         (
             "unreachable, password from env",
@@ -1082,27 +847,27 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
         ("unreachable TLS, password in the URL", {
             let u = format!("rediss://u:{pw}@localhost:{unreachable}");
             Box::new(move || {
-                let mut c = dl(&u);
+                let mut c = distlock_at(&u);
                 c.arg("--tls-ca").arg(Pki::get().path("ca.pem"));
                 c
             })
         }),
         ("unparsable URL with a password", {
             let u = format!("redis://u:{pw}@[::");
-            Box::new(move || dl(&u))
+            Box::new(move || distlock_at(&u))
         }),
         ("URL without a scheme", {
             let u = format!("u:{pw}@127.0.0.1:{port}");
-            Box::new(move || dl(&u))
+            Box::new(move || distlock_at(&u))
         }),
         ("unknown scheme", {
             let u = format!("http://u:{pw}@127.0.0.1:{port}");
-            Box::new(move || dl(&u))
+            Box::new(move || distlock_at(&u))
         }),
         ("a TLS option with a plain URL", {
             let u = url_pw.clone();
             Box::new(move || {
-                let mut c = dl(&u);
+                let mut c = distlock_at(&u);
                 c.arg("--tls-insecure");
                 c
             })
@@ -1211,7 +976,7 @@ fn a_least_privilege_user_can_run_every_subcommand() {
     let server = RedisServer::start();
     let url = acl_user(&server, "distlock", &[], &[]);
     // The default user stays as it is, for the test's own checks.
-    let d = || dl(&url);
+    let d = || distlock_at(&url);
     let ok = |args: &[&str]| {
         let out = run(d().args(args));
         assert_eq!(out.code, 0, "{args:?}: {out:?}");
@@ -1345,7 +1110,7 @@ fn a_least_privilege_user_can_run_every_subcommand() {
     assert_eq!(out.code, 125, "{out:?}");
     assert!(out.all().contains("may not run PING"), "{out:?}");
     let doctor = acl_user(&server, "doctor", &[], &["+ping", "+info"]);
-    let out = run(dl(&doctor).arg("doctor"));
+    let out = run(distlock_at(&doctor).arg("doctor"));
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stdout.contains("persistence"), "{out:?}");
 
@@ -1477,7 +1242,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
         let name = format!("n{i}");
         let a = setup(&name);
         let t = Instant::now();
-        let out = run(dl(&url).args(&a));
+        let out = run(distlock_at(&url).args(&a));
         assert_eq!(out.code, 125, "without {cmd}: {a:?}: {out:?}");
         assert_one_error_line(&out);
         let named = cmd.trim_start_matches('+').to_uppercase();
@@ -1494,12 +1259,12 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
 
     // Keys and channels outside the granted patterns.
     let url = acl_user(&server, "keyless", &["~distlock:*"], &["~other:*"]);
-    let out = run(dl(&url).args(["acquire", "k"]));
+    let out = run(distlock_at(&url).args(["acquire", "k"]));
     assert_eq!(out.code, 125, "{out:?}");
     assert!(out.stderr.contains("~PREFIX:*"), "{out:?}");
     let url = acl_user(&server, "chanless", &["&distlock:*"], &["&other:*"]);
     run(admin().args(["acquire", "c"]));
-    let out = run(dl(&url).args(["run", "-w", "20s", "c", "--", "true"]));
+    let out = run(distlock_at(&url).args(["run", "-w", "20s", "c", "--", "true"]));
     assert_eq!(out.code, 125, "{out:?}");
     assert!(out.stderr.contains("&PREFIX:*"), "{out:?}");
 
@@ -1510,7 +1275,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
             .filter(|c| c != &cmd)
             .collect();
         let url = acl_user(&server, &format!("doc{}", &cmd[1..]), &[], &extra);
-        let out = run(dl(&url).arg("doctor"));
+        let out = run(distlock_at(&url).arg("doctor"));
         assert_eq!(out.code, 125, "{out:?}");
         let named = cmd[1..].to_uppercase();
         assert!(

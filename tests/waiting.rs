@@ -20,12 +20,15 @@
 //! below a backstop" the backstop is made 30s or more.
 
 mod common;
+#[path = "common/holder.rs"]
+mod holder;
 use common::*;
+use holder::Holder;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -169,58 +172,6 @@ fn queued(server: &RedisServer, name: &str, n: u64, child: &Child) -> String {
 /// Reads a token file written by `WRITE_TOKEN`.
 fn token_in(path: &Path) -> Option<u64> {
     wait_for_line(path, LIMIT).map(|l| l.parse().unwrap())
-}
-
-/// A distlock that holds NAME while its CMD waits for a go file; the test
-/// decides when it ends, so nothing depends on timing.
-struct Holder {
-    child: Child,
-    dir: tempfile::TempDir,
-    token: u64,
-}
-
-impl Holder {
-    fn start(server: &RedisServer, name: &str, extra: &[&str]) -> Holder {
-        let dir = tempfile::tempdir().unwrap();
-        let token_file = dir.path().join("token");
-        let go = dir.path().join("go");
-        let mut args = extra.to_vec();
-        args.push(name);
-        let mut child = spawn_run(
-            server,
-            &args,
-            WRITE_TOKEN_THEN_HOLD,
-            &[&token_file, &go],
-            None,
-        );
-        let Some(token) = token_in(&token_file) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("holder's CMD never started");
-        };
-        Holder { child, dir, token }
-    }
-
-    /// Lets CMD finish; returns distlock's status once it has released.
-    fn finish(mut self) -> ExitStatus {
-        std::fs::write(self.dir.path().join("go"), "").unwrap();
-        wait_with_timeout(&mut self.child, LIMIT)
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.dir.path().join("go"), "");
-        let deadline = Instant::now() + LIMIT;
-        while let Ok(None) = self.child.try_wait() {
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
 }
 
 /// Kills (SIGCONT first, in case it is stopped) and reaps children that a
@@ -426,8 +377,8 @@ fn wakes(log: &[Entry], k: &Keys) -> Vec<String> {
 fn waiters_are_served_in_arrival_order_with_increasing_tokens() {
     let server = RedisServer::start();
     let k = keys("fifo");
-    let holder = Holder::start(&server, "fifo", &[]);
-    let first = holder.token;
+    let mut holder = Holder::start(&server.url(), &["run", "fifo"]);
+    let first = holder.token();
     let dir = tempfile::tempdir().unwrap();
     let order = dir.path().join("order");
     let mut waiters = Reaper(Vec::new());
@@ -485,8 +436,8 @@ fn a_release_wakes_only_the_next_waiter() {
     let server = RedisServer::start();
     let k = keys("herd");
     let mon = Monitor::start(&server);
-    let holder = Holder::start(&server, "herd", &[]);
-    let first = holder.token;
+    let mut holder = Holder::start(&server.url(), &["run", "herd"]);
+    let first = holder.token();
     let dir = tempfile::tempdir().unwrap();
     let files: Vec<PathBuf> = (1..=3).map(|i| dir.path().join(format!("t{i}"))).collect();
     let go1 = dir.path().join("go1");
@@ -580,8 +531,8 @@ fn a_release_wakes_only_the_next_waiter() {
 fn a_dead_waiter_does_not_block_the_queue() {
     let server = RedisServer::start();
     let k = keys("dead");
-    let holder = Holder::start(&server, "dead", &["--ttl", "30s"]);
-    let first = holder.token;
+    let mut holder = Holder::start(&server.url(), &["run", "--ttl", "30s", "dead"]);
+    let first = holder.token();
     let dir = tempfile::tempdir().unwrap();
     let (a_file, b_file) = (dir.path().join("a"), dir.path().join("b"));
     let mut a = spawn_run(
@@ -634,7 +585,7 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
     let server = RedisServer::start();
     let k = keys("giveup");
     let mon = Monitor::start(&server);
-    let holder = Holder::start(&server, "giveup", &[]);
+    let mut holder = Holder::start(&server.url(), &["run", "giveup"]);
     let dir = tempfile::tempdir().unwrap();
     let patient_file = dir.path().join("patient");
     let patient = spawn_run(
@@ -690,7 +641,7 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
     assert_eq!(zscore(&server, &k.queue, &patient_owner), patient_place);
     assert!(exists(&server, &k.lock), "leaving must not touch the lease");
 
-    let first = holder.token;
+    let first = holder.token();
     assert!(holder.finish().success());
     assert_eq!(token_in(&patient_file), Some(first + 1));
     assert!(wait_with_timeout(&mut patient.0[0], LIMIT).success());
@@ -702,7 +653,7 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
 fn an_interrupted_waiter_leaves_the_queue() {
     let server = RedisServer::start();
     let k = keys("intr");
-    let _holder = Holder::start(&server, "intr", &[]);
+    let _holder = Holder::start(&server.url(), &["run", "intr"]);
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("ran");
     let mut w = spawn_run(
@@ -1151,8 +1102,8 @@ fn wait_order_any_waits_on_the_release_channel_outside_the_queue() {
     let server = RedisServer::start();
     let k = keys("any");
     let mon = Monitor::start(&server);
-    let holder = Holder::start(&server, "any", &[]);
-    let first = holder.token;
+    let mut holder = Holder::start(&server.url(), &["run", "any"]);
+    let first = holder.token();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("t");
     let w = spawn_run(
@@ -1201,8 +1152,8 @@ fn wait_order_any_waits_on_the_release_channel_outside_the_queue() {
 fn a_newcomer_does_not_jump_a_live_waiter_that_is_next() {
     let server = RedisServer::start();
     let k = keys("jump");
-    let holder = Holder::start(&server, "jump", &[]);
-    let first = holder.token;
+    let mut holder = Holder::start(&server.url(), &["run", "jump"]);
+    let first = holder.token();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("t");
     let w = spawn_run(

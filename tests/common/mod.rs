@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsString;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -28,37 +29,18 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        for _ in 0..5 {
-            // Picking a port and then binding it races with other tests;
-            // a server that fails to bind is simply retried on another port.
-            let port = free_port();
-            let dir = tempfile::tempdir().unwrap();
-            let mut cmd = Command::new("redis-server");
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .arg("--unixsocket")
-                .arg(dir.path().join("redis.sock"))
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let mut child = cmd.spawn().expect("redis-server must be installed");
-            let mut server = RedisServer { child, port, dir };
-            let up = wait_until(Duration::from_secs(10), || {
-                if let Ok(Some(_)) = server.child.try_wait() {
-                    return true;
-                }
-                server.try_ping()
-            });
-            if up && server.child.try_wait().unwrap().is_none() {
-                return server;
-            }
-            child = std::mem::replace(&mut server.child, Command::new("true").spawn().unwrap());
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("could not start redis-server");
+        let (child, port, dir) = launch_redis(
+            |port, dir| {
+                let mut args = plain_args(port, dir);
+                args.push("--unixsocket".into());
+                args.push(dir.join("redis.sock").into());
+                args.extend(extra.iter().map(OsString::from));
+                args
+            },
+            // Ours: see `answers_as`.
+            |child, port, _| answers_as(port, child.id()),
+        );
+        RedisServer { child, port, dir }
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -71,30 +53,9 @@ impl RedisServer {
         self.dir.path().join("redis.sock")
     }
 
-    /// Whether the server on our port answers and is this very process:
-    /// when another test (or another checkout's test run) took the port
-    /// between `free_port` and our bind, the foreign server answers while
-    /// ours is still on its way to exiting with "address in use", and the
-    /// two tests would silently share one database.
-    fn try_ping(&self) -> bool {
-        let info = redis::Client::open(self.url())
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
-        let Ok(info) = info else { return false };
-        info.lines()
-            .find_map(|l| l.strip_prefix("process_id:"))
-            .and_then(|p| p.trim().parse::<u32>().ok())
-            == Some(self.child.id())
-    }
-
     /// A direct connection, for setting up and checking state.
     pub fn conn(&self) -> redis::Connection {
-        let c = redis::Client::open(self.url()).unwrap();
-        let con = c
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        con
+        connect(&self.url())
     }
 
     /// Runs one command and returns its reply.
@@ -136,6 +97,76 @@ impl Drop for RedisServer {
     }
 }
 
+/// `redis-server` arguments for a server on 127.0.0.1:`port` without
+/// persistence, its files in `dir`.
+pub fn plain_args(port: u16, dir: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["--port", &port.to_string(), "--bind", "127.0.0.1"]
+        .into_iter()
+        .chain(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .map(OsString::from)
+        .collect();
+    args.push("--dir".into());
+    args.push(dir.into());
+    args
+}
+
+/// Starts `redis-server ARGS(port, dir)` on a free loopback port in a
+/// fresh directory and waits (bounded) until `ready(child, port, dir)`.
+/// Picking a port and then binding it races with other tests; a server
+/// that fails to bind exits, and is retried on another port.
+pub fn launch_redis(
+    args: impl Fn(u16, &Path) -> Vec<OsString>,
+    ready: impl Fn(&Child, u16, &Path) -> bool,
+) -> (Child, u16, tempfile::TempDir) {
+    for _ in 0..5 {
+        let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new("redis-server")
+            .args(args(port, dir.path()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed");
+        let up = wait_until(Duration::from_secs(10), || {
+            matches!(child.try_wait(), Ok(Some(_))) || ready(&child, port, dir.path())
+        });
+        if up && child.try_wait().unwrap().is_none() {
+            return (child, port, dir);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("could not start redis-server");
+}
+
+/// A connection to `url` for setting up and checking state, its connect
+/// and reads bounded (5 s).
+pub fn connect(url: &str) -> redis::Connection {
+    let c = redis::Client::open(url).unwrap();
+    let con = c
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap();
+    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    con
+}
+
+/// Whether the server on `port` answers and is process `pid`: when another
+/// test (or another checkout's test run) took the port between `free_port`
+/// and our bind, the foreign server answers while ours is still on its way
+/// to exiting with "address in use", and the two tests would silently
+/// share one database.
+pub fn answers_as(port: u16, pid: u32) -> bool {
+    let info = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+        .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+    let Ok(info) = info else { return false };
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse::<u32>().ok())
+        == Some(pid)
+}
+
 /// A loopback port that was free a moment ago (a server started on it may
 /// still lose a race and must retry, as `RedisServer::start_with` does).
 pub fn free_port() -> u16 {
@@ -154,8 +185,14 @@ pub fn bin() -> &'static Path {
 /// A `distlock` command pointed at `server`, with no DISTLOCK_* variables
 /// inherited from the environment running the tests.
 pub fn distlock(server: &RedisServer) -> Command {
+    distlock_at(&server.url())
+}
+
+/// A `distlock` command pointed at `url` (Sentinel, Cluster, TLS, a
+/// proxy…), with no DISTLOCK_* variables inherited.
+pub fn distlock_at(url: &str) -> Command {
     let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_REDIS_URL", server.url());
+    cmd.env("DISTLOCK_REDIS_URL", url);
     cmd
 }
 
@@ -367,17 +404,26 @@ pub fn sqlite(db: &Path, sql: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The value of `export VAR='…'` in what `distlock hold` or `acquire`
+/// printed for a shell to eval (quotes stripped, no unescaping).
+pub fn exported(stdout: &str, var: &str) -> String {
+    let prefix = format!("export {var}=");
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {var} in {stdout:?}"))
+        .trim_matches('\'')
+        .to_owned()
+}
+
 /// CMD for `distlock run NAME -- …` that prints the fencing token it got.
 pub const ECHO_TOKEN: [&str; 3] = ["sh", "-c", "echo $DISTLOCK_FENCING_TOKEN"];
 
 /// `distlock PRE… run NAME -- sh -c 'echo $DISTLOCK_FENCING_TOKEN'` against
 /// `url`, which must exit 0; returns the token CMD printed.
 pub fn token_run(url: &str, pre: &[&str], name: &str) -> u64 {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_REDIS_URL", url)
-        .args(pre)
-        .args(["run", name, "--"])
-        .args(ECHO_TOKEN);
+    let mut cmd = distlock_at(url);
+    cmd.args(pre).args(["run", name, "--"]).args(ECHO_TOKEN);
     let out = exec(&mut cmd, Duration::from_secs(30));
     assert_eq!(out.code, 0, "{out:?}");
     out.stdout
