@@ -191,6 +191,24 @@ fn run_min_hold_keeps_the_lock_after_cmd_ends_without_any_process_lingering() {
     assert_eq!(server.get(&format!("{k}:fence")).as_deref(), Some("2"));
 }
 
+/// The guardian stands down before distlock exits, not just after: a
+/// wrapper that has returned leaves no process of its own behind (the
+/// guardian used to linger for a few microseconds, a window a loaded
+/// machine widens). Many runs, since the window is a race.
+#[test]
+fn run_leaves_no_guardian_behind_when_it_exits() {
+    let server = RedisServer::start();
+    for i in 0..40 {
+        let out = dl(&server, &["run", "quick", "--", "true"]);
+        assert_eq!(out.code, 0, "{out:?}");
+        let lingering = processes_of(&server);
+        assert!(
+            lingering.is_empty(),
+            "run {i}: processes left behind after distlock exited: {lingering:?}"
+        );
+    }
+}
+
 #[test]
 fn run_min_hold_shorter_than_cmd_releases_at_once() {
     let server = RedisServer::start();

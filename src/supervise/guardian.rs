@@ -3,11 +3,12 @@
 //! async-signal-safe libc calls, since another thread may exist at the fork.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::unistd::{fork, pipe2, write, ForkResult};
 
 /// A small forked process that SIGKILLs CMD's process group if distlock
@@ -30,6 +31,10 @@ pub struct Guardian {
 
 /// The "stand down" message.
 const STAND_DOWN: u64 = u64::MAX;
+
+/// How long `disarm` waits for the guardian to be gone; it takes
+/// microseconds unless it is stopped.
+const STAND_DOWN_WAIT_MS: u16 = 100;
 
 impl Guardian {
     /// Forks the guardian for `pgid`, with `deadline` on the boot-time clock
@@ -70,11 +75,20 @@ impl Guardian {
         let _ = write(&self.pipe, &msg.to_ne_bytes());
     }
 
-    /// Tells the guardian to exit without killing anything. distlock does
-    /// not wait for it: it is about to exit itself, and the guardian reads
-    /// the message before it could see the pipe close.
+    /// Tells the guardian to exit without killing anything, and waits
+    /// (briefly) until it has: a wrapper that has exited must leave no
+    /// process of its own behind, as flock(1) or timeout(1) leave none.
+    ///
+    /// The guardian's end of the pipe is the only read end (it is
+    /// close-on-exec and distlock dropped its copy at the fork), so the
+    /// write end reports POLLERR exactly when the guardian has exited: no
+    /// pid to wait on, so no reaping race with `reap` and no pid reuse. The
+    /// wait is bounded: a guardian someone stopped must not hold distlock's
+    /// exit, and it stands down by itself once continued.
     pub fn disarm(self) {
         self.send(STAND_DOWN);
+        let mut fds = [PollFd::new(self.pipe.as_fd(), PollFlags::empty())];
+        let _ = poll(&mut fds, PollTimeout::from(STAND_DOWN_WAIT_MS));
     }
 }
 
