@@ -38,7 +38,11 @@
 //!
 //! Knobs: `DISTLOCK_BENCH_N` (overhead rounds, default 200),
 //! `DISTLOCK_BENCH_HANDOFF` (handoff rounds per tool, default 50),
-//! `DISTLOCK_BENCH_CONTENTION_ROUNDS` (8×25 blocks per tool, default 2).
+//! `DISTLOCK_BENCH_CONTENTION_ROUNDS` (8×25 blocks per tool, default 2),
+//! `DISTLOCK_BENCH_BEFORE` (the path of another distlock binary, e.g. one
+//! built from an earlier commit: it runs as one more tool, interleaved with
+//! the others in the overhead, handoff and contention parts, so a before
+//! and after are measured under the same load).
 //!
 //! Exit status: 0 when everything ran, even if a performance target was
 //! missed (the table says PASS/FAIL); 1 when a safety check failed (two
@@ -78,6 +82,7 @@ fn main() {
         url: redis.url(),
         helper: std::env::current_exe().expect("current_exe"),
         dir: redis.dir.path().join("work"),
+        before: std::env::var_os("DISTLOCK_BENCH_BEFORE").map(PathBuf::from),
     };
     fs::create_dir_all(&ctx.dir).unwrap();
     let mut con = redis.conn();
@@ -213,6 +218,8 @@ enum Tool {
     Ping,
     Flock,
     Distlock,
+    /// `DISTLOCK_BENCH_BEFORE`, when set.
+    Before,
 }
 
 impl Tool {
@@ -223,6 +230,7 @@ impl Tool {
             Tool::Ping => "connect + PING",
             Tool::Flock => "flock",
             Tool::Distlock => "distlock",
+            Tool::Before => "distlock-before",
         }
     }
 }
@@ -232,6 +240,7 @@ struct Ctx {
     url: String,
     helper: PathBuf,
     dir: PathBuf,
+    before: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -259,8 +268,11 @@ impl Ctx {
                 c.arg(self.dir.join(format!("{lock}.lock"))).args(cmd);
                 c
             }
-            Tool::Distlock => {
-                let mut c = Command::new(DISTLOCK);
+            Tool::Distlock | Tool::Before => {
+                let mut c = match (tool, &self.before) {
+                    (Tool::Before, Some(before)) => Command::new(before),
+                    _ => Command::new(DISTLOCK),
+                };
                 c.args(["run", lock]).args(opts).arg("--").args(cmd);
                 c
             }
@@ -283,6 +295,17 @@ impl Ctx {
         v
     }
 
+    /// The locking tools, in round `r`'s order (rotated every round).
+    fn lockers(&self, r: usize) -> Vec<Tool> {
+        let mut tools = vec![Tool::Flock, Tool::Distlock];
+        if self.before.is_some() {
+            tools.push(Tool::Before);
+        }
+        let n = tools.len();
+        tools.rotate_left(r % n);
+        tools
+    }
+
     fn path(&self, name: &str) -> String {
         self.dir.join(name).to_str().unwrap().to_owned()
     }
@@ -296,18 +319,21 @@ fn check(tool: Tool, what: &str, st: ExitStatus) {
 // 1. Overhead.
 
 fn bench_overhead(ctx: &Ctx, n: usize) -> HashMap<Tool, Vec<f64>> {
-    const TOOLS: [Tool; 5] = [
+    let mut tools = vec![
         Tool::True,
         Tool::Exec,
         Tool::Ping,
         Tool::Flock,
         Tool::Distlock,
     ];
+    if ctx.before.is_some() {
+        tools.push(Tool::Before);
+    }
     let mut samples: HashMap<Tool, Vec<f64>> = HashMap::new();
     let warmup = 5;
     for i in 0..n + warmup {
-        for k in 0..TOOLS.len() {
-            let tool = TOOLS[(i + k) % TOOLS.len()];
+        for k in 0..tools.len() {
+            let tool = tools[(i + k) % tools.len()];
             let mut cmd = ctx.locked(tool, "bench", &[], &["true"]);
             let t = Instant::now();
             let st = cmd.status().expect("spawn");
@@ -328,12 +354,7 @@ fn bench_handoff(ctx: &Ctx, redis: &RedisServer, rounds: usize) -> HashMap<Tool,
     let mut out: HashMap<Tool, Vec<f64>> = HashMap::new();
     let mut con = redis.conn();
     for r in 0..rounds {
-        let order = if r % 2 == 0 {
-            [Tool::Flock, Tool::Distlock]
-        } else {
-            [Tool::Distlock, Tool::Flock]
-        };
-        for tool in order {
+        for tool in ctx.lockers(r) {
             let ms = handoff_once(ctx, &mut con, tool, r);
             out.entry(tool).or_default().push(ms);
         }
@@ -429,12 +450,7 @@ struct Run {
 fn bench_contention(ctx: &Ctx, rounds: usize) -> HashMap<Tool, Contention> {
     let mut out: HashMap<Tool, Contention> = HashMap::new();
     for r in 0..rounds {
-        let order = if r % 2 == 0 {
-            [Tool::Flock, Tool::Distlock]
-        } else {
-            [Tool::Distlock, Tool::Flock]
-        };
-        for tool in order {
+        for tool in ctx.lockers(r) {
             let c = contention_once(ctx, tool, r);
             eprintln!(
                 "      {:8} round {r}: {:.1} runs/s, overlaps {}, token errors {}, max waited behind {}",
@@ -536,7 +552,7 @@ fn contention_on(ctx: &Ctx, tool: Tool, lock: &str, log: &str) -> Contention {
             c.overlaps += 1;
         }
         max_end = max_end.max(r.end);
-        if tool == Tool::Distlock && k > 0 {
+        if tool != Tool::Flock && k > 0 {
             match (runs[k - 1].token, r.token) {
                 (Some(a), Some(b)) if b > a => {}
                 _ => c.token_errors += 1,
@@ -863,6 +879,14 @@ fn report(
         load.cmds_per_s,
         mib(load.holder_hwm_kib)
     );
+    if overhead.contains_key(&Tool::Before) {
+        println!(
+            "| `distlock` before (`DISTLOCK_BENCH_BEFORE`) | {} | {} | {:.1} | — | — |",
+            pair(overhead, Tool::Before),
+            pair(handoff, Tool::Before),
+            rate(Tool::Before).unwrap_or(f64::NAN),
+        );
+    }
     println!();
     println!(
         "overhead: {n} interleaved rounds; handoff: {handoff_rounds} rounds per tool; contention: {contention_rounds} × ({WORKERS} workers × {RUNS_PER_WORKER} runs) per tool; waiters: {LOAD_WAITERS} queued for {:.2}s",
