@@ -5,9 +5,6 @@
 //! This must never fail a build: a source tarball has no `.git`, a build
 //! host may have no `git`, and a checkout may be damaged. In every such case
 //! the version is the plain package version.
-//!
-//! It also packs the binary's relative relocations (DT_RELR) where the
-//! toolchain and the C library can: see `pack_relative_relocs`.
 
 use std::path::Path;
 use std::process::Command;
@@ -21,49 +18,6 @@ fn main() {
         None => version,
     };
     println!("cargo:rustc-env=DISTLOCK_VERSION={full}");
-    if pack_relative_relocs() {
-        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-    }
-}
-
-/// Whether to link with `-z pack-relative-relocs`: the ~3,000 relative
-/// relocations of the PIE binary take 880 bytes instead of 72 KB, so a
-/// start maps and faults in fewer pages (measured: 254 instead of 264 page
-/// faults for `run -- true`, a 74 KB smaller binary). A linker too old
-/// for the option (binutils < 2.38) ignores it with a warning, but a glibc
-/// older than 2.36 would refuse to start such a binary, so a tiny C program
-/// linked with it must link and run on this host first. Only for native
-/// GNU/Linux builds; anything else (cross builds, other C libraries, no
-/// `cc`) links as before.
-fn pack_relative_relocs() -> bool {
-    let (Ok(target), Ok(host), Some(out)) = (
-        std::env::var("TARGET"),
-        std::env::var("HOST"),
-        std::env::var_os("OUT_DIR"),
-    ) else {
-        return false;
-    };
-    if target != host || !target.ends_with("-linux-gnu") {
-        return false;
-    }
-    let dir = Path::new(&out);
-    let (src, exe) = (dir.join("relr-probe.c"), dir.join("relr-probe"));
-    if std::fs::write(&src, "int main(void) { return 0; }\n").is_err() {
-        return false;
-    }
-    let quiet = |cmd: &mut Command| {
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    quiet(Command::new("cc").arg(&src).arg("-o").arg(&exe).args([
-        "-pie",
-        "-fPIE",
-        "-Wl,-z,pack-relative-relocs",
-        "-Wl,--fatal-warnings",
-    ])) && quiet(&mut Command::new(&exe))
 }
 
 /// The short commit hash of HEAD, if the crate's own directory is a git
