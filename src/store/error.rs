@@ -148,7 +148,7 @@ impl std::error::Error for StoreError {}
 /// A key of a lock that holds a value of another Redis type than distlock
 /// gives it (something else wrote it). Every script checks the types of
 /// the keys it touches before it writes anything, and answers
-/// `{-2, key, type}` instead (see `FOREIGN_KEY` in `scripts.rs`), so such
+/// `{-2, key, type}` instead (see `foreign_key!` in `scripts.rs`), so such
 /// a key is never changed and the user learns which key it is, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForeignKey {
@@ -394,7 +394,7 @@ fn acl_refusal_of(code: &str, detail: &str) -> Option<(String, Option<String>)> 
 
 #[cfg(test)]
 mod tests {
-    use super::super::scripts::{RENEW, SOURCES};
+    use super::super::scripts::RENEW;
     use super::*;
     use crate::config::Security;
 
@@ -415,9 +415,7 @@ mod tests {
     /// The line of the renew script that calls `call`, with its SHA1.
     fn renew_line(call: &str) -> (String, usize) {
         let sha = RENEW.get_hash().to_owned();
-        let sources = SOURCES.lock().unwrap();
-        let code = &sources.iter().find(|(h, _)| *h == sha).unwrap().1;
-        let line = code.lines().position(|l| l.contains(call)).unwrap() + 1;
+        let line = RENEW.code().lines().position(|l| l.contains(call)).unwrap() + 1;
         (sha, line)
     }
 

@@ -289,7 +289,7 @@ impl Store {
                 // Pipelines get no NOSCRIPT recovery: load first, in the
                 // same round trip.
                 let mut p = redis::pipe();
-                p.load_script(&INSPECT).ignore();
+                p.add_command(INSPECT.load_cmd()).ignore();
                 let invocations: Vec<_> = batch
                     .iter()
                     .map(|k| {
@@ -304,7 +304,7 @@ impl Store {
                     })
                     .collect();
                 for inv in &invocations {
-                    p.invoke_script(inv);
+                    p.add_command(inv.eval_cmd());
                 }
                 p.query(c)
             })?;

@@ -3,8 +3,8 @@
 //! snapshots, [`Acquire`], [`Release`], [`Subscription`], [`StoreError`]).
 //!
 //! Every lock operation is one Lua script, run atomically on the node that
-//! owns the lock's hash slot and called by SHA (EVALSHA; redis-rs loads the
-//! script and retries once on NOSCRIPT, e.g. after a restart or
+//! owns the lock's hash slot and called by SHA (EVALSHA; `scripts.rs`
+//! loads the script and retries once on NOSCRIPT, e.g. after a restart or
 //! `SCRIPT FLUSH`). In the steady state each operation is one round trip.
 //!
 //! Connections always carry read and write timeouts: redis-rs only bounds
@@ -33,13 +33,14 @@ mod server;
 
 use std::time::Duration;
 
-use redis::{Connection, FromRedisValue, Script, Value};
+use redis::{Connection, FromRedisValue, Value};
 
 use crate::config::Timings;
 
 use connection::{key_slot, SlotRange};
 use error::describe;
 use replies::{foreign_key, int};
+use scripts::{Invocation, Script};
 
 pub use connection::{without_password, Target};
 pub use error::{Failure, ForeignKey, StoreError};
@@ -384,7 +385,7 @@ impl Store {
         what: &str,
         script: &'static Script,
         ttl_ms: u64,
-        build: impl FnOnce() -> redis::ScriptInvocation<'static>,
+        build: impl FnOnce() -> Invocation,
     ) -> Result<(T, i64)> {
         let (replicas, wait_ms) = self.wait_args(ttl_ms);
         let load = self.needs_load(script);
@@ -418,7 +419,7 @@ impl Store {
 
 /// Runs a script; with `replicas` > 0, pipelines `WAIT replicas wait_ms`
 /// behind it (one round trip) and returns `[result, acks]`. Pipelines get
-/// no NOSCRIPT recovery from redis-rs, and a NOSCRIPT reply would cost a
+/// no NOSCRIPT recovery, and a NOSCRIPT reply would cost a
 /// whole WAIT before the retry (WAIT waits for the replicas to catch up
 /// with the server even when our script did not run), so with `load` the
 /// script is loaded first in the same round trip (SCRIPT LOAD is
@@ -426,7 +427,7 @@ impl Store {
 /// connection) is retried once that way.
 fn invoke_acked(
     script: &Script,
-    inv: &redis::ScriptInvocation<'_>,
+    inv: &Invocation,
     c: &mut Connection,
     replicas: u32,
     wait_ms: u64,
@@ -438,9 +439,9 @@ fn invoke_acked(
     let send = |c: &mut Connection, load: bool| -> redis::RedisResult<Vec<Value>> {
         let mut p = redis::pipe();
         if load {
-            p.load_script(script).ignore();
+            p.add_command(script.load_cmd()).ignore();
         }
-        p.invoke_script(inv)
+        p.add_command(inv.eval_cmd())
             .cmd("WAIT")
             .arg(replicas)
             .arg(wait_ms)

@@ -1,36 +1,219 @@
 //! Every Lua script distlock runs, in one place. Each is one atomic
 //! operation on the keys of one lock (one hash tag, so one Cluster slot)
-//! and one round trip; shared Lua pieces are prepended with `format!`.
+//! and one round trip; shared Lua pieces are macros that expand to string
+//! literals, so each script is one `concat!` and its SHA-1 is computed by
+//! the compiler: a run spends no start-up time on building or hashing
+//! scripts.
 
-use std::sync::{LazyLock, Mutex};
+use redis::{ConnectionLike, FromRedisValue, RedisResult, ToRedisArgs};
 
-use redis::Script;
-
-/// The source of every script built so far, by SHA1, so that an error
-/// raised inside a script (Redis names only the script's SHA and a line)
-/// can be told in words: which command on that line was refused.
-pub(super) static SOURCES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-
-/// `Script::new`, remembering the source for `script_commands`.
-fn lua(code: &str) -> Script {
-    let script = Script::new(code);
-    if let Ok(mut sources) = SOURCES.lock() {
-        sources.push((script.get_hash().to_owned(), code.to_owned()));
-    }
-    script
+/// A Lua script called by SHA-1 (EVALSHA), loaded on NOSCRIPT, as
+/// `redis::Script` does, but with its source and SHA-1 fixed at build time.
+pub(super) struct Script {
+    code: &'static str,
+    sha: [u8; 40],
 }
+
+impl Script {
+    const fn new(code: &'static str) -> Script {
+        Script {
+            code,
+            sha: sha1_hex(code.as_bytes()),
+        }
+    }
+
+    /// The SHA-1 Redis knows the script by, in lower-case hex.
+    pub(super) fn get_hash(&self) -> &str {
+        std::str::from_utf8(&self.sha).unwrap_or_default()
+    }
+
+    /// The Lua source, as sent by SCRIPT LOAD.
+    #[cfg(test)]
+    pub(super) fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// `SCRIPT LOAD`, for pipelines, which get no NOSCRIPT recovery.
+    pub(super) fn load_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(self.code);
+        cmd
+    }
+
+    /// An invocation with its first key.
+    pub(super) fn key<T: ToRedisArgs>(&'static self, key: T) -> Invocation {
+        Invocation {
+            script: self,
+            keys: key.to_redis_args(),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// One call of a script: its keys (`KEYS`) and arguments (`ARGV`).
+pub(super) struct Invocation {
+    script: &'static Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Invocation {
+    pub(super) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        key.write_redis_args(&mut self.keys);
+        self
+    }
+
+    pub(super) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// `EVALSHA sha numkeys keys… args…`.
+    pub(super) fn eval_cmd(&self) -> redis::Cmd {
+        let data = self
+            .keys
+            .iter()
+            .chain(&self.args)
+            .map(Vec::len)
+            .sum::<usize>();
+        let mut cmd = redis::Cmd::with_capacity(3 + self.keys.len() + self.args.len(), data + 51);
+        cmd.arg("EVALSHA")
+            .arg(&self.script.sha[..])
+            .arg(self.keys.len())
+            .arg(&*self.keys)
+            .arg(&*self.args);
+        cmd
+    }
+
+    /// Runs the script by SHA-1; on NOSCRIPT (a restarted server, `SCRIPT
+    /// FLUSH`, a failover) loads it and tries once more, as
+    /// `redis::ScriptInvocation::invoke` does.
+    pub(super) fn invoke<T: FromRedisValue>(&self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
+        let eval = self.eval_cmd();
+        match eval.query(con) {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                let _: String = self.script.load_cmd().query(con)?;
+                eval.query(con)
+            }
+            other => other,
+        }
+    }
+}
+
+/// SHA-1 (FIPS 180-4) in lower-case hex, for the compiler to run.
+const fn sha1_hex(data: &[u8]) -> [u8; 40] {
+    // The message, a 0x80 byte, zeros, then its length in bits (64-bit
+    // big-endian), in whole 64-byte blocks.
+    const fn padded(data: &[u8], i: usize, total: usize) -> u8 {
+        let len = data.len();
+        if i < len {
+            data[i]
+        } else if i == len {
+            0x80
+        } else if i >= total - 8 {
+            ((len as u64 * 8) >> (8 * (total - 1 - i))) as u8
+        } else {
+            0
+        }
+    }
+    let total = (data.len() + 9).div_ceil(64) * 64;
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
+    let mut block = 0;
+    while block < total {
+        let mut w = [0u32; 80];
+        let mut t = 0;
+        while t < 16 {
+            let i = block + 4 * t;
+            w[t] = u32::from_be_bytes([
+                padded(data, i, total),
+                padded(data, i + 1, total),
+                padded(data, i + 2, total),
+                padded(data, i + 3, total),
+            ]);
+            t += 1;
+        }
+        while t < 80 {
+            w[t] = (w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]).rotate_left(1);
+            t += 1;
+        }
+        let [mut a, mut b, mut c, mut d, mut e] = h;
+        t = 0;
+        while t < 80 {
+            let (f, k) = if t < 20 {
+                ((b & c) | (!b & d), 0x5A82_7999)
+            } else if t < 40 {
+                (b ^ c ^ d, 0x6ED9_EBA1)
+            } else if t < 60 {
+                ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
+            } else {
+                (b ^ c ^ d, 0xCA62_C1D6)
+            };
+            let next = a
+                .rotate_left(5)
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(w[t]);
+            e = d;
+            d = c;
+            c = b.rotate_left(30);
+            b = a;
+            a = next;
+            t += 1;
+        }
+        h = [
+            h[0].wrapping_add(a),
+            h[1].wrapping_add(b),
+            h[2].wrapping_add(c),
+            h[3].wrapping_add(d),
+            h[4].wrapping_add(e),
+        ];
+        block += 64;
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 40];
+    let mut i = 0;
+    while i < 20 {
+        let byte = (h[i / 4] >> (24 - 8 * (i % 4))) as u8;
+        out[2 * i] = HEX[(byte >> 4) as usize];
+        out[2 * i + 1] = HEX[(byte & 0xf) as usize];
+        i += 1;
+    }
+    out
+}
+
+/// Every script, so that an error raised inside one (Redis names only the
+/// script's SHA-1 and a line) can be told in words, and so the tests can
+/// check each.
+pub(super) static ALL: [&Script; 13] = [
+    &ACQUIRE,
+    &LEAVE,
+    &RENEW,
+    &RELEASE,
+    &LAST_RUN,
+    &FORGET_DONE,
+    &FORCE_RELEASE,
+    &INSPECT,
+    &ACQUIRE_SLOT,
+    &RENEW_SLOT,
+    &RELEASE_SLOT,
+    &FORCE_RELEASE_SLOTS,
+    &INSPECT_SLOTS,
+];
 
 /// The Redis commands called on line `line` of the script with this SHA1,
 /// upper-cased, e.g. `["PTTL", "PEXPIRE"]`.
 pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
-    let sources = match SOURCES.lock() {
-        Ok(s) => s,
-        Err(_) => return Vec::new(),
-    };
-    let Some(text) = sources
+    let Some(text) = ALL
         .iter()
-        .find(|(h, _)| h == sha)
-        .and_then(|(_, code)| code.lines().nth(line.checked_sub(1)?))
+        .find(|s| s.get_hash() == sha)
+        .and_then(|s| s.code.lines().nth(line.checked_sub(1)?))
     else {
         return Vec::new();
     };
@@ -49,7 +232,9 @@ pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
 /// Returns `{-2, key, its type}` for the first foreign key, or false; a
 /// missing key is never foreign. Each script calls it first, as
 /// `local foreign = foreign_key({...}) if foreign then return foreign end`.
-const FOREIGN_KEY: &str = r"
+macro_rules! foreign_key {
+    () => {
+        r"
 local function foreign_key(expected)
   for i = 1, #expected, 2 do
     local t = redis.call('TYPE', expected[i])['ok']
@@ -59,7 +244,9 @@ local function foreign_key(expected)
   end
   return false
 end
-";
+"
+    };
+}
 
 /// Lua shared by the scripts that can hand the lock on: drop waiters whose
 /// keep-alive deadline (server clock) has passed or who let their turn go
@@ -88,7 +275,9 @@ end
 /// window (server ms). `chan`: the wake channel prefix. Messages on a
 /// waiter's channel: `wake` (try now), `turn MS` (try in MS unless told
 /// `claimed`), `claimed` (forget the turn).
-const WAKE_NEXT: &str = r"
+macro_rules! wake_next {
+    () => {
+        r"
 -- Below one second, so that the contract's 'at most 1 s after the release
 -- for each stopped waiter ahead' holds with the waiter's retry slack.
 local CLAIM_MS = 900
@@ -161,7 +350,9 @@ local function end_turns(turns, chan, me)
   end
   redis.call('DEL', turns)
 end
-";
+"
+    };
+}
 
 /// Lua for the done mark of `run --once-per D` (`P:{N}:done`, a hash):
 /// read by `acquire`, written by `release` when CMD exited 0. Kept apart
@@ -176,7 +367,9 @@ end
 /// caller's own window (callers may disagree on D: each is judged by its
 /// own) and returns `{2, at_ms, age_ms, host, token}`, else false.
 /// `arg_field` finds a field among the metadata pairs in ARGV.
-const DONE_MARK: &str = r"
+macro_rules! done_mark {
+    () => {
+        r"
 local function arg_field(first, name)
   for i = first, #ARGV - 1, 2 do
     if ARGV[i] == name then return ARGV[i + 1] end
@@ -203,7 +396,9 @@ local function write_done(done, meta, owner, now_ms)
     'owner', owner, 'once_per_ms', m[2])
   redis.call('PEXPIRE', done, string.format('%d', left))
 end
-";
+"
+    };
+}
 
 /// `acquire`: take the lease if it is free and no live waiter is ahead, or
 /// refresh it if this owner already holds it (a retry after a lost reply
@@ -222,11 +417,12 @@ end
 /// there, the lease is not taken at all (no token burnt, nothing to
 /// release, still one round trip): we leave the queue, wake the next
 /// waiter (who finds the mark too) and return the mark, `{2, at_ms,
-/// age_ms, host, token}` (see `DONE_MARK`).
-pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{WAKE_NEXT}{DONE_MARK}{}",
-        r"
+/// age_ms, host, token}` (see `done_mark!`).
+pub(super) static ACQUIRE: Script = Script::new(concat!(
+    foreign_key!(),
+    wake_next!(),
+    done_mark!(),
+    r"
 local expect = {KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
 if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
@@ -302,17 +498,16 @@ if mode == 'fair' then
 end
 return {0, holder, pttl, ahead}
 "
-    ))
-});
+));
 
 /// `leave`: a waiter gives up (its wait ran out, or it was interrupted).
 /// KEYS: lock, queue, deadlines, turns. ARGV: owner, wake channel prefix.
 /// If the lock is free, the next waiter is woken, since it may have been
 /// waiting behind us (or for our turn to pass).
-pub(super) static LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{WAKE_NEXT}{}",
-        r"
+pub(super) static LEAVE: Script = Script::new(concat!(
+    foreign_key!(),
+    wake_next!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset'})
 if foreign then return foreign end
 drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
@@ -321,17 +516,15 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 return 1
 "
-    ))
-});
+));
 
 /// `renew`: compare-and-extend. KEYS: lock, metadata, fence (only for its
 /// type check: a name whose counter was overwritten is refused by every
 /// operation). ARGV: owner, ttl ms.
 /// Returns 1 when extended, 0 when someone else (or nobody) holds the lock.
-pub(super) static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{}",
-        r"
+pub(super) static RENEW: Script = Script::new(concat!(
+    foreign_key!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'string'})
 if foreign then return foreign end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -341,23 +534,28 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 "
-    ))
-});
+));
 
 /// Lua that writes the last-run record: a hash of the given field/value
 /// pairs, replacing the previous one, kept for `keep` ms.
-const RECORD_LAST_RUN: &str = r"
+macro_rules! record_last_run {
+    () => {
+        r"
 local function record_last_run(key, keep, first)
   redis.call('DEL', key)
   redis.call('HSET', key, unpack(ARGV, first))
   redis.call('PEXPIRE', key, keep)
 end
-";
+"
+    };
+}
 
 /// Lua for the plain-lock scripts that must refuse a name in use as a
 /// semaphore (users must agree on `--limit`): the semaphore's N when one of
 /// its slots is live by the server's clock, else false.
-const SEMAPHORE_IN_USE: &str = r"
+macro_rules! semaphore_in_use {
+    () => {
+        r"
 local function semaphore_in_use(slots, limit)
   if redis.call('EXISTS', slots) == 0 then return false end
   local t = redis.call('TIME')
@@ -365,7 +563,9 @@ local function semaphore_in_use(slots, limit)
   if redis.call('ZCOUNT', slots, now + 1, '+inf') == 0 then return false end
   return tonumber(redis.call('GET', limit) or '0')
 end
-";
+"
+    };
+}
 
 /// `release`: compare-and-delete, then wake the next waiter in line and
 /// tell `--wait-order any` waiters, in the same round trip. A lease taken
@@ -381,12 +581,15 @@ end
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 ///
 /// `run --once-per` whose CMD exited 0 adds KEYS[10], the done mark: it is
-/// written from the lease's metadata (see `DONE_MARK`) only if the lease is
+/// written from the lease's metadata (see `done_mark!`) only if the lease is
 /// still ours, in the same round trip as the release.
-pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{WAKE_NEXT}{RECORD_LAST_RUN}{SEMAPHORE_IN_USE}{DONE_MARK}{}",
-        r"
+pub(super) static RELEASE: Script = Script::new(concat!(
+    foreign_key!(),
+    wake_next!(),
+    record_last_run!(),
+    semaphore_in_use!(),
+    done_mark!(),
+    r"
 local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'string'}
 if KEYS[10] then table.insert(expect, KEYS[10]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
@@ -411,38 +614,34 @@ wake_next(KEYS[3], KEYS[4], KEYS[8], ARGV[2], false)
 redis.call('PUBLISH', ARGV[3], 'released')
 return {1}
 "
-    ))
-});
+));
 
 /// The last-run record on its own, for a `run` whose lease was lost (no
 /// release to carry it). KEYS: last. ARGV: keep ms, field/value pairs.
-pub(super) static LAST_RUN: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{RECORD_LAST_RUN}{}",
-        r"
+pub(super) static LAST_RUN: Script = Script::new(concat!(
+    foreign_key!(),
+    record_last_run!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'hash'})
 if foreign then return foreign end
 record_last_run(KEYS[1], ARGV[1], 2)
 return 1
 "
-    ))
-});
+));
 
 /// `release --forget-done`: delete the done mark of `run --once-per`, and
 /// only it (a held lease is left alone). KEYS: done mark. Returns the mark
 /// that was there (field/value pairs, empty if none).
-pub(super) static FORGET_DONE: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{}",
-        r"
+pub(super) static FORGET_DONE: Script = Script::new(concat!(
+    foreign_key!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'hash'})
 if foreign then return foreign end
 local mark = redis.call('HGETALL', KEYS[1])
 redis.call('DEL', KEYS[1])
 return mark
 "
-    ))
-});
+));
 
 /// `release --force`: delete whoever holds the lock, leave the fencing
 /// counter alone, wake the next waiter. KEYS: lock, meta, queue,
@@ -450,10 +649,11 @@ return mark
 /// channel prefix, release channel.
 /// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
 /// as a semaphore of N.
-pub(super) static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{WAKE_NEXT}{SEMAPHORE_IN_USE}{}",
-        r"
+pub(super) static FORCE_RELEASE: Script = Script::new(concat!(
+    foreign_key!(),
+    wake_next!(),
+    semaphore_in_use!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'zset', KEYS[8], 'string'})
 if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
@@ -468,17 +668,16 @@ if holder then
 end
 return holder
 "
-    ))
-});
+));
 
 /// `inspect`: one consistent snapshot. KEYS: lock, fence, metadata, last
 /// run, slots, limit, done mark. Returns `{holder|nil, pttl, last
 /// token|nil, {metadata…}, {last run…}, N|nil, {done mark…}, its pttl}`, N
 /// when the name is in use as a semaphore of N.
-pub(super) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{SEMAPHORE_IN_USE}{}",
-        r"
+pub(super) static INSPECT: Script = Script::new(concat!(
+    foreign_key!(),
+    semaphore_in_use!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'hash'})
 if foreign then return foreign end
 return {
@@ -492,15 +691,16 @@ return {
   redis.call('PTTL', KEYS[7]),
 }
 "
-    ))
-});
+));
 
 /// Lua shared by the semaphore scripts (`--limit N`). Each holder has its
 /// own slot: `slots` is a zset owner → expiry (server ms), so expired slots
 /// are reclaimed on the server's clock, never a client's. `tokens` maps
 /// owner → fencing token; `limit` holds the N every user must agree on.
 /// All three keys expire with the latest slot.
-const SLOTS: &str = r"
+macro_rules! slots {
+    () => {
+        r"
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -517,16 +717,18 @@ local function keep(slots, limit, tokens, now)
   local left = math.max(tonumber(top) - now, 1)
   for _, k in ipairs({slots, limit, tokens}) do redis.call('PEXPIRE', k, left) end
 end
-";
+"
+    };
+}
 
 /// `acquire --limit N`: take a free slot, or refresh ours.
 /// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N.
 /// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
 /// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
-pub(super) static ACQUIRE_SLOT: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{SLOTS}{}",
-        r"
+pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
+    foreign_key!(),
+    slots!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
 if foreign then return foreign end
 local slots, limit, tokens, fence, plain = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -553,16 +755,15 @@ end
 local first = redis.call('ZRANGE', slots, 0, 0, 'WITHSCORES')
 return {0, first[1], tonumber(first[2]) - now}
 "
-    ))
-});
+));
 
 /// `renew --limit N`: extend our slot if it is still live.
 /// KEYS: slots, limit, tokens, fence and plain lock (these two for the
 /// type check only). ARGV: owner, ttl ms. Returns 1 or 0.
-pub(super) static RENEW_SLOT: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{SLOTS}{}",
-        r"
+pub(super) static RENEW_SLOT: Script = Script::new(concat!(
+    foreign_key!(),
+    slots!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
 if foreign then return foreign end
 local now = now_ms()
@@ -575,18 +776,17 @@ end
 reclaim(KEYS[1], KEYS[3], now)
 return 0
 "
-    ))
-});
+));
 
 /// `release --limit N`: free our slot and tell waiters.
 /// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
 /// owner, release channel, N.
 /// Returns `{1}`, `{0}`, or `{-1, the N in use}` when users disagree on N
 /// (`{-1, 0}`: a plain lock); then nothing is released.
-pub(super) static RELEASE_SLOT: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{SLOTS}{}",
-        r"
+pub(super) static RELEASE_SLOT: Script = Script::new(concat!(
+    foreign_key!(),
+    slots!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
 if foreign then return foreign end
 local now = now_ms()
@@ -605,17 +805,16 @@ if s and tonumber(s) > now then
 end
 return {0}
 "
-    ))
-});
+));
 
 /// `release --force --limit N`: free every slot; returns the evicted
 /// owners, or `{-1, the N in use}` as `release --limit N` does.
 /// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
 /// release channel, N.
-pub(super) static FORCE_RELEASE_SLOTS: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{SLOTS}{}",
-        r"
+pub(super) static FORCE_RELEASE_SLOTS: Script = Script::new(concat!(
+    foreign_key!(),
+    slots!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
 if foreign then return foreign end
 local now = now_ms()
@@ -630,16 +829,15 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 if #all > 0 then redis.call('PUBLISH', ARGV[1], 'released') end
 return all
 "
-    ))
-});
+));
 
 /// `inspect` of a semaphore: `{N|nil, {owner, ms left, token, …}, last token,
 /// {last run…}, 1 if the name is held as a plain lock}`. KEYS: slots,
 /// limit, tokens, fence, last run, plain lock.
-pub(super) static INSPECT_SLOTS: LazyLock<Script> = LazyLock::new(|| {
-    lua(&format!(
-        "{FOREIGN_KEY}{SLOTS}{}",
-        r"
+pub(super) static INSPECT_SLOTS: Script = Script::new(concat!(
+    foreign_key!(),
+    slots!(),
+    r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'hash', KEYS[6], 'string'})
 if foreign then return foreign end
 local now = now_ms()
@@ -652,5 +850,91 @@ end
 return {redis.call('GET', KEYS[2]) or false, out, redis.call('GET', KEYS[4]) or false,
   redis.call('HGETALL', KEYS[5]), redis.call('EXISTS', KEYS[6])}
 "
-    ))
-});
+));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_time_sha1_is_what_redis_computes() {
+        for script in ALL {
+            assert_eq!(
+                script.get_hash(),
+                redis::Script::new(script.code()).get_hash(),
+                "{}",
+                script.code()
+            );
+        }
+        // The edge cases of SHA-1 padding: empty, 55 and 56 bytes (the
+        // length spills into a second block), 64 bytes.
+        for len in [0, 1, 55, 56, 63, 64, 65, 119, 120, 1000] {
+            let text = "x".repeat(len);
+            let bytes = sha1_hex(text.as_bytes());
+            assert_eq!(
+                std::str::from_utf8(&bytes).unwrap(),
+                redis::Script::new(&text).get_hash(),
+                "{len} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn all_lists_every_script_once() {
+        let defined = include_str!("scripts.rs")
+            .lines()
+            .filter(|l| {
+                l.starts_with("pub(super) static ") && l.contains(": Script = Script::new(")
+            })
+            .count();
+        assert_eq!(defined, ALL.len());
+        let mut shas: Vec<_> = ALL.iter().map(|s| s.get_hash()).collect();
+        shas.sort_unstable();
+        shas.dedup();
+        assert_eq!(shas.len(), ALL.len());
+    }
+
+    #[test]
+    fn evalsha_is_sent_as_redis_rs_sends_it() {
+        let ours = {
+            let mut inv = RENEW.key("p:{n}");
+            inv.key("p:{n}:meta")
+                .key(&["a", "b"][..])
+                .arg("owner")
+                .arg(30_000u64);
+            redis::pipe()
+                .add_command(inv.eval_cmd())
+                .get_packed_pipeline()
+        };
+        let theirs = {
+            let script = redis::Script::new(RENEW.code());
+            let mut inv = script.key("p:{n}");
+            inv.key("p:{n}:meta")
+                .key(&["a", "b"][..])
+                .arg("owner")
+                .arg(30_000u64);
+            redis::pipe().invoke_script(&inv).get_packed_pipeline()
+        };
+        assert_eq!(ours, theirs);
+        let load = redis::pipe()
+            .add_command(RENEW.load_cmd())
+            .get_packed_pipeline();
+        let script = redis::Script::new(RENEW.code());
+        assert_eq!(
+            load,
+            redis::pipe().load_script(&script).get_packed_pipeline()
+        );
+    }
+
+    #[test]
+    fn commands_on_a_line_are_found_by_sha() {
+        let line = RENEW
+            .code()
+            .lines()
+            .position(|l| l.contains("redis.call('GET', KEYS[1])"))
+            .unwrap()
+            + 1;
+        assert_eq!(script_commands(RENEW.get_hash(), line), ["GET"]);
+        assert!(script_commands("0000", line).is_empty());
+    }
+}
