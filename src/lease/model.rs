@@ -21,6 +21,14 @@
 //! frozen, its clock running on), pause Redis, restart Redis without
 //! persistence (the lock and the fencing counter are forgotten), and slow
 //! a client's clock by a tick (drift, within the margin).
+//!
+//! Simplified on purpose: the state where the clock has reached a deadline
+//! and nobody has acted yet is checked, but the work then due runs in one
+//! order ([`World::settle`]); CMD ignores the kill signal and writes once,
+//! when it ends or first thing when its frozen host wakes; waiters retry
+//! after the holder's TTL (no wake-up messages, no fair queue); clocks only
+//! fall behind (the dangerous way); no job control, `--max-hold` or
+//! `--at-risk-signal`.
 
 use std::hash::{Hash, Hasher};
 use std::os::unix::process::ExitStatusExt;
