@@ -164,14 +164,16 @@ impl Lease {
     }
 
     /// The deeper run: the same faults with messages taking up to two
-    /// ticks each way. The acquire timeout must outlast the round trip:
-    /// a waiter whose replies always come too late keeps refreshing a key
-    /// it already holds in Redis and never learns it, so nobody gets the
-    /// lock (the liveness check found that with 3 ticks).
+    /// ticks each way, so the waiter needs a longer horizon. The acquire
+    /// timeout must outlast the round trip: a waiter whose replies always
+    /// come too late keeps refreshing a key it already holds in Redis and
+    /// never learns it, so nobody gets the lock (the liveness check found
+    /// that with 3 ticks).
     fn deep() -> Lease {
         Lease {
             max_delay: 2,
             request_timeout: 5,
+            horizon: 52,
             ..Lease::new()
         }
     }
