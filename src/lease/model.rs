@@ -746,6 +746,9 @@ impl World {
                 Action::SignalGroup(_) | Action::SignalCmd(_) => {}
                 Action::GiveTerminalToCmd | Action::TakeTerminalBack | Action::Lost(_) => {}
                 Action::StopSelf { .. } => unreachable!("the model has no job control"),
+                Action::SendRenewal { .. } | Action::Release | Action::Exit(_) => {
+                    unreachable!("only a supervisor without CMD asks for these")
+                }
                 Action::RenewNow => h.renew_now = true,
                 Action::ExtendGuardian(d) => {
                     if let Some(g) = &mut h.guardian {
