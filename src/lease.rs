@@ -20,6 +20,9 @@ use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, Subscription};
 
 pub mod supervisor;
 
+#[cfg(test)]
+mod model;
+
 use supervisor::{Attempt, RenewalPolicy};
 
 use crate::clock::now;

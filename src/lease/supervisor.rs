@@ -203,7 +203,7 @@ pub enum Action {
 }
 
 /// Why CMD is being stopped by distlock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Loss {
     /// Redis said the lease is no longer ours.
     NotOwner,
@@ -242,7 +242,7 @@ impl Outcome {
 }
 
 /// The escalation in progress: the first signal went out, SIGKILL follows.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Killing {
     sigkill_at: Duration,
     sigkill_sent: bool,
@@ -265,7 +265,7 @@ fn is_tty_stop(sig: i32) -> bool {
 }
 
 /// The supervisor of one lease: with a CMD (`run`) or without (`hold`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Supervisor {
     timings: Timings,
     kill_signal: i32,
