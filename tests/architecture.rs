@@ -266,6 +266,41 @@ fn find_cycle(edges: &BTreeSet<(String, String)>) -> Option<Vec<String>> {
     None
 }
 
+/// Files compiled only into the unit tests: those declared as
+/// `#[cfg(test)] mod name;` (as `name.rs` or `name/mod.rs` next to the
+/// declaring file, or in its directory when it is a `mod.rs` or the crate
+/// root).
+fn test_only_files(sources: &[Source]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for s in sources {
+        let path = Path::new(&s.file);
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        let parent = path.parent().unwrap_or(Path::new(""));
+        let dir = if matches!(stem, "mod" | "main" | "lib") {
+            parent.to_path_buf()
+        } else {
+            parent.join(stem)
+        };
+        let mut rest = s.code.as_str();
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            let decl = rest.trim_start();
+            let Some(after) = decl.strip_prefix("mod ") else {
+                continue;
+            };
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if after[name.len()..].trim_start().starts_with(';') {
+                out.insert(dir.join(format!("{name}.rs")).display().to_string());
+                out.insert(dir.join(&name).join("mod.rs").display().to_string());
+            }
+        }
+    }
+    out
+}
+
 /// The problems found, each as `(module, what, detail)`.
 fn violations(sources: &[Source]) -> Vec<(String, String, String)> {
     let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
@@ -282,6 +317,7 @@ fn violations(sources: &[Source]) -> Vec<(String, String, String)> {
             found.push((from, to, files.join(", ")));
         }
     }
+    let test_only = test_only_files(sources);
     for s in sources {
         let uses_redis = s.code.contains("redis::") || s.code.contains("use redis");
         if s.module != "store" && s.module != "main" && uses_redis {
@@ -290,7 +326,10 @@ fn violations(sources: &[Source]) -> Vec<(String, String, String)> {
         let prints = ["println!", "eprintln!", "print!", "eprint!"]
             .iter()
             .any(|m| s.code.contains(m));
-        if prints && s.module != "main" && s.module != "commands" {
+        // Test-only code (a model checker reporting what it explored) is
+        // not part of what distlock prints.
+        let product = !test_only.contains(&s.file);
+        if prints && product && s.module != "main" && s.module != "commands" {
             found.push((s.module.clone(), "print".into(), s.file.clone()));
         }
     }
@@ -361,4 +400,16 @@ fn main_reads_no_files_and_builds_no_connection_settings() {
         main.code.contains("config::Security::new"),
         "main.rs should take its connection settings from config::Security::new"
     );
+}
+
+/// The print rule's exemption covers the test-only model and nothing that
+/// ships: a file the release binary contains must never be exempt.
+#[test]
+fn only_test_only_files_are_exempt_from_the_print_rule() {
+    let sources = sources();
+    let exempt = test_only_files(&sources);
+    assert!(exempt.contains("lease/model.rs"), "{exempt:?}");
+    for product in ["lease.rs", "lease/supervisor.rs", "store/mod.rs", "main.rs"] {
+        assert!(!exempt.contains(product), "{product} ships: {exempt:?}");
+    }
 }

@@ -888,6 +888,22 @@ fn durations_without_a_unit_are_usage_errors() {
     out.one_error_line();
 }
 
+/// A lease Redis would count as zero milliseconds is refused the same way
+/// by every subcommand that takes one: the check exists once, in config.
+#[test]
+fn a_ttl_under_one_millisecond_is_the_same_usage_error_everywhere() {
+    for ttl in ["0s", "500us"] {
+        for args in [
+            run_args(&["--ttl", ttl, "t"]),
+            vec!["acquire", "--ttl", ttl, "t"],
+            vec!["hold", "--ttl", ttl, "t"],
+        ] {
+            let line = usage_error(&args);
+            assert_eq!(line, "distlock: --ttl must be at least 1ms", "{args:?}");
+        }
+    }
+}
+
 #[test]
 fn clashing_timings_are_usage_errors_that_name_the_values() {
     // renew-every more than half the ttl.
