@@ -159,8 +159,9 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     };
     let outcome = driver.supervise(&signals, &mut renewer, pending);
 
-    // CMD's group is empty: release first (the next holder is waiting),
-    // then stand the guardian down.
+    // CMD's group is empty, so the guardian has nothing left to guard: it
+    // exits while the release (the next holder is waiting) goes out.
+    guardian.stand_down();
     let (store, late) = renewer.stop();
     for event in &late {
         driver.say_event(event);
@@ -223,7 +224,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             }
         }
     }
-    guardian.disarm();
+    guardian.wait_gone();
     Ok(code)
 }
 

@@ -32,7 +32,7 @@ pub struct Guardian {
 /// The "stand down" message.
 const STAND_DOWN: u64 = u64::MAX;
 
-/// How long `disarm` waits for the guardian to be gone; it takes
+/// How long `wait_gone` waits for the guardian to be gone; it takes
 /// microseconds unless it is stopped.
 const STAND_DOWN_WAIT_MS: u16 = 100;
 
@@ -75,9 +75,18 @@ impl Guardian {
         let _ = write(&self.pipe, &msg.to_ne_bytes());
     }
 
-    /// Tells the guardian to exit without killing anything, and waits
-    /// (briefly) until it has: a wrapper that has exited must leave no
-    /// process of its own behind, as flock(1) or timeout(1) leave none.
+    /// Tells the guardian to exit without killing anything. Only once
+    /// CMD's group is empty: then there is nothing left to guard, and the
+    /// sooner it goes the better (its group id could be reused by an
+    /// unrelated process group later). `run` calls this before its release
+    /// round trip, so the guardian's exit overlaps it.
+    pub fn stand_down(&self) {
+        self.send(STAND_DOWN);
+    }
+
+    /// Waits (briefly) until a guardian that was told to stand down has
+    /// exited: a wrapper that has returned must leave no process of its own
+    /// behind, as flock(1) or timeout(1) leave none.
     ///
     /// The guardian's end of the pipe is the only read end (it is
     /// close-on-exec and distlock dropped its copy at the fork), so the
@@ -85,8 +94,7 @@ impl Guardian {
     /// pid to wait on, so no reaping race with `reap` and no pid reuse. The
     /// wait is bounded: a guardian someone stopped must not hold distlock's
     /// exit, and it stands down by itself once continued.
-    pub fn disarm(self) {
-        self.send(STAND_DOWN);
+    pub fn wait_gone(self) {
         let mut fds = [PollFd::new(self.pipe.as_fd(), PollFlags::empty())];
         let _ = poll(&mut fds, PollTimeout::from(STAND_DOWN_WAIT_MS));
     }
