@@ -328,15 +328,13 @@ impl Subscriber {
 
 /// Writes one byte to a wake-up pipe; a full pipe already means "wake up".
 fn poke(fd: &OwnedFd) {
-    // SAFETY: one-byte write on a pipe we own.
-    unsafe { libc::write(fd.as_raw_fd(), b"!".as_ptr().cast(), 1) };
+    let _ = nix::unistd::write(fd, b"!");
 }
 
 /// Empties a non-blocking wake-up pipe.
 fn drain_pipe(fd: &OwnedFd) {
     let mut buf = [0u8; 64];
-    // SAFETY: non-blocking read into a local buffer.
-    while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    while nix::unistd::read(fd, &mut buf).is_ok_and(|n| n > 0) {}
 }
 
 /// What the renewer reports: to the supervisor, and (the caller decides
@@ -585,15 +583,10 @@ fn renew_loop(
 /// A pipe whose read end is non-blocking; both ends close-on-exec so CMD
 /// never inherits them.
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds that we then own.
-    unsafe {
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) != 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
-    }
+    use nix::fcntl::OFlag;
+    let fds =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(std::io::Error::from)?;
+    Ok(fds)
 }
 
 #[cfg(test)]
