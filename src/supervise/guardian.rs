@@ -7,9 +7,11 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::unistd::{fork, pipe2, write, ForkResult};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::{fork, pipe2, write, ForkResult, Pid};
 
 /// A small forked process that SIGKILLs CMD's process group if distlock
 /// dies (even by SIGKILL), or if distlock cannot act when the lease may
@@ -27,6 +29,7 @@ use nix::unistd::{fork, pipe2, write, ForkResult};
 /// distlock could not renew (or act) in time; both kill the group.
 pub struct Guardian {
     pipe: OwnedFd,
+    pid: Pid,
 }
 
 /// The "stand down" message.
@@ -58,21 +61,26 @@ impl Guardian {
             ForkResult::Child => unsafe {
                 guardian_main(read_end.as_raw_fd(), pgid, nanos(deadline))
             },
-            ForkResult::Parent { .. } => {
+            ForkResult::Parent { child } => {
                 drop(read_end);
-                Ok(Guardian { pipe: write_end })
+                Ok(Guardian {
+                    pipe: write_end,
+                    pid: child,
+                })
             }
         }
     }
 
     /// Moves the deadline later, after a confirmed renewal.
     pub fn extend(&self, deadline: Duration) {
-        self.send(nanos(deadline).min(STAND_DOWN - 1));
+        // A full pipe means a guardian that is not reading (stopped): it
+        // then acts on an earlier deadline, which only errs early.
+        let _ = self.send(nanos(deadline).min(STAND_DOWN - 1));
     }
 
     /// One 8-byte write, atomic on a pipe.
-    fn send(&self, msg: u64) {
-        let _ = write(&self.pipe, &msg.to_ne_bytes());
+    fn send(&self, msg: u64) -> nix::Result<usize> {
+        write(&self.pipe, &msg.to_ne_bytes())
     }
 
     /// Tells the guardian to exit without killing anything. Only once
@@ -80,8 +88,17 @@ impl Guardian {
     /// sooner it goes the better (its group id could be reused by an
     /// unrelated process group later). `run` calls this before its release
     /// round trip, so the guardian's exit overlaps it.
+    ///
+    /// If the message cannot be queued (someone stopped the guardian for
+    /// thousands of renewals and its pipe is full), the guardian is killed
+    /// instead: continued later, it would read only old deadlines, then
+    /// EOF, and kill a group id that might by then be someone else's. A
+    /// full pipe (EAGAIN, not EPIPE) means it is alive, so not yet reaped,
+    /// and its pid is still its own.
     pub fn stand_down(&self) {
-        self.send(STAND_DOWN);
+        if self.send(STAND_DOWN) == Err(Errno::EAGAIN) {
+            let _ = kill(self.pid, Signal::SIGKILL);
+        }
     }
 
     /// Waits (briefly) until a guardian that was told to stand down has
@@ -183,5 +200,51 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
         // above decide.
         let mut pfds = [pollfd(3), pollfd(timer)];
         libc::ppoll(pfds.as_mut_ptr(), 2, std::ptr::null(), std::ptr::null());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    /// Gone means exited: a zombie (or already reaped, by whichever test
+    /// thread's `reap` got there first).
+    fn gone(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+                state.starts_with('Z') || state.starts_with('X')
+            }
+            Err(_) => true,
+        }
+    }
+
+    #[test]
+    fn a_stopped_guardian_with_a_full_pipe_is_killed_not_left_to_fire_later() {
+        let mut cmd = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = cmd.id() as i32;
+        let guardian =
+            Guardian::start(pgid, crate::clock::now() + Duration::from_secs(60)).unwrap();
+        let pid = guardian.pid;
+        kill(pid, Signal::SIGSTOP).unwrap();
+        // Renewals while it is stopped, until its pipe is full.
+        let mut sent = 0;
+        while guardian.send(1) != Err(Errno::EAGAIN) {
+            sent += 1;
+            assert!(sent < 1 << 20, "the pipe never filled");
+        }
+        guardian.stand_down();
+        guardian.wait_gone();
+        assert!(gone(pid.as_raw()), "the stopped guardian must be killed");
+        assert!(!gone(pgid), "and CMD's group left alone");
+        let _ = nix::sys::wait::waitpid(pid, None);
+        let _ = cmd.kill();
+        let _ = cmd.wait();
     }
 }
