@@ -1029,12 +1029,16 @@ fn report(what: &str, run: &Run) {
     }
 }
 
-/// The correct model, explored once for the three properties' tests.
+/// The correct model, explored once for the three properties' tests: the
+/// world `cargo test` checks, or with `DISTLOCK_MODEL_DEEP=1` the deeper
+/// one (by hand: `DISTLOCK_MODEL_DEEP=1 cargo test model:: -- --nocapture`).
 fn healthy() -> &'static Run {
     static RUN: OnceLock<Run> = OnceLock::new();
     RUN.get_or_init(|| {
-        let run = check(Lease::new());
-        report("healthy", &run);
+        let deep = std::env::var_os("DISTLOCK_MODEL_DEEP").is_some();
+        let lease = if deep { Lease::deep() } else { Lease::new() };
+        let run = check(lease);
+        report(if deep { "deep" } else { "healthy" }, &run);
         run
     })
 }
@@ -1129,18 +1133,4 @@ fn a_frozen_host_is_not_covered() {
     );
     let path = counterexample("frozen host", lease(), FENCING);
     assert!(path.contains("Host"), "a host freeze:\n{path}");
-}
-
-/// The deeper run, by hand: `DISTLOCK_MODEL_DEEP=1 cargo test --lib
-/// model::deep -- --nocapture`.
-#[test]
-fn deep() {
-    if std::env::var_os("DISTLOCK_MODEL_DEEP").is_none() {
-        return;
-    }
-    let run = check(Lease::deep());
-    report("deep", &run);
-    for p in [NO_CMD_ALIVE, FENCING, LIVENESS] {
-        assert_holds(&run, p);
-    }
 }
