@@ -241,6 +241,13 @@ mod tests {
         }
         guardian.stand_down();
         guardian.wait_gone();
+        // Its pipe closes as it exits, a moment before /proc shows it a
+        // zombie (and another test's fork may hold the pipe a moment):
+        // give the exit a bounded moment. Unfixed, it stays stopped.
+        let limit = std::time::Instant::now() + Duration::from_secs(5);
+        while !gone(pid.as_raw()) && std::time::Instant::now() < limit {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(gone(pid.as_raw()), "the stopped guardian must be killed");
         assert!(!gone(pgid), "and CMD's group left alone");
         let _ = nix::sys::wait::waitpid(pid, None);
