@@ -327,20 +327,16 @@ impl Supervisor {
     /// 124 without releasing once no renewal was confirmed by the moment
     /// the lease may expire (`t0 + ttl − margin` with `Timings::for_holder`).
     pub fn without_cmd(timings: Timings, t0: Duration, release_at: Option<Duration>) -> Supervisor {
-        Supervisor {
-            timings,
+        // No CMD to signal: the CMD-side options are inert.
+        let options = Options {
             kill_signal: libc::SIGTERM,
+            at_risk_signal: None,
+            max_hold: None,
+        };
+        Supervisor {
             max_hold_at: release_at,
-            at_risk: None,
-            t0,
-            now: t0,
-            lost: None,
-            status: None,
-            stopped: false,
-            killing: None,
-            done: false,
             renewal: Some(RenewalPolicy::new(timings, t0)),
-            renewal_in_flight: false,
+            ..Supervisor::new(timings, options, t0)
         }
     }
 
