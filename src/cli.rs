@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::{self, Signal, Wait, WaitOrder};
 
@@ -121,12 +121,88 @@ Examples:
     subcommand_required = true,
     arg_required_else_help = true
 )]
-pub struct Cli {
+pub struct Cli<C: Subcommand = Command> {
     #[command(flatten)]
     pub global: GlobalArgs,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub command: C,
+}
+
+/// The command line, parsed. Only the subcommand `argv[1]` names is built
+/// when that is one of the everyday ones: building all twelve, and copying
+/// the global options into each, was a third of a `run -- true`'s own
+/// instructions (callgrind) and 44 of its 209 page faults. Anything else (no
+/// subcommand, options before it, help, completions) builds them all.
+pub fn parse(argv: &[OsString]) -> Result<Cli, clap::Error> {
+    let Some(sub) = argv.get(1).and_then(|a| a.to_str()) else {
+        return parse_with::<Command>(argv);
+    };
+    match sub {
+        "run" => parse_with::<OnlyRun>(argv),
+        "acquire" => parse_with::<OnlyAcquire>(argv),
+        "hold" => parse_with::<OnlyHold>(argv),
+        "renew" => parse_with::<OnlyRenew>(argv),
+        "release" => parse_with::<OnlyRelease>(argv),
+        "inspect" => parse_with::<OnlyInspect>(argv),
+        "list" => parse_with::<OnlyList>(argv),
+        "doctor" => parse_with::<OnlyDoctor>(argv),
+        _ => parse_with::<Command>(argv),
+    }
+}
+
+/// Parses with the subcommands of `C`: [`Command`] (all of them) or one of
+/// the `Only…` enums. Those come from the same derived code: each has the
+/// one variant, without attributes, as in `Command`, and every attribute
+/// lives on the `…Args` struct, so the slim command is the full one minus
+/// the other subcommands
+/// (`tests::a_slim_parse_is_the_full_parse`).
+///
+/// The clap `Command` is built once, parsing moves the values out of the
+/// matches instead of cloning them, and the `Command` is never dropped:
+/// freeing its hundreds of small allocations cost a tenth of a
+/// `run -- true` (callgrind) for memory the exit frees anyway.
+fn parse_with<C>(argv: &[OsString]) -> Result<Cli, clap::Error>
+where
+    C: Subcommand + Into<Command>,
+{
+    let mut cmd = std::mem::ManuallyDrop::new(Cli::<C>::command());
+    let mut m = cmd.try_get_matches_from_mut(argv)?;
+    if let Some(e) = conflicts_from_command_line(&m) {
+        return Err(e);
+    }
+    let cli = Cli::<C>::from_arg_matches_mut(&mut m)?;
+    Ok(Cli {
+        global: cli.global,
+        command: cli.command.into(),
+    })
+}
+
+/// One single-variant subcommand enum per everyday subcommand, for
+/// [`parse`]; the variant has no attributes, as in [`Command`].
+macro_rules! only {
+    ($($only:ident: $variant:ident($args:ty);)*) => {$(
+        #[derive(Debug, Subcommand)]
+        pub enum $only {
+            $variant($args),
+        }
+        impl From<$only> for Command {
+            fn from(c: $only) -> Command {
+                let $only::$variant(a) = c;
+                Command::$variant(a)
+            }
+        }
+    )*};
+}
+only! {
+    OnlyRun: Run(RunArgs);
+    OnlyAcquire: Acquire(AcquireArgs);
+    OnlyHold: Hold(HoldArgs);
+    OnlyRenew: Renew(RenewArgs);
+    OnlyRelease: Release(ReleaseArgs);
+    OnlyInspect: Inspect(InspectArgs);
+    OnlyList: List(ListArgs);
+    OnlyDoctor: Doctor(DoctorArgs);
 }
 
 /// Options every subcommand accepts, before or after the subcommand name.
@@ -234,92 +310,19 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run CMD while holding the lock NAME; renew the lease while it runs
-    #[command(
-        long_about = "Run CMD while holding the lock NAME.\n\n\
-            Takes a lease in Redis (one atomic script: SET NX PX plus a fencing \
-            token), starts CMD in its own process group with DISTLOCK_NAME, \
-            DISTLOCK_KEY, DISTLOCK_OWNER and DISTLOCK_FENCING_TOKEN set, renews \
-            the lease while CMD runs, and releases it when CMD ends. If the lease \
-            cannot be renewed, CMD's process group gets --kill-signal before the \
-            lease can expire and SIGKILL --kill-grace later; distlock then exits 124.",
-        after_long_help = RUN_EXAMPLES
-    )]
+    // Each visible subcommand's about, long about and examples are on its
+    // `...Args` struct, not here, so `slim_command` can build it alone.
     Run(RunArgs),
-
-    /// Take the lock NAME and print shell lines to eval (for scripts)
-    #[command(
-        long_about = "Take the lock NAME and print shell lines to eval.\n\n\
-            Prints `export DISTLOCK_NAME=…`, `export DISTLOCK_OWNER=…` and \
-            `export DISTLOCK_FENCING_TOKEN=…`, shell-quoted, or one JSON object \
-            with --json. Nothing renews the lease: call `distlock renew` more \
-            often than --ttl, and `distlock release` when done. Acquiring again \
-            with the same --owner while it is held refreshes the lease and \
-            returns the same token.",
-        after_long_help = ACQUIRE_EXAMPLES
-    )]
     Acquire(AcquireArgs),
-
-    /// Take NAME and keep renewing it from a background process until
-    /// `distlock release` (for locks that span several CI steps)
-    #[command(
-        long_about = "Take the lock NAME like `acquire`, print the same export lines plus \
-            DISTLOCK_HOLD_PID, and leave a small background process that renews the \
-            lease until `distlock release NAME` (as $DISTLOCK_OWNER), until --max \
-            passes (then it releases), until it gets SIGTERM (then it releases), or \
-            until renewal fails (then the lease expires). A hold whose lease was \
-            lost makes the later `release` exit 1.",
-        after_long_help = HOLD_EXAMPLES
-    )]
     Hold(HoldArgs),
 
     /// Internal: the background renewer of `distlock hold`
     #[command(hide = true, name = "__hold-renewer")]
     HoldRenewer(HoldRenewerArgs),
-
-    /// Extend the lease on NAME if OWNER still holds it
-    #[command(
-        long_about = "Extend the lease on NAME to --ttl from now if OWNER still holds \
-            it (compare-and-extend). Exit 0 renewed, 1 not held by that owner.",
-        after_long_help = RENEW_EXAMPLES
-    )]
     Renew(RenewArgs),
-
-    /// Release NAME if OWNER holds it (or whoever holds it, with --force)
-    #[command(
-        long_about = "Release NAME if OWNER holds it (compare-and-delete). Exit 0 \
-            released, 1 not held by that owner (nothing is deleted). With --force, \
-            delete the lease whoever holds it and say who that was; the fencing \
-            counter is left alone, so the next holder still gets a larger token.",
-        after_long_help = RELEASE_EXAMPLES
-    )]
     Release(ReleaseArgs),
-
-    /// Show who holds NAME, for how long, and the last fencing token
-    #[command(after_long_help = INSPECT_EXAMPLES)]
     Inspect(InspectArgs),
-
-    /// List every held lock under the prefix, sorted by name
-    #[command(
-        long_about = "List every held lock under the prefix, sorted by name, with \
-            owner, remaining lease, last fencing token and holder metadata. Uses \
-            SCAN, never KEYS, so it does not block a busy server.",
-        after_long_help = LIST_EXAMPLES
-    )]
     List(ListArgs),
-
-    /// Check the Redis that the URL points at: is it safe for leases?
-    #[command(
-        long_about = "Check the Redis that the URL points at and print one line per check \
-            with a verdict (ok, warn, danger) and advice: reachable and latency; a \
-            version with what distlock uses; persistence (without AOF a restart \
-            resets fencing counters, so tokens can go backwards); maxmemory-policy \
-            (an eviction policy can evict a lease or a fencing counter); role (a \
-            replica refuses writes; a master with replicas can lose a lease on \
-            failover); and the server clock. Exit 0 when nothing is dangerous, 1 \
-            otherwise, 125 when Redis cannot be reached.",
-        after_long_help = DOCTOR_EXAMPLES
-    )]
     Doctor(DoctorArgs),
 
     /// Print shell completions for SHELL on stdout
@@ -388,8 +391,18 @@ pub struct LeaseArgs {
     pub min_hold: Option<Duration>,
 }
 
-/// Options of `distlock run`.
+/// Run CMD while holding the lock NAME; renew the lease while it runs
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Run CMD while holding the lock NAME.\n\n\
+        Takes a lease in Redis (one atomic script: SET NX PX plus a fencing \
+        token), starts CMD in its own process group with DISTLOCK_NAME, \
+        DISTLOCK_KEY, DISTLOCK_OWNER and DISTLOCK_FENCING_TOKEN set, renews \
+        the lease while CMD runs, and releases it when CMD ends. If the lease \
+        cannot be renewed, CMD's process group gets --kill-signal before the \
+        lease can expire and SIGKILL --kill-grace later; distlock then exits 124.",
+    after_long_help = RUN_EXAMPLES
+)]
 pub struct RunArgs {
     /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +
     #[arg(value_parser = config::parse_name)]
@@ -450,8 +463,18 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// Options of `distlock acquire`.
+/// Take the lock NAME and print shell lines to eval (for scripts)
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Take the lock NAME and print shell lines to eval.\n\n\
+        Prints `export DISTLOCK_NAME=…`, `export DISTLOCK_OWNER=…` and \
+        `export DISTLOCK_FENCING_TOKEN=…`, shell-quoted, or one JSON object \
+        with --json. Nothing renews the lease: call `distlock renew` more \
+        often than --ttl, and `distlock release` when done. Acquiring again \
+        with the same --owner while it is held refreshes the lease and \
+        returns the same token.",
+    after_long_help = ACQUIRE_EXAMPLES
+)]
 pub struct AcquireArgs {
     /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +
     #[arg(value_parser = config::parse_name)]
@@ -469,8 +492,18 @@ pub struct AcquireArgs {
     pub json: bool,
 }
 
-/// Options of `distlock hold`.
+/// Take NAME and keep renewing it from a background process until
+/// `distlock release` (for locks that span several CI steps)
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Take the lock NAME like `acquire`, print the same export lines plus \
+        DISTLOCK_HOLD_PID, and leave a small background process that renews the \
+        lease until `distlock release NAME` (as $DISTLOCK_OWNER), until --max \
+        passes (then it releases), until it gets SIGTERM (then it releases), or \
+        until renewal fails (then the lease expires). A hold whose lease was \
+        lost makes the later `release` exit 1.",
+    after_long_help = HOLD_EXAMPLES
+)]
 pub struct HoldArgs {
     #[command(flatten)]
     pub acquire: AcquireArgs,
@@ -501,8 +534,13 @@ pub struct HoldRenewerArgs {
     pub release_at_ns: Option<u64>,
 }
 
-/// Options of `distlock renew`.
+/// Extend the lease on NAME if OWNER still holds it
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Extend the lease on NAME to --ttl from now if OWNER still holds \
+        it (compare-and-extend). Exit 0 renewed, 1 not held by that owner.",
+    after_long_help = RENEW_EXAMPLES
+)]
 pub struct RenewArgs {
     /// Lock name
     #[arg(value_parser = config::parse_name)]
@@ -529,8 +567,15 @@ pub struct RenewArgs {
     pub ttl: Duration,
 }
 
-/// Options of `distlock release`.
+/// Release NAME if OWNER holds it (or whoever holds it, with --force)
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Release NAME if OWNER holds it (compare-and-delete). Exit 0 \
+        released, 1 not held by that owner (nothing is deleted). With --force, \
+        delete the lease whoever holds it and say who that was; the fencing \
+        counter is left alone, so the next holder still gets a larger token.",
+    after_long_help = RELEASE_EXAMPLES
+)]
 pub struct ReleaseArgs {
     /// Lock name
     #[arg(value_parser = config::parse_name)]
@@ -579,8 +624,9 @@ pub fn conflicts_from_command_line(m: &clap::ArgMatches) -> Option<clap::Error> 
     None
 }
 
-/// Options of `distlock inspect`.
+/// Show who holds NAME, for how long, and the last fencing token
 #[derive(Debug, Args)]
+#[command(after_long_help = INSPECT_EXAMPLES)]
 pub struct InspectArgs {
     /// Lock name
     #[arg(value_parser = config::parse_name)]
@@ -596,16 +642,33 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
-/// Options of `distlock doctor`.
+/// Check the Redis that the URL points at: is it safe for leases?
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Check the Redis that the URL points at and print one line per check \
+        with a verdict (ok, warn, danger) and advice: reachable and latency; a \
+        version with what distlock uses; persistence (without AOF a restart \
+        resets fencing counters, so tokens can go backwards); maxmemory-policy \
+        (an eviction policy can evict a lease or a fencing counter); role (a \
+        replica refuses writes; a master with replicas can lose a lease on \
+        failover); and the server clock. Exit 0 when nothing is dangerous, 1 \
+        otherwise, 125 when Redis cannot be reached.",
+    after_long_help = DOCTOR_EXAMPLES
+)]
 pub struct DoctorArgs {
     /// Print a JSON array of {check, verdict, detail, advice}
     #[arg(long)]
     pub json: bool,
 }
 
-/// Options of `distlock list`.
+/// List every held lock under the prefix, sorted by name
 #[derive(Debug, Args)]
+#[command(
+    long_about = "List every held lock under the prefix, sorted by name, with \
+        owner, remaining lease, last fencing token and holder metadata. Uses \
+        SCAN, never KEYS, so it does not block a busy server.",
+    after_long_help = LIST_EXAMPLES
+)]
 pub struct ListArgs {
     /// Print a JSON array of `inspect --json` objects
     #[arg(long)]
@@ -718,6 +781,109 @@ mod tests {
 
     #[test]
     fn cli_definition_is_consistent() {
-        Cli::command().debug_assert();
+        <Cli>::command().debug_assert();
+    }
+
+    /// What a parse shows the user or the program: the parsed values, or
+    /// the error's kind and its whole rendering (help text, usage, tips).
+    fn outcome(r: Result<Cli, clap::Error>) -> String {
+        match r {
+            Ok(cli) => format!("{cli:?}"),
+            Err(e) => format!("{:?}\n{}", e.kind(), e.render()),
+        }
+    }
+
+    #[test]
+    fn a_slim_parse_is_the_full_parse() {
+        let common: &[&[&str]] = &[
+            &[],
+            &["--help"],
+            &["-h"],
+            &["--bogus"],
+            &["--ttll", "5s"],
+            &["job", "-v", "-q"],
+            &["job", "-vv", "--redis-url", "redis://h:1", "--prefix", "p:"],
+            &["job", "--json", "--owner", "o", "--ttl", "5s"],
+        ];
+        let specific: &[(&str, &[&[&str]])] = &[
+            (
+                "run",
+                &[
+                    &["job", "--", "true"],
+                    &["job", "true"],
+                    &[
+                        "job",
+                        "--ttl",
+                        "5s",
+                        "--wait",
+                        "1s",
+                        "--kill-signal",
+                        "INT",
+                        "--",
+                        "echo",
+                        "hi",
+                    ],
+                    &["job", "--ttl", "zz", "--", "true"],
+                    &["job", "--once-per", "1h", "--limit", "3", "--", "true"],
+                    &["job", "--limit", "0", "--", "true"],
+                    &["-", "--", "true"],
+                ],
+            ),
+            (
+                "acquire",
+                &[&["job", "--ttl", "5s", "--json"], &["job", "--owner", "me"]],
+            ),
+            ("hold", &[&["job", "--max", "1h"], &["job", "--max", "-1s"]]),
+            (
+                "renew",
+                &[&["job", "--owner", "o", "--ttl", "5s"], &["job"]],
+            ),
+            (
+                "release",
+                &[
+                    &["job", "--owner", "o"],
+                    &["job", "--force"],
+                    &["job", "--force", "--owner", "o"],
+                    &["job", "--forget-done", "--owner", "o"],
+                ],
+            ),
+            ("inspect", &[&["job", "--json"], &["job", "--limit", "2"]]),
+            ("list", &[&["--json"], &["extra"]]),
+            ("doctor", &[&["--json"], &["extra"]]),
+        ];
+        let mut compared = 0;
+        for (sub, own) in specific {
+            for args in common.iter().chain(own.iter()) {
+                let argv: Vec<OsString> = ["distlock", sub]
+                    .iter()
+                    .chain(args.iter())
+                    .map(OsString::from)
+                    .collect();
+                let slim = outcome(parse(&argv));
+                let full = outcome(parse_with::<Command>(&argv));
+                assert_eq!(slim, full, "distlock {sub} {args:?}");
+                compared += 1;
+            }
+        }
+        let own: usize = specific.iter().map(|(_, own)| own.len()).sum();
+        assert_eq!(compared, specific.len() * common.len() + own);
+    }
+
+    #[test]
+    fn a_slim_command_has_only_its_subcommand() {
+        let subs = |c: clap::Command| -> Vec<String> {
+            c.get_subcommands()
+                .map(|s| s.get_name().to_owned())
+                .collect()
+        };
+        assert_eq!(subs(Cli::<OnlyRun>::command()), ["run"]);
+        assert_eq!(subs(Cli::<OnlyAcquire>::command()), ["acquire"]);
+        assert_eq!(subs(Cli::<OnlyHold>::command()), ["hold"]);
+        assert_eq!(subs(Cli::<OnlyRenew>::command()), ["renew"]);
+        assert_eq!(subs(Cli::<OnlyRelease>::command()), ["release"]);
+        assert_eq!(subs(Cli::<OnlyInspect>::command()), ["inspect"]);
+        assert_eq!(subs(Cli::<OnlyList>::command()), ["list"]);
+        assert_eq!(subs(Cli::<OnlyDoctor>::command()), ["doctor"]);
+        assert_eq!(subs(<Cli>::command()).len(), 11);
     }
 }

@@ -39,7 +39,7 @@ mod supervise;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::CommandFactory;
 
 use crate::cli::{Cli, Command};
 use crate::config::UsageError;
@@ -64,18 +64,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// The command line, parsed. The clap `Command` is built once, parsing
-/// moves the values out of the matches instead of cloning them, and the
-/// `Command` is never dropped: freeing its hundreds of small allocations
-/// cost a tenth of a `run -- true` (callgrind) for memory the exit frees
-/// anyway.
+/// The command line, parsed (`cli::parse`: only the subcommand asked for
+/// is built when it can be).
 fn parse() -> Result<Cli, clap::Error> {
-    let mut cmd = std::mem::ManuallyDrop::new(Cli::command());
-    let mut m = cmd.try_get_matches_from_mut(std::env::args_os())?;
-    if let Some(e) = cli::conflicts_from_command_line(&m) {
-        return Err(e);
-    }
-    Cli::from_arg_matches_mut(&mut m)
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    cli::parse(&argv)
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -122,7 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             // clap_complete panics when its writer fails, so render into
             // memory and write here, where a failure can be handled.
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "distlock", &mut script);
+            clap_complete::generate(shell, &mut <Cli>::command(), "distlock", &mut script);
             let mut out = std::io::stdout().lock();
             match out.write_all(&script).and_then(|()| out.flush()) {
                 Ok(()) => Ok(0),
@@ -143,7 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::SUCCESS)
         }
         Command::Man { dir, .. } => {
-            commands::man(&dir, Cli::command(), &cli::HEADINGS)?;
+            commands::man(&dir, <Cli>::command(), &cli::HEADINGS)?;
             Ok(exit::SUCCESS)
         }
     }
