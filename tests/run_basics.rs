@@ -351,6 +351,39 @@ fn stdin_and_stdout_are_inherited_so_data_pipes_through_cat() {
     assert_eq!(out.stderr, "oops\n");
 }
 
+/// A caller that closed stdin and stdout (a daemon, `cmd <&- >&-`) must not
+/// have distlock's own descriptors land on 0 and 1: CMD would write its
+/// output into whatever took fd 1 (the Redis socket, say). std reopens
+/// closed standard descriptors on /dev/null before `main`; CMD inherits
+/// that.
+#[test]
+fn closed_stdin_and_stdout_reach_cmd_as_dev_null_not_as_distlock_descriptors() {
+    use std::os::unix::process::CommandExt;
+    let server = RedisServer::start();
+    let mut cmd = distlock(&server);
+    cmd.args([
+        "run",
+        "closed",
+        "--",
+        "sh",
+        "-c",
+        // A pipeline: a redirection on the shell itself would change what
+        // it shows.
+        "readlink /proc/$$/fd/0 /proc/$$/fd/1 | cat >&2",
+    ]);
+    // SAFETY: close(2) is async-signal-safe; nothing else runs before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(0);
+            libc::close(1);
+            Ok(())
+        });
+    }
+    let out = run(&mut cmd);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert_eq!(out.stderr, "/dev/null\n/dev/null\n");
+}
+
 // ---------------------------------------------------------------------------
 // Holding and releasing the lease
 
