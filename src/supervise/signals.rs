@@ -34,17 +34,17 @@ const NOT_FORWARDED: &[i32] = &[
     SIGCHLD as i32,
 ];
 
-/// Whether SIGPIPE was ignored when the process started, before Rust's
-/// runtime set it to SIG_IGN (std does that in `lang_start`, before
-/// `main`, and nothing on stable Rust turns it off). `timeout(1)` and tini
+/// Whether SIGPIPE was ignored when the process started, before distlock's
+/// start-up set it to SIG_IGN (`main.rs`, as std's own start would). `timeout(1)` and tini
 /// hand CMD the caller's SIGPIPE, so `(trap '' PIPE; distlock run …)` must
 /// give CMD an ignored SIGPIPE, and a caller that left it alone must give
 /// CMD the default. Written once, by `record_caller_sigpipe`.
 static CALLER_IGNORED_SIGPIPE: AtomicBool = AtomicBool::new(false);
 
 /// Runs from the executable's `.init_array`, which the dynamic loader (or,
-/// static, `__libc_start_main`) calls before `main` and so before the
-/// runtime touches SIGPIPE: the one stable-Rust hook early enough. std uses
+/// static, `__libc_start_main`) calls before `main` and so before anything
+/// touches SIGPIPE, whoever's start-up runs (this also holds for the test
+/// harness, whose std `main` sets it too). std uses
 /// the same section to record argv. The arguments are glibc's (argc, argv,
 /// envp), unused.
 extern "C" fn record_caller_sigpipe(
