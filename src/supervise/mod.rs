@@ -12,7 +12,7 @@
 //!   once; distlock forwards what is sent to distlock itself.
 //! - CMD starts with the caller's signal mask; signals the caller ignored
 //!   stay ignored (ignored dispositions survive exec) and are not forwarded.
-//!   SIGPIPE included: Rust's runtime ignores it before `main`, so the
+//!   SIGPIPE included: distlock ignores it for itself at start-up, so the
 //!   caller's choice is read even earlier (see `signals`).
 //! - distlock is a child subreaper, so whatever CMD leaves behind is
 //!   reparented to it and can be reaped; "the group is empty" is then

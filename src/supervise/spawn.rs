@@ -61,7 +61,7 @@ pub enum SpawnError {
 /// 3. With `tty`, make CMD's group the terminal's foreground group while
 ///    SIGTTOU is still blocked (tini's isolate_child; doing it in the child
 ///    avoids racing the parent).
-/// 4. Give CMD the caller's SIGPIPE: Rust's runtime ignores it in
+/// 4. Give CMD the caller's SIGPIPE: distlock's start-up ignores it in
 ///    distlock, which is right for CMD only if the caller had ignored it.
 /// 5. Restore the caller's signal mask.
 pub fn spawn(
