@@ -337,8 +337,10 @@ pub enum Command {
     #[command(hide = true)]
     Man {
         /// Directory to write distlock.1 and one page per subcommand into
-        #[arg(long, value_name = "DIR", default_value = "man")]
-        dir: std::path::PathBuf,
+        // No default: run by mistake in the wrong directory, it must not
+        // overwrite the pages there.
+        #[arg(long, value_name = "DIR", required_unless_present = "exit_table")]
+        dir: Option<std::path::PathBuf>,
         /// Print the README's exit-code table (Markdown) on stdout instead,
         /// for scripts/gen-assets.sh and tests/assets.rs
         #[arg(long, conflicts_with = "dir")]

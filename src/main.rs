@@ -201,15 +201,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 Err(e) => Err(anyhow::Error::new(e).context("cannot write the completions")),
             }
         }
-        Command::Man {
-            exit_table: true, ..
-        } => {
+        // Without --dir, clap requires --exit-table (and forbids both).
+        Command::Man { dir: None, .. } => {
             std::io::stdout()
                 .write_all(exit::markdown().as_bytes())
                 .map_err(|e| anyhow::Error::new(e).context("cannot write the exit table"))?;
             Ok(exit::SUCCESS)
         }
-        Command::Man { dir, .. } => {
+        Command::Man { dir: Some(dir), .. } => {
             commands::man(&dir, <Cli>::command(), &cli::HEADINGS)?;
             Ok(exit::SUCCESS)
         }

@@ -45,6 +45,24 @@ fn committed_completions_are_up_to_date() {
     }
 }
 
+/// The hidden page writer has no default directory: run by mistake in
+/// some project's root, it must not overwrite a `man/` there.
+#[test]
+fn the_man_page_writer_needs_a_directory_and_writes_nothing_without_one() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = common::bare_distlock()
+        .arg("man")
+        .current_dir(cwd.path())
+        .output_within(std::time::Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("distlock: ") && stderr.contains("--dir"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(cwd.path()).unwrap().count(), 0);
+}
+
 #[test]
 fn committed_man_pages_are_up_to_date() {
     let tmp = tempfile::tempdir().unwrap();
