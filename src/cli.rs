@@ -130,23 +130,20 @@ pub struct Cli<C: Subcommand = Command> {
 }
 
 /// The command line, parsed. Only the subcommand `argv[1]` names is built
-/// when that is one of the everyday ones: building all twelve, and copying
+/// when that is one of the everyday ones: building all eleven, and copying
 /// the global options into each, was a third of a `run -- true`'s own
 /// instructions (callgrind) and 44 of its 209 page faults. Anything else (no
 /// subcommand, options before it, help, completions) builds them all.
 pub fn parse(argv: &[OsString]) -> Result<Cli, clap::Error> {
-    let Some(sub) = argv.get(1).and_then(|a| a.to_str()) else {
-        return parse_with::<Command>(argv);
-    };
-    match sub {
-        "run" => parse_with::<OnlyRun>(argv),
-        "acquire" => parse_with::<OnlyAcquire>(argv),
-        "hold" => parse_with::<OnlyHold>(argv),
-        "renew" => parse_with::<OnlyRenew>(argv),
-        "release" => parse_with::<OnlyRelease>(argv),
-        "inspect" => parse_with::<OnlyInspect>(argv),
-        "list" => parse_with::<OnlyList>(argv),
-        "doctor" => parse_with::<OnlyDoctor>(argv),
+    match argv.get(1).and_then(|a| a.to_str()) {
+        Some("run") => parse_with::<OnlyRun>(argv),
+        Some("acquire") => parse_with::<OnlyAcquire>(argv),
+        Some("hold") => parse_with::<OnlyHold>(argv),
+        Some("renew") => parse_with::<OnlyRenew>(argv),
+        Some("release") => parse_with::<OnlyRelease>(argv),
+        Some("inspect") => parse_with::<OnlyInspect>(argv),
+        Some("list") => parse_with::<OnlyList>(argv),
+        Some("doctor") => parse_with::<OnlyDoctor>(argv),
         _ => parse_with::<Command>(argv),
     }
 }
@@ -311,7 +308,7 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     // Each visible subcommand's about, long about and examples are on its
-    // `...Args` struct, not here, so `slim_command` can build it alone.
+    // `...Args` struct, not here, so `parse` can build it alone.
     Run(RunArgs),
     Acquire(AcquireArgs),
     Hold(HoldArgs),
