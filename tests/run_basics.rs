@@ -384,6 +384,28 @@ fn closed_stdin_and_stdout_reach_cmd_as_dev_null_not_as_distlock_descriptors() {
     assert_eq!(out.stderr, "/dev/null\n/dev/null\n");
 }
 
+/// build.rs links the unwinder from libgcc_eh.a, so a run loads libc and
+/// nothing else: a second shared library cost every run 0.1 ms or more
+/// (issue 15). Read from the running distlock's own map, through CMD.
+#[test]
+fn a_run_maps_no_shared_library_but_libc() {
+    let server = RedisServer::start();
+    let mut cmd = distlock(&server);
+    cmd.args(["run", "maps", "--", "sh", "-c", "cat /proc/$PPID/maps"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let mut libraries: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|path| path.contains(".so"))
+        .filter_map(|path| path.rsplit('/').next())
+        .filter(|name| !name.starts_with("ld-")) // the dynamic loader
+        .collect();
+    libraries.dedup();
+    assert_eq!(libraries, ["libc.so.6"], "{}", out.stdout);
+}
+
 // ---------------------------------------------------------------------------
 // Holding and releasing the lease
 
