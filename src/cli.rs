@@ -12,6 +12,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::{self, Signal, Wait, WaitOrder};
 
+mod fast;
+
 /// Help headings, so `run --help` reads like a manual: options grouped by
 /// what they are about instead of by which struct declares them (issue 12,
 /// point 6). clap_mangen turns them into sections of the man pages too
@@ -133,10 +135,14 @@ pub struct Cli<C: Subcommand = Command> {
 /// when that is one of the everyday ones: building all eleven, and copying
 /// the global options into each, was a third of a `run -- true`'s own
 /// instructions (callgrind) and 44 of its 209 page faults. Anything else (no
-/// subcommand, options before it, help, completions) builds them all.
+/// subcommand, options before it, help, completions) builds them all. A
+/// plain `run` line is parsed without clap at all ([`fast`]).
 pub fn parse(argv: &[OsString]) -> Result<Cli, clap::Error> {
     match argv.get(1).and_then(|a| a.to_str()) {
-        Some("run") => parse_with::<OnlyRun>(argv),
+        Some("run") => match fast::parse_run(argv, &|var| std::env::var_os(var)) {
+            Some(cli) => Ok(cli),
+            None => parse_with::<OnlyRun>(argv),
+        },
         Some("acquire") => parse_with::<OnlyAcquire>(argv),
         Some("hold") => parse_with::<OnlyHold>(argv),
         Some("renew") => parse_with::<OnlyRenew>(argv),
