@@ -23,14 +23,14 @@ fn main() {
 
 /// On glibc, std links the unwinder as the shared libgcc_s, only for
 /// backtraces and unwinding (the release build aborts on panic). Loading
-/// and relocating a second shared library was 0.1 to 0.3 ms of every
-/// `distlock run`, and 100 KiB of its resident memory (issue 15). The same
-/// unwinder from libgcc_eh.a, which gcc ships next to libgcc.a and which
-/// every static Rust binary uses, is linked in instead: `--as-needed` then
-/// drops libgcc_s, since nothing is left for it to provide. Whole-archive,
-/// so that it defines those symbols whatever the order of the link line,
-/// before the linker reaches std's `-lgcc_s`. Not when the target links
-/// statically: std then links libgcc_eh itself.
+/// and relocating a second shared library was 0.15 to 0.3 ms of every
+/// `distlock run`, and 100 KiB of its resident memory (issue 15). The
+/// same unwinder from libgcc_eh.a, which gcc ships next to libgcc.a and
+/// which every statically linked glibc Rust binary uses, is linked in
+/// instead: `--as-needed` then drops libgcc_s, since nothing is left for
+/// it to provide. Whole-archive, so that it defines those symbols whatever
+/// the order of the link line, before the linker reaches std's `-lgcc_s`.
+/// Not when the target links statically: std then links libgcc_eh itself.
 fn link_the_unwinder_statically() {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let static_crt = var("CARGO_CFG_TARGET_FEATURE")
