@@ -209,8 +209,7 @@ mod tests {
     use std::os::unix::process::CommandExt;
     use std::process::Command;
 
-    /// Gone means exited: a zombie (or already reaped, by whichever test
-    /// thread's `reap` got there first).
+    /// Gone means exited: a zombie, or already reaped.
     fn gone(pid: i32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => {

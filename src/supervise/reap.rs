@@ -104,10 +104,37 @@ mod tests {
     use std::process::Command;
 
     /// Why `reap` stays raw: a child killed by a realtime signal must come
-    /// back with its status, not be reaped and lost. (`reap` waits for any
-    /// child; no other unit test starts one.)
+    /// back with its status, not be reaped and lost. `reap` waits for any
+    /// child, so the check runs alone in a child test process: in this one
+    /// it could take another test's child (`cli::fast` and `guardian` start
+    /// some) from under that test's own wait.
     #[test]
     fn a_child_killed_by_a_realtime_signal_is_reaped_with_its_status() {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "supervise::reap::tests::reap_a_child_killed_by_a_realtime_signal_alone",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env("DISTLOCK_REAP_TEST_CHILD", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    #[ignore = "a helper: run alone in a child process by the test above"]
+    fn reap_a_child_killed_by_a_realtime_signal_alone() {
+        assert!(
+            std::env::var_os("DISTLOCK_REAP_TEST_CHILD").is_some(),
+            "run by its parent test only"
+        );
         // `reap` below is what waits for it.
         let pid = Command::new("sleep").arg("30").spawn().unwrap().id() as i32;
         let rt = libc::SIGRTMIN() + 3;
