@@ -74,14 +74,6 @@ fn server_now_ms(server: &RedisServer) -> i64 {
     t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000
 }
 
-/// The host name as the kernel has it (what `gethostname()` returns).
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim_end_matches('\n')
-        .to_owned()
-}
-
 /// Live processes (not zombies) started for `server`: distlock itself, its
 /// guardian, CMD and CMD's children all carry `DISTLOCK_REDIS_URL` pointing
 /// at this test's own server in their environment.

@@ -53,13 +53,6 @@ fn pttl(server: &RedisServer, key: &str) -> i64 {
     server.cmd(&["PTTL", key])
 }
 
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// Checks `<host>:<pid>:<32 lowercase hex>` with this machine's host name.
 fn assert_generated_owner(owner: &str) {
     let mut parts = owner.rsplitn(3, ':');

@@ -56,13 +56,6 @@ fn server_ms(server: &RedisServer) -> u64 {
     t[0].parse::<u64>().unwrap() * 1000 + t[1].parse::<u64>().unwrap() / 1000
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_owned()
-}
-
 /// A finished distlock.
 #[derive(Debug)]
 struct Out {

@@ -103,14 +103,6 @@ fn closed_port() -> u16 {
     free_port()
 }
 
-/// The host name as the kernel has it (what `gethostname()` returns).
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim_end_matches('\n')
-        .to_owned()
-}
-
 /// Parses `env` output into (name, value) pairs (values without newlines).
 fn parse_env(text: &str) -> Vec<(String, String)> {
     text.lines()

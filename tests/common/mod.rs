@@ -12,6 +12,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// This machine's host name, as distlock's generated owner ids and
+/// `acquired … on HOST` carry it (`gethostname()`).
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// A `redis-server` of our own, killed and reaped on drop.
 pub struct RedisServer {
     child: Child,
