@@ -131,10 +131,12 @@ mod tests {
     #[test]
     #[ignore = "a helper: run alone in a child process by the test above"]
     fn reap_a_child_killed_by_a_realtime_signal_alone() {
-        assert!(
-            std::env::var_os("DISTLOCK_REAP_TEST_CHILD").is_some(),
-            "run by its parent test only"
-        );
+        if std::env::var_os("DISTLOCK_REAP_TEST_CHILD").is_none() {
+            // `cargo test -- --ignored` in the harness's own process, where
+            // it could take other tests' children: the parent test runs it.
+            eprintln!("skipped: run alone by a_child_killed_by_a_realtime_signal_is_reaped_with_its_status");
+            return;
+        }
         // `reap` below is what waits for it.
         let pid = Command::new("sleep").arg("30").spawn().unwrap().id() as i32;
         let rt = libc::SIGRTMIN() + 3;
