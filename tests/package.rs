@@ -191,6 +191,8 @@ fn the_debian_package_installs_works_and_removes_cleanly() {
         fields.contains("Depends: libc6"),
         "shared-library Depends: {fields}"
     );
+    // build.rs links the unwinder statically: libc is the only library.
+    assert!(!fields.contains("libgcc"), "Depends on libgcc_s: {fields}");
     assert!(fields.contains("Recommends: redis-tools"), "{fields}");
 
     let contents = run_bounded(

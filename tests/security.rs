@@ -1315,7 +1315,7 @@ fn owner_ids_are_distinct_and_carry_128_random_bits() {
     });
     let ids = ids.into_inner().unwrap();
     assert_eq!(ids.len(), 1000);
-    let host = nix_hostname();
+    let host = hostname();
     let mut random = HashSet::new();
     for id in &ids {
         let (rest, hex) = id.rsplit_once(':').unwrap();
@@ -1341,16 +1341,6 @@ fn owner_ids_are_distinct_and_carry_128_random_bits() {
         }
     }
     assert!(ones.iter().all(|&n| (350..=650).contains(&n)), "{ones:?}");
-}
-
-/// gethostname(), as distlock reads it.
-fn nix_hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most len bytes into buf.
-    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    assert_eq!(r, 0);
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 #[test]
