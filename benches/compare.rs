@@ -437,6 +437,10 @@ struct Contention {
     /// earlier, summed over all runs, and the most suffered by one run.
     overtakes: usize,
     max_overtaken: usize,
+    /// CPU time, user and system, of every process the workers started
+    /// (with the guardians and CMDs they reaped), and of redis-server.
+    cpu: Duration,
+    redis_cpu: Duration,
 }
 
 struct Run {
@@ -468,6 +472,8 @@ fn bench_contention(ctx: &Ctx, rounds: usize) -> HashMap<Tool, Contention> {
             acc.max_behind = acc.max_behind.max(c.max_behind);
             acc.max_behind_workers = acc.max_behind_workers.max(c.max_behind_workers);
             acc.overtakes += c.overtakes;
+            acc.cpu += c.cpu;
+            acc.redis_cpu += c.redis_cpu;
             acc.max_overtaken = acc.max_overtaken.max(c.max_overtaken);
         }
     }
@@ -513,12 +519,20 @@ fn contention_on(ctx: &Ctx, tool: Tool, lock: &str, log: &str) -> Contention {
             })
         })
         .collect();
+    let mut redis = redis::Client::open(ctx.url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("connect for INFO cpu");
+    let (cpu0, redis0) = (children_cpu(), redis_cpu(&mut redis));
     barrier.wait();
     let t = Instant::now();
     for th in threads {
         th.join().unwrap();
     }
     let wall = t.elapsed();
+    let (cpu, redis_cpu) = (
+        children_cpu() - cpu0,
+        redis_cpu(&mut redis).saturating_sub(redis0),
+    );
 
     let mut runs: HashMap<(usize, usize), Run> = HashMap::new();
     for line in fs::read_to_string(log).unwrap().lines() {
@@ -544,6 +558,8 @@ fn contention_on(ctx: &Ctx, tool: Tool, lock: &str, log: &str) -> Contention {
     let mut c = Contention {
         runs: runs.len(),
         wall,
+        cpu,
+        redis_cpu,
         ..Contention::default()
     };
     let mut max_end = 0;
@@ -788,6 +804,31 @@ fn total_commands(con: &mut redis::Connection) -> i64 {
         .expect("total_commands_processed")
 }
 
+/// User and system CPU of this process's reaped descendants: the workers'
+/// tools reap their CMDs (and distlock its guardian), so their time is in
+/// here once the tools are reaped.
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) },
+        0
+    );
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// redis-server's own CPU so far (`INFO cpu`, microsecond resolution).
+fn redis_cpu(con: &mut redis::Connection) -> Duration {
+    let info: String = redis::cmd("INFO").arg("cpu").query(con).unwrap();
+    let secs = |f| {
+        info_field(&info, f)
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("used_cpu field")
+    };
+    Duration::from_secs_f64(secs("used_cpu_sys") + secs("used_cpu_user"))
+}
+
 fn info_field(info: &str, field: &str) -> Option<String> {
     info.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
@@ -941,6 +982,24 @@ fn report(
     println!(
         "- contention rate: {rd:.1} / {rf:.1} runs/s = {r:.2}× (target ≥ 1.0×) {}",
         verdict(r >= 1.0)
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let per_run = |c: &Contention| {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3 / c.runs as f64;
+        (
+            ms(c.cpu),
+            ms(c.redis_cpu),
+            c.cpu.as_secs_f64() + c.redis_cpu.as_secs_f64(),
+        )
+    };
+    let ((dl, dl_redis, dl_total), (fl, fl_redis, fl_total)) = (per_run(cd), per_run(cf));
+    let ceiling = cpus * 1e3 / (dl + dl_redis);
+    println!(
+        "  (CPU per run, user + system: distlock {dl:.2} ms + redis-server {dl_redis:.2} ms, flock {fl:.2} ms (+ {fl_redis:.2} ms of idle redis-server); CPUs busy: distlock {:.0}%, flock {:.0}% of {cpus}; at that CPU per run no schedule gets distlock above {cpus} CPUs ÷ {:.2} ms = {ceiling:.0} runs/s = {:.2}× flock; informative)",
+        100.0 * dl_total / (cd.wall.as_secs_f64() * cpus),
+        100.0 * fl_total / (cf.wall.as_secs_f64() * cpus),
+        dl + dl_redis,
+        ceiling / rf
     );
     let safe = cd.overlaps == 0
         && cf.overlaps == 0
