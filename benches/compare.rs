@@ -808,9 +808,10 @@ fn total_commands(con: &mut redis::Connection) -> i64 {
 /// tools reap their CMDs (and distlock its guardian), so their time is in
 /// here once the tools are reaped.
 fn children_cpu() -> Duration {
-    // SAFETY: getrusage fills the struct it is given.
+    // SAFETY: rusage is plain integers, for which all zeroes is valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     assert_eq!(
+        // SAFETY: getrusage only writes into the struct it is given.
         unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) },
         0
     );
