@@ -104,7 +104,7 @@ fn main() {
     eprintln!("[2/5] handoff …");
     let handoff = bench_handoff(&ctx, &redis, handoff_rounds);
     eprintln!("[3/5] contention …");
-    let contention = bench_contention(&ctx, contention_rounds);
+    let contention = bench_contention(&ctx, &redis, contention_rounds);
     eprintln!("      FIFO check under MONITOR …");
     let fifo = fifo_check(&ctx, &redis);
     eprintln!("[4/5] Redis load of blocked waiters, distlock RSS …");
@@ -451,11 +451,11 @@ struct Run {
     end: u64,
 }
 
-fn bench_contention(ctx: &Ctx, rounds: usize) -> HashMap<Tool, Contention> {
+fn bench_contention(ctx: &Ctx, redis: &RedisServer, rounds: usize) -> HashMap<Tool, Contention> {
     let mut out: HashMap<Tool, Contention> = HashMap::new();
     for r in 0..rounds {
         for tool in ctx.lockers(r) {
-            let c = contention_once(ctx, tool, r);
+            let c = contention_once(ctx, redis, tool, r);
             eprintln!(
                 "      {:8} round {r}: {:.1} runs/s, overlaps {}, token errors {}, max waited behind {}",
                 tool.name(),
@@ -480,13 +480,13 @@ fn bench_contention(ctx: &Ctx, rounds: usize) -> HashMap<Tool, Contention> {
     out
 }
 
-fn contention_once(ctx: &Ctx, tool: Tool, round: usize) -> Contention {
+fn contention_once(ctx: &Ctx, redis: &RedisServer, tool: Tool, round: usize) -> Contention {
     let log = ctx.path(&format!("contention-{}-{round}.log", tool.name()));
-    contention_on(ctx, tool, &format!("contention-{round}"), &log)
+    contention_on(ctx, redis, tool, &format!("contention-{round}"), &log)
 }
 
 /// 8 workers × 25 runs of `tool` on lock `lock`, CMDs logging to `log`.
-fn contention_on(ctx: &Ctx, tool: Tool, lock: &str, log: &str) -> Contention {
+fn contention_on(ctx: &Ctx, redis: &RedisServer, tool: Tool, lock: &str, log: &str) -> Contention {
     let (lock, log) = (lock.to_owned(), log.to_owned());
     let barrier = Arc::new(Barrier::new(WORKERS + 1));
     let arrivals = Arc::new(Mutex::new(HashMap::new()));
@@ -519,10 +519,8 @@ fn contention_on(ctx: &Ctx, tool: Tool, lock: &str, log: &str) -> Contention {
             })
         })
         .collect();
-    let mut redis = redis::Client::open(ctx.url.as_str())
-        .and_then(|c| c.get_connection())
-        .expect("connect for INFO cpu");
-    let (cpu0, redis0) = (children_cpu(), redis_cpu(&mut redis));
+    let mut con = redis.conn();
+    let (cpu0, redis0) = (children_cpu(), redis_cpu(&mut con));
     barrier.wait();
     let t = Instant::now();
     for th in threads {
@@ -531,7 +529,7 @@ fn contention_on(ctx: &Ctx, tool: Tool, lock: &str, log: &str) -> Contention {
     let wall = t.elapsed();
     let (cpu, redis_cpu) = (
         children_cpu() - cpu0,
-        redis_cpu(&mut redis).saturating_sub(redis0),
+        redis_cpu(&mut con).saturating_sub(redis0),
     );
 
     let mut runs: HashMap<(usize, usize), Run> = HashMap::new();
@@ -650,7 +648,7 @@ fn fifo_check(ctx: &Ctx, redis: &RedisServer) -> Fifo {
             }
         }
     });
-    let c = contention_on(ctx, Tool::Distlock, name, &ctx.path("fifo.log"));
+    let c = contention_on(ctx, redis, Tool::Distlock, name, &ctx.path("fifo.log"));
     let _: String = redis::cmd("ECHO")
         .arg(sentinel)
         .query(&mut redis.conn())
