@@ -65,6 +65,13 @@ fn links_with(link_args: &[String]) -> bool {
         .arg(var("TARGET"))
         .arg("--out-dir")
         .arg(&out);
+    // The linker cargo resolved for this target (`target.*.linker`), which
+    // cargo passes to rustc itself, not through the flags.
+    if let Some(linker) = std::env::var_os("RUSTC_LINKER") {
+        let mut arg = std::ffi::OsString::from("linker=");
+        arg.push(linker);
+        cmd.arg("-C").arg(arg);
+    }
     for flag in var("CARGO_ENCODED_RUSTFLAGS")
         .split('\x1f')
         .filter(|f| !f.is_empty())
