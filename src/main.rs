@@ -39,6 +39,8 @@ mod exit;
 mod lease;
 mod store;
 mod supervise;
+#[cfg(test)]
+mod test_support;
 
 use std::io::Write;
 

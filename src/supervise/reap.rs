@@ -110,21 +110,11 @@ mod tests {
     /// some) from under that test's own wait.
     #[test]
     fn a_child_killed_by_a_realtime_signal_is_reaped_with_its_status() {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "supervise::reap::tests::reap_a_child_killed_by_a_realtime_signal_alone",
-                "--ignored",
-                "--test-threads=1",
-            ])
-            .env("DISTLOCK_REAP_TEST_CHILD", "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::test_support::run_alone(
+            "supervise::reap::tests::reap_a_child_killed_by_a_realtime_signal_alone",
+            |child| {
+                child.env("DISTLOCK_REAP_TEST_CHILD", "1");
+            },
         );
     }
 

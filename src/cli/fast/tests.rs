@@ -496,32 +496,21 @@ fn compare_in_a_chosen_environment() {
 
 #[test]
 fn the_fast_parse_follows_the_environment_as_clap_does() {
-    let exe = std::env::current_exe().unwrap();
     for &(vars, all_valid) in ENVIRONMENTS {
-        let mut child = std::process::Command::new(&exe);
-        child.args([
-            "--exact",
+        let stdout = crate::test_support::run_alone(
             "cli::fast::tests::compare_in_a_chosen_environment",
-            "--ignored",
-            "--test-threads=1",
-            "--nocapture",
-        ]);
-        for o in &OPTIONS {
-            if let Some(var) = o.env {
-                child.env_remove(var);
-            }
-        }
-        child.env_remove(COMMON_LINES_VAR);
-        if vars.is_empty() {
-            child.env(COMMON_LINES_VAR, "1");
-        }
-        child.envs(vars.iter().copied());
-        let out = child.output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{vars:?}:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            |child| {
+                for o in &OPTIONS {
+                    if let Some(var) = o.env {
+                        child.env_remove(var);
+                    }
+                }
+                child.env_remove(COMMON_LINES_VAR);
+                if vars.is_empty() {
+                    child.env(COMMON_LINES_VAR, "1");
+                }
+                child.envs(vars.iter().copied());
+            },
         );
         let taken: u32 = stdout
             .split("fast path taken: ")
