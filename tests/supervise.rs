@@ -536,6 +536,59 @@ fn sigkill_of_distlock_kills_cmd_by_pdeathsig_even_without_the_guardian() {
     );
 }
 
+/// distlock reaps its guardian before it exits: its caller gets back no
+/// process of distlock's, not even a zombie, and the guardian's CPU time
+/// counts in the caller's `RUSAGE_CHILDREN` like CMD's. The caller here is
+/// a subreaper, to which an unreaped guardian would be reparented; that
+/// runs in a child test process, whose `waitpid(-1)` cannot take another
+/// test's child.
+#[test]
+fn distlock_reaps_its_guardian_and_hands_its_caller_no_child() {
+    let server = server();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "subreaper_caller", "--ignored", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(SUBREAPER_URL, server.url())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Where `subreaper_caller` finds the server; unset, it checks nothing.
+const SUBREAPER_URL: &str = "DISTLOCK_TEST_SUBREAPER_URL";
+
+#[test]
+#[ignore = "run alone, in a child process, by distlock_reaps_its_guardian_and_hands_its_caller_no_child"]
+fn subreaper_caller() {
+    let Ok(url) = std::env::var(SUBREAPER_URL) else {
+        return;
+    };
+    // SAFETY: plain prctl on this (child test) process.
+    assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) }, 0);
+    for i in 0..5 {
+        let st = distlock_at(&url)
+            .args(["run", "reaped", "--", "true"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "run {i}: {st:?}");
+        // distlock's children are reparented before its exit is reported,
+        // so anything left now is a child of ours: ECHILD means none.
+        let mut status = 0;
+        // SAFETY: waitpid writes only into the local status.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        assert!(
+            pid == -1 && errno == Some(libc::ECHILD),
+            "run {i}: distlock left its caller a child (waitpid: {pid}, {errno:?})"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------
 // Point 8: signals sent to distlock are passed on to CMD
 // ---------------------------------------------------------------------

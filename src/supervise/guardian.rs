@@ -30,6 +30,10 @@ use nix::unistd::{fork, pipe2, write, ForkResult, Pid};
 pub struct Guardian {
     pipe: OwnedFd,
     pid: Pid,
+    /// A pidfd of the guardian, opened while it is certainly our unreaped
+    /// child, so that `wait_gone` can wait for and reap exactly it (no pid
+    /// reuse). None before Linux 5.3.
+    pidfd: Option<OwnedFd>,
 }
 
 /// The "stand down" message.
@@ -66,6 +70,7 @@ impl Guardian {
                 Ok(Guardian {
                     pipe: write_end,
                     pid: child,
+                    pidfd: pidfd_open(child),
                 })
             }
         }
@@ -102,18 +107,55 @@ impl Guardian {
     }
 
     /// Waits (briefly) until a guardian that was told to stand down has
-    /// exited: a wrapper that has returned must leave no process of its own
-    /// behind, as flock(1) or timeout(1) leave none.
+    /// exited, and reaps it: a wrapper that has returned must leave no
+    /// process of its own behind, not even a zombie for its caller (or a
+    /// subreaper above it) to reap, as flock(1) or timeout(1) leave none;
+    /// and its CPU time then counts in the caller's `RUSAGE_CHILDREN`
+    /// (`time distlock run …`), as CMD's does.
     ///
-    /// The guardian's end of the pipe is the only read end (it is
-    /// close-on-exec and distlock dropped its copy at the fork), so the
-    /// write end reports POLLERR exactly when the guardian has exited: no
-    /// pid to wait on, so no reaping race with `reap` and no pid reuse. The
-    /// wait is bounded: a guardian someone stopped must not hold distlock's
-    /// exit, and it stands down by itself once continued.
+    /// The pidfd turns readable when the guardian has exited, and waiting
+    /// on it reaps that process and no other: `reap` may have reaped it
+    /// already (then ECHILD), and its pid may since belong to an orphan of
+    /// CMD's, which a `waitpid` by pid would wait for. Without a pidfd,
+    /// the guardian's end of the pipe, the only read end (close-on-exec,
+    /// and distlock dropped its copy at the fork), tells the same a moment
+    /// earlier (POLLERR), and the exited guardian is left to whoever
+    /// inherits it. The wait is bounded: a guardian someone stopped must
+    /// not hold distlock's exit, and it stands down by itself once
+    /// continued.
     pub fn wait_gone(self) {
-        let mut fds = [PollFd::new(self.pipe.as_fd(), PollFlags::empty())];
-        let _ = poll(&mut fds, PollTimeout::from(STAND_DOWN_WAIT_MS));
+        let timeout = PollTimeout::from(STAND_DOWN_WAIT_MS);
+        let Some(pidfd) = &self.pidfd else {
+            let mut fds = [PollFd::new(self.pipe.as_fd(), PollFlags::empty())];
+            let _ = poll(&mut fds, timeout);
+            return;
+        };
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, timeout) == Ok(1) {
+            // SAFETY: plain syscall; siginfo is plain data, written only
+            // by the kernel. It has exited, so this does not block.
+            unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::waitid(
+                    libc::P_PIDFD,
+                    pidfd.as_raw_fd() as libc::id_t,
+                    &mut info,
+                    libc::WEXITED,
+                );
+            }
+        }
+    }
+}
+
+/// A pidfd for our child `pid` (close-on-exec), or None where the kernel
+/// has no pidfd_open (before 5.3).
+fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain syscall; a descriptor it returns is new, and owned by
+    // nothing else.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0);
+        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd as RawFd))
     }
 }
 
