@@ -7,8 +7,8 @@
 //! (`CARGO_BIN_EXE_distlock`, built with the `bench` profile):
 //!
 //! 1. **Overhead**: `true`, `flock LOCKFILE true` and
-//!    `distlock run bench -- true`, interleaved round-robin (the order
-//!    rotates every round); spawn to reaped exit, p50/p95. Two floor rows
+//!    `distlock run bench -- true`, interleaved (a new shuffled order
+//!    every round); spawn to reaped exit, p50/p95. Two floor rows
 //!    run in the same rounds: *fork+exec*, this binary re-executed as a
 //!    helper that exits at once (what starting any Rust process costs,
 //!    before it does anything), and *connect + PING*, the same helper
@@ -78,13 +78,21 @@ fn main() {
     let contention_rounds = env_usize("DISTLOCK_BENCH_CONTENTION_ROUNDS", 2);
 
     let redis = RedisServer::start();
+    let dir = redis.dir.path().join("work");
+    fs::create_dir_all(&dir).unwrap();
+    let installed = |from: &Path, name: &str| -> PathBuf {
+        let to = dir.join(name);
+        fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        to
+    };
     let ctx = Ctx {
         url: redis.url(),
-        helper: std::env::current_exe().expect("current_exe"),
-        dir: redis.dir.path().join("work"),
-        before: std::env::var_os("DISTLOCK_BENCH_BEFORE").map(PathBuf::from),
+        helper: installed(&std::env::current_exe().expect("current_exe"), "helper"),
+        distlock: installed(Path::new(DISTLOCK), "distlock"),
+        before: std::env::var_os("DISTLOCK_BENCH_BEFORE")
+            .map(|b| installed(Path::new(&b), "distlock-before")),
+        dir,
     };
-    fs::create_dir_all(&ctx.dir).unwrap();
     let mut con = redis.conn();
     let version: String = redis::cmd("INFO")
         .arg("server")
@@ -238,7 +246,16 @@ impl Tool {
 #[derive(Clone)]
 struct Ctx {
     url: String,
+    /// Copies of the binaries measured (this one as the CMD helper), run
+    /// from the bench's directory: a file the linker has just written (lld
+    /// writes through a shared mapping) sits in the page cache in small
+    /// pages, and exec maps it with more page faults than a copy written
+    /// with write(2), as `cargo install`, `cp` and dpkg write it: the same
+    /// bytes measured about 0.1 ms slower per `run -- true` from
+    /// `target/release` than from a copy, which also made any
+    /// `DISTLOCK_BENCH_BEFORE` copy look faster than the build under test.
     helper: PathBuf,
+    distlock: PathBuf,
     dir: PathBuf,
     before: Option<PathBuf>,
 }
@@ -271,7 +288,7 @@ impl Ctx {
             Tool::Distlock | Tool::Before => {
                 let mut c = match (tool, &self.before) {
                     (Tool::Before, Some(before)) => Command::new(before),
-                    _ => Command::new(DISTLOCK),
+                    _ => Command::new(&self.distlock),
                 };
                 c.args(["run", lock]).args(opts).arg("--").args(cmd);
                 c
@@ -331,9 +348,15 @@ fn bench_overhead(ctx: &Ctx, n: usize) -> HashMap<Tool, Vec<f64>> {
     }
     let mut samples: HashMap<Tool, Vec<f64>> = HashMap::new();
     let warmup = 5;
+    let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
     for i in 0..n + warmup {
-        for k in 0..tools.len() {
-            let tool = tools[(i + k) % tools.len()];
+        // A new order every round, not a rotation: rotated, each tool
+        // always ran right after the same other tool, and a run right
+        // after a distlock (its code and libc's still in the caches)
+        // measured 0.05 ms faster, so two copies of one binary differed
+        // by that much.
+        shuffle(&mut tools, &mut rng);
+        for &tool in &tools {
             let mut cmd = ctx.locked(tool, "bench", &[], &["true"]);
             let t = Instant::now();
             let st = cmd.status().expect("spawn");
@@ -1065,6 +1088,17 @@ fn report(
 
 // ---------------------------------------------------------------------------
 // Plumbing.
+
+/// Fisher-Yates with xorshift64: a fixed sequence of orders, so runs are
+/// comparable, without a dependency for it.
+fn shuffle<T>(items: &mut [T], state: &mut u64) {
+    for i in (1..items.len()).rev() {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        items.swap(i, (*state % (i as u64 + 1)) as usize);
+    }
+}
 
 /// The 1-minute load average: other work on the machine skews timings.
 fn loadavg() -> String {
