@@ -80,8 +80,11 @@ fn main() {
     let redis = RedisServer::start();
     let dir = redis.dir.path().join("work");
     fs::create_dir_all(&dir).unwrap();
+    // Under target/, not $TMPDIR: /tmp may be noexec, or tmpfs (memory,
+    // not the disk users run distlock from).
+    let bins = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let installed = |from: &Path, name: &str| -> PathBuf {
-        let to = dir.join(name);
+        let to = bins.path().join(name);
         fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
         to
     };
@@ -138,6 +141,7 @@ fn main() {
         loadavg()
     );
     drop(redis);
+    drop(bins);
     if !ok {
         std::process::exit(1);
     }
@@ -247,7 +251,7 @@ impl Tool {
 struct Ctx {
     url: String,
     /// Copies of the binaries measured (this one as the CMD helper), run
-    /// from the bench's directory: a file the linker has just written (lld
+    /// from a directory under `target/tmp`: a file the linker has just written (lld
     /// writes through a shared mapping) sits in the page cache in small
     /// pages, and exec maps it with more page faults than a copy written
     /// with write(2), as `cargo install`, `cp` and dpkg write it: the same
