@@ -250,14 +250,15 @@ impl Tool {
 #[derive(Clone)]
 struct Ctx {
     url: String,
-    /// Copies of the binaries measured (this one as the CMD helper), run
-    /// from a directory under `target/tmp`: a file the linker has just written (lld
-    /// writes through a shared mapping) sits in the page cache in small
-    /// pages, and exec maps it with more page faults than a copy written
-    /// with write(2), as `cargo install`, `cp` and dpkg write it: the same
-    /// bytes measured about 0.1 ms slower per `run -- true` from
-    /// `target/release` than from a copy, which also made any
-    /// `DISTLOCK_BENCH_BEFORE` copy look faster than the build under test.
+    /// `helper`, `distlock` and `before` are copies of the binaries
+    /// measured (this one as the CMD helper), under `target/tmp`: a file
+    /// the linker has just written (lld writes through a shared mapping)
+    /// sits in the page cache in small pages, and exec maps it with more
+    /// page faults than a copy written with write(2), as `cargo install`,
+    /// `cp` and dpkg write it. The same bytes measured about 0.1 ms slower
+    /// per `run -- true` from `target/release` than from a copy, which
+    /// also made any `DISTLOCK_BENCH_BEFORE` copy look faster than the
+    /// build under test.
     helper: PathBuf,
     distlock: PathBuf,
     dir: PathBuf,
