@@ -11,7 +11,7 @@ use crate::config::{self, fmt_duration, AcquireConfig, HoldConfig, HoldRenewerCo
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired};
-use crate::store::{LockKeys, Store};
+use crate::store::{LockKeys, Release, Store};
 use crate::supervise::Signals;
 
 /// A lease taken by `acquire` or `hold`.
@@ -116,7 +116,12 @@ fn taken_text(t: &Taken, json: bool, extra: &[(&str, u64)]) -> String {
 fn unprinted(g: &Global, t: &Taken, e: std::io::Error) -> anyhow::Error {
     let mut store = g.store(IO_TIMEOUT);
     let fate = match store.release(&t.keys, &t.owner) {
-        Ok(_) => "so it was released again".to_owned(),
+        Ok(Release::Released) => "so it was released again".to_owned(),
+        Ok(Release::Kept(left)) => format!(
+            "so it was released again, to end in {} (--min-hold)",
+            fmt_duration(left)
+        ),
+        Ok(Release::NotOwner(_)) => "and it was already gone".to_owned(),
         Err(_) => format!(
             "and releasing it failed, so it expires by itself within {}",
             fmt_duration(Duration::from_millis(t.ttl_ms))
