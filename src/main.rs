@@ -42,8 +42,6 @@ mod supervise;
 #[cfg(test)]
 mod test_support;
 
-use std::io::Write;
-
 use clap::CommandFactory;
 
 use crate::cli::{Cli, Command};
@@ -192,22 +190,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             // memory and write here, where a failure can be handled.
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut <Cli>::command(), "distlock", &mut script);
-            let mut out = std::io::stdout().lock();
-            match out.write_all(&script).and_then(|()| out.flush()) {
-                Ok(()) => Ok(0),
-                // The reader went away (`| head`): end quietly, with the
-                // status a SIGPIPE death would give, as C tools do.
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                    Ok(exit::signal_code(nix::sys::signal::Signal::SIGPIPE as i32))
-                }
-                Err(e) => Err(anyhow::Error::new(e).context("cannot write the completions")),
-            }
+            commands::print(&String::from_utf8_lossy(&script))?;
+            Ok(exit::SUCCESS)
         }
         // Without --dir, clap requires --exit-table (and forbids both).
         Command::Man { dir: None, .. } => {
-            std::io::stdout()
-                .write_all(exit::markdown().as_bytes())
-                .map_err(|e| anyhow::Error::new(e).context("cannot write the exit table"))?;
+            commands::print(&exit::markdown())?;
             Ok(exit::SUCCESS)
         }
         Command::Man { dir: Some(dir), .. } => {

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::{busy_line, release_quietly, Global, IO_TIMEOUT};
+use super::{busy_line, output, release_quietly, Global, IO_TIMEOUT};
 use crate::clock;
-use crate::config::{self, AcquireConfig, HoldConfig, HoldRenewerConfig};
+use crate::config::{self, fmt_duration, AcquireConfig, HoldConfig, HoldRenewerConfig};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired};
-use crate::store::{LockKeys, Store};
+use crate::store::{LockKeys, Release, Store};
 use crate::supervise::Signals;
 
 /// A lease taken by `acquire` or `hold`.
@@ -76,9 +76,11 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
     }
 }
 
-/// Prints a taken lease as `export` lines or one JSON object; `extra` adds
-/// fields (the renewer's pid for `hold`).
-fn print_taken(t: &Taken, json: bool, extra: &[(&str, u64)]) {
+/// A taken lease as `export` lines or one JSON object, for stdout;
+/// `extra` adds fields (the renewer's pid for `hold`). The shell lines
+/// need no escaping for a terminal: the name and `--owner` are printable
+/// ASCII, and a generated owner id is this host's own name.
+fn taken_text(t: &Taken, json: bool, extra: &[(&str, u64)]) -> String {
     if json {
         let mut obj = serde_json::json!({
             "name": t.keys.name,
@@ -90,8 +92,7 @@ fn print_taken(t: &Taken, json: bool, extra: &[(&str, u64)]) {
         for (k, v) in extra {
             obj[*k] = (*v).into();
         }
-        println!("{obj}");
-        return;
+        return output::json(&obj) + "\n";
     }
     let mut out = format!(
         "export DISTLOCK_NAME={}\nexport DISTLOCK_OWNER={}\nexport DISTLOCK_FENCING_TOKEN={}",
@@ -106,16 +107,39 @@ fn print_taken(t: &Taken, json: bool, extra: &[(&str, u64)]) {
         };
         out.push_str(&format!("\nexport {var}={}", shell_quote(&v.to_string())));
     }
-    println!("{out}");
+    out + "\n"
+}
+
+/// The error for a lease whose output could not be written whole (a full
+/// disk, a closed pipe alike). The output is the only record of its owner
+/// id, so no one could use or release it: it is released here.
+fn unprinted(g: &Global, t: &Taken, e: std::io::Error) -> anyhow::Error {
+    let mut store = g.store(IO_TIMEOUT);
+    let fate = match store.release(&t.keys, &t.owner) {
+        Ok(Release::Released) => "so it was released again".to_owned(),
+        Ok(Release::Kept(left)) => format!(
+            "so it was released again, to end in {} (--min-hold)",
+            fmt_duration(left)
+        ),
+        Ok(Release::NotOwner(_)) => "and it was already gone".to_owned(),
+        Err(_) => format!(
+            "and releasing it failed, so it expires by itself within {}",
+            fmt_duration(Duration::from_millis(t.ttl_ms))
+        ),
+    };
+    anyhow::Error::new(e).context(format!(
+        "took {} but cannot write its owner id to stdout, {fate}",
+        t.keys.name
+    ))
 }
 
 /// `distlock acquire`: take the lease and print how to use it.
 pub fn acquire(g: &Global, args: AcquireConfig) -> Result<u8> {
     match take(g, &args)? {
-        Ok(t) => {
-            print_taken(&t, args.json, &[]);
-            Ok(0)
-        }
+        Ok(t) => match output::write_stdout(&taken_text(&t, args.json, &[])) {
+            Ok(()) => Ok(0),
+            Err(e) => Err(unprinted(g, &t, e)),
+        },
         Err(code) => Ok(code),
     }
 }
@@ -179,7 +203,7 @@ pub fn hold(g: &Global, args: HoldConfig) -> Result<u8> {
             Ok(())
         });
     }
-    let child = match cmd.spawn() {
+    let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             let mut store = g.store(IO_TIMEOUT);
@@ -187,11 +211,18 @@ pub fn hold(g: &Global, args: HoldConfig) -> Result<u8> {
             return Err(e).context("cannot start the background renewer");
         }
     };
-    print_taken(
+    let text = taken_text(
         &t,
         args.acquire.json,
         &[("renewer_pid", u64::from(child.id()))],
     );
+    if let Err(e) = output::write_stdout(&text) {
+        // Stopped before the release, so nothing renews the lease once it
+        // is given back; still our child, so the pid is still its own.
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(unprinted(g, &t, e));
+    }
     Ok(0)
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::output::{print_json, print_lines};
 use super::{Global, IO_TIMEOUT};
 use crate::exit;
 
@@ -58,7 +59,7 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
             detail: format!("{e:#}"),
             advice: "check the URL, the network, the password and TLS settings".into(),
         });
-        print_checks(&checks, json);
+        print_checks(&checks, json)?;
         return Ok(exit::FAILURE);
     }
     rtts.sort();
@@ -192,7 +193,7 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
         advice,
     });
 
-    print_checks(&checks, json);
+    print_checks(&checks, json)?;
     let worst = checks
         .iter()
         .map(|c| c.verdict)
@@ -205,7 +206,7 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
     })
 }
 
-fn print_checks(checks: &[Check], json: bool) {
+fn print_checks(checks: &[Check], json: bool) -> Result<()> {
     if json {
         let arr: Vec<_> = checks
             .iter()
@@ -218,14 +219,13 @@ fn print_checks(checks: &[Check], json: bool) {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(arr));
-        return;
+        return print_json(&serde_json::Value::Array(arr));
     }
-    for c in checks {
+    print_lines(checks.iter().map(|c| {
         let mut line = format!("{:<7} {:<17} {}", c.verdict.word(), c.name, c.detail);
         if !c.advice.is_empty() {
             line.push_str(&format!(" — {}", c.advice));
         }
-        println!("{line}");
-    }
+        line
+    }))
 }

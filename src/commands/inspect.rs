@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
+use super::output::{escape, print_json, print_lines, rfc3339};
 use super::{Global, IO_TIMEOUT};
 use crate::config::{InspectConfig, UsageError};
-use crate::store::{DoneMark, ForeignKey, LockInfo, LockKeys, SlotsInfo, Store, StoreError};
+use crate::store::{DoneMark, LockInfo, LockKeys, SlotsInfo, Store, StoreError};
 
 /// `distlock inspect`: one lock, for people or (with --json) programs.
 pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
@@ -16,10 +17,12 @@ pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
         return inspect_slots(&mut store, &keys, args.json);
     }
     let info = store.inspect(&keys)?;
+    unreadable(&keys, &info)?;
     if args.json {
-        println!("{}", info_json(&keys, &info));
+        print_json(&info_json(&keys, &info))?;
         return Ok(0);
     }
+    let mut lines = Vec::new();
     let token = match info.token {
         Some(t) => format!("token {t}"),
         None => "never acquired".to_owned(),
@@ -29,7 +32,10 @@ pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
             let expires = info.ttl.map_or("no expiry".to_owned(), |t| {
                 format!("expires in {}", fmt_ttl(t))
             });
-            println!("{}: held by {owner}, {expires}, {token}", keys.name);
+            lines.push(format!(
+                "{}: held by {owner}, {expires}, {token}",
+                keys.name
+            ));
             let m = Meta::of(&info);
             if let Some(at) = m.acquired_at() {
                 let mut line = format!("  acquired {at}");
@@ -42,7 +48,7 @@ pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
                 if let Some(cmd) = m.command {
                     line.push_str(&format!(": {cmd}"));
                 }
-                println!("{line}");
+                lines.push(line);
             }
         }
         None => {
@@ -50,16 +56,65 @@ pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
                 Some(t) => format!("last token {t}"),
                 None => token,
             };
-            println!("{}: free, {last}", keys.name);
+            lines.push(format!("{}: free, {last}", keys.name));
         }
     }
     if let Some(last) = LastRunView::of(&info.last_run) {
-        println!("  last run: {}", last.line());
+        lines.push(format!("  last run: {}", last.line()));
     }
     if let Some(mark) = &info.done {
-        println!("  done: {}", DoneView(mark).line());
+        lines.push(format!("  done: {}", DoneView(mark).line()));
     }
+    print_lines(lines)?;
     Ok(0)
+}
+
+/// A key of a lock that holds a value distlock cannot read: treated like
+/// a key of another type (`store::ForeignKey`), that is refused by name,
+/// left alone, and skipped by `list`.
+#[derive(Debug)]
+pub(super) struct Unreadable {
+    /// The full Redis key.
+    pub key: String,
+    /// What in it cannot be read.
+    pub what: &'static str,
+    /// How an operator gets rid of it.
+    pub fix: String,
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the key {} holds {} that distlock cannot read, written by something else: it does not hold a distlock lease (distlock left it alone; {})",
+            self.key, self.what, self.fix
+        )
+    }
+}
+
+impl std::error::Error for Unreadable {}
+
+/// The done mark of `run --once-per` decides whether CMD runs, so a time
+/// in it that cannot be read (after the year 9999: the acquire script
+/// takes it for a run that succeeded in the future, and the job would
+/// never run again) is refused by name rather than shown as a guess.
+/// Other times (acquired, last run) only inform, and show as unknown.
+pub(super) fn readable_done(keys: &LockKeys, mark: &DoneMark) -> Result<(), Unreadable> {
+    match rfc3339(mark.at_ms, false) {
+        Some(_) => Ok(()),
+        None => Err(Unreadable {
+            key: keys.done.clone(),
+            what: "a done mark with a time outside the years 1970 to 9999",
+            fix: format!("'distlock release {} --forget-done' deletes it", keys.name),
+        }),
+    }
+}
+
+/// [`readable_done`] for what `inspect` read.
+fn unreadable(keys: &LockKeys, info: &LockInfo) -> Result<(), Unreadable> {
+    info.done
+        .as_ref()
+        .map_or(Ok(()), |m| readable_done(keys, m))
 }
 
 /// The done mark of `run --once-per` as `inspect`, `list` and `release
@@ -69,14 +124,16 @@ pub(super) struct DoneView<'a>(pub(super) &'a DoneMark);
 impl DoneView<'_> {
     /// RFC 3339, UTC, milliseconds: the acquisition of the run that
     /// succeeded, on the server's clock.
-    fn at(&self) -> String {
-        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.0.at_ms);
-        humantime::format_rfc3339_millis(t).to_string()
+    fn at(&self) -> Option<String> {
+        rfc3339(self.0.at_ms, true)
     }
 
     /// `2026-12-02T00:00:01.042Z on web-2, token 41, expires in 19h 58m`
     pub(super) fn line(&self) -> String {
-        let mut line = format!("{} on {}, token {}", self.at(), self.host(), self.0.token);
+        // Only `release --forget-done` shows a mark it could not read
+        // (it deletes it first).
+        let at = self.at().unwrap_or_else(|| "an unreadable time".to_owned());
+        let mut line = format!("{at} on {}, token {}", self.host(), self.0.token);
         if let Some(left) = self.0.expires_in {
             line.push_str(&format!(", expires in {}", fmt_ttl(left)));
         }
@@ -113,22 +170,23 @@ fn inspect_slots(store: &mut Store, keys: &LockKeys, json: bool) -> Result<u8> {
         )));
     }
     if json {
-        println!("{}", slots_json(keys, &info));
+        print_json(&slots_json(keys, &info))?;
         return Ok(0);
     }
-    println!(
+    let mut lines = vec![format!(
         "{}: {} of {n} slots held{}",
         keys.name,
         info.holders.len(),
         info.token
             .map_or(", never acquired".into(), |t| format!(", last token {t}"))
-    );
+    )];
     for (o, left, t) in &info.holders {
-        println!("  {o}, expires in {}, token {t}", fmt_ttl(*left));
+        lines.push(format!("  {o}, expires in {}, token {t}", fmt_ttl(*left)));
     }
     if let Some(last) = LastRunView::of(&info.last_run) {
-        println!("  last run: {}", last.line());
+        lines.push(format!("  last run: {}", last.line()));
     }
+    print_lines(lines)?;
     Ok(0)
 }
 
@@ -163,6 +221,8 @@ struct LastRunView<'a> {
 }
 
 impl<'a> LastRunView<'a> {
+    /// Numbers that do not parse, or times RFC 3339 cannot write, show as
+    /// unknown.
     fn of(record: &'a [(String, String)]) -> Option<LastRunView<'a>> {
         let get = |f: &str| record.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
         get("owner")?;
@@ -177,8 +237,7 @@ impl<'a> LastRunView<'a> {
     }
 
     fn started_at(&self) -> Option<String> {
-        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.started_ms?);
-        Some(humantime::format_rfc3339_seconds(t).to_string())
+        rfc3339(self.started_ms?, false)
     }
 
     /// `web-2, 2026-12-02 00:00:01 UTC, 31.2s, exit 0, token 41`
@@ -221,11 +280,17 @@ pub fn list(g: &Global, json: bool) -> Result<u8> {
         .map(|f| LockKeys::new(&g.prefix, &f.name))
         .collect();
     let infos = store.inspect_many(&plain)?;
-    // A lock with a key of another type is skipped, with one warning: one
-    // stray key must not hide every other lock from everyone.
+    // A lock with a key of another type, or one it cannot read, is
+    // skipped, with one warning: one stray key must not hide every other
+    // lock from everyone.
     let infos: Vec<Option<LockInfo>> = infos
         .into_iter()
-        .map(|i| i.map_err(|fk| skip_foreign(g, &fk)).ok())
+        .zip(&plain)
+        .map(|(i, k)| {
+            let i = i.map_err(|fk| skip_foreign(g, &fk)).ok()?;
+            unreadable(k, &i).map_err(|u| skip_foreign(g, &u)).ok()?;
+            Some(i)
+        })
         .collect();
     // (name, JSON object, table row), merged and sorted by name.
     let mut entries: Vec<(String, serde_json::Value, [String; 6])> = plain
@@ -277,7 +342,7 @@ pub fn list(g: &Global, json: bool) -> Result<u8> {
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     if json {
         let arr: Vec<_> = entries.into_iter().map(|e| e.1).collect();
-        println!("{}", serde_json::Value::Array(arr));
+        print_json(&serde_json::Value::Array(arr))?;
         return Ok(0);
     }
     if entries.is_empty() {
@@ -285,34 +350,52 @@ pub fn list(g: &Global, json: bool) -> Result<u8> {
         return Ok(0);
     }
     let rows: Vec<[String; 6]> = entries.into_iter().map(|e| e.2).collect();
+    print_lines(table(rows))?;
+    Ok(0)
+}
+
+/// `list`'s table: a header, then the rows, in columns padded to the
+/// widest cell; the DONE column (`run --once-per`'s mark) only when a lock
+/// has one. Cells are escaped before they are measured, so the columns
+/// line up as the terminal shows them. Padding is by hand: a width in a
+/// format string must fit in 16 bits, and a cell is as long as another
+/// client made it.
+fn table(rows: Vec<[String; 6]>) -> Vec<String> {
     let header = ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND", "DONE"].map(String::from);
-    // The DONE column (`run --once-per`'s mark) only when a lock has one.
     let columns = if rows.iter().any(|r| !r[5].is_empty()) {
         6
     } else {
         5
     };
-    let mut widths = header.clone().map(|h| h.len());
-    for r in &rows {
+    let cells: Vec<[String; 6]> = std::iter::once(header)
+        .chain(rows)
+        .map(|r| r.map(|c| escape(&c).into_owned()))
+        .collect();
+    let mut widths = [0; 6];
+    for r in &cells {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
-    for r in std::iter::once(&header).chain(&rows) {
-        let line = r
-            .iter()
-            .take(columns)
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ");
-        println!("{}", line.trim_end());
-    }
-    Ok(0)
+    cells
+        .iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (i, (c, w)) in r.iter().zip(widths).take(columns).enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                line.push_str(c);
+                line.extend(std::iter::repeat_n(' ', w - c.chars().count()));
+            }
+            line.trim_end().to_owned()
+        })
+        .collect()
 }
 
-/// The warning of `list` for a lock it skips because of a foreign key.
-fn skip_foreign(g: &Global, fk: &ForeignKey) {
+/// The warning of `list` for a lock it skips because of a foreign key
+/// ([`ForeignKey`](crate::store::ForeignKey) or [`Unreadable`]).
+fn skip_foreign(g: &Global, fk: &dyn std::fmt::Display) {
     g.say(format_args!("warning: skipped in the list: {fk}"));
 }
 
@@ -342,8 +425,7 @@ impl<'a> Meta<'a> {
 
     /// RFC 3339, UTC, whole seconds.
     fn acquired_at(&self) -> Option<String> {
-        let t = std::time::UNIX_EPOCH + Duration::from_millis(self.acquired_ms?);
-        Some(humantime::format_rfc3339_seconds(t).to_string())
+        rfc3339(self.acquired_ms?, false)
     }
 }
 
@@ -378,6 +460,20 @@ fn fmt_ttl(t: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_lines_up_escaped_cells_of_any_length() {
+        let row = |name: &str, owner: &str| [name, "1.0s", "3", owner, "", ""].map(String::from);
+        let long = "o".repeat(70_000);
+        let lines = table(vec![row("a", "x\x1b[2Jy"), row("bb", &long)]);
+        let pad = " ".repeat(70_000 - "OWNER".len());
+        assert_eq!(
+            lines[0],
+            format!("NAME  EXPIRES IN  TOKEN  OWNER{pad}  COMMAND")
+        );
+        assert_eq!(lines[1], r"a     1.0s        3      x\x1b[2Jy");
+        assert_eq!(lines[2], format!("bb    1.0s        3      {long}"));
+    }
 
     #[test]
     fn ttl_is_readable() {

@@ -7,6 +7,7 @@ mod acquire;
 mod doctor;
 mod inspect;
 mod man;
+mod output;
 mod release;
 mod run;
 mod signal_policy;
@@ -20,6 +21,7 @@ pub use acquire::{acquire, hold, hold_renewer};
 pub use doctor::doctor;
 pub use inspect::{inspect, list};
 pub use man::man;
+pub use output::print;
 pub use release::{release, renew};
 pub use run::run;
 
@@ -63,9 +65,12 @@ impl Global {
 /// (`distlock -v run … 2>&1 | head -1`) would abort distlock before CMD
 /// starts, or in the middle of a run with the lease held. A lost notice
 /// costs nothing; the run goes on and its exit status says what happened.
+/// Control characters are escaped: a line may carry an owner id, a host
+/// or a server's words (see `output`).
 pub fn stderr_line(msg: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "distlock: {msg}");
+    let line = output::escape(&msg.to_string()).into_owned();
+    let _ = writeln!(std::io::stderr().lock(), "distlock: {line}");
 }
 
 /// The conflict line: who holds the lock, naming the full owner id.

@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use super::inspect::DoneView;
+use super::output::print_lines;
 use super::{Global, IO_TIMEOUT};
 use crate::config::{fmt_duration, ReleaseConfig, ReleaseHow, RenewConfig};
 use crate::exit;
@@ -28,20 +29,21 @@ pub fn release(g: &Global, args: ReleaseConfig) -> Result<u8> {
     let owner = match args.how {
         ReleaseHow::ForgetDone => {
             // The result of the command, either way: on stdout, exit 0.
-            match store.forget_done(&keys)? {
-                Some(mark) => println!(
+            let line = match store.forget_done(&keys)? {
+                Some(mark) => format!(
                     "forgot the done mark of {}: {}",
                     keys.name,
                     DoneView(&mark).line()
                 ),
-                None => println!("{} had no done mark", keys.name),
-            }
+                None => format!("{} had no done mark", keys.name),
+            };
+            print_lines([line])?;
             return Ok(0);
         }
         ReleaseHow::Force => {
             return Ok(match store.force_release(&keys)? {
                 Some(holder) => {
-                    println!("released {}, held by {holder}", keys.name);
+                    print_lines([format!("released {}, held by {holder}", keys.name)])?;
                     0
                 }
                 None => {

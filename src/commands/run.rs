@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
+use super::inspect::readable_done;
+use super::output::rfc3339;
 use super::{busy_line, release_quietly, signal_policy, Global};
 use crate::clock;
 use crate::config::{self, fmt_duration, RunConfig};
@@ -65,6 +67,8 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
         Acquired::Done(mark) => {
+            // Not taken: nothing to release.
+            readable_done(&keys, &mark)?;
             g.say(format_args!(
                 "{}",
                 done_line(&keys.name, &mark, args.once_per.unwrap_or_default())
@@ -232,8 +236,9 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
 /// `billing: already done 3h 2m ago (2026-12-02T00:00:01Z) on web-2 with
 /// fencing token 41; CMD not started (--once-per 20h)`. The age is the
 /// server's, so a host with a wrong clock still reads it right.
+/// The caller has checked that the time is readable (`readable_done`).
 fn done_line(name: &str, mark: &DoneMark, window: Duration) -> String {
-    let at = std::time::UNIX_EPOCH + Duration::from_millis(mark.at_ms);
+    let at = rfc3339(mark.at_ms, false).unwrap_or_else(|| format!("at_ms {}", mark.at_ms));
     let age = mark.age.unwrap_or_default();
     let age = if age < Duration::from_secs(1) {
         format!("{}ms", age.as_millis())
@@ -246,8 +251,7 @@ fn done_line(name: &str, mark: &DoneMark, window: Duration) -> String {
         mark.host.as_str()
     };
     format!(
-        "{name}: already done {age} ago ({}) on {host} with fencing token {}; CMD not started (--once-per {})",
-        humantime::format_rfc3339_seconds(at),
+        "{name}: already done {age} ago ({at}) on {host} with fencing token {}; CMD not started (--once-per {})",
         mark.token,
         fmt_duration(window)
     )

@@ -54,7 +54,13 @@ impl FromRedisValue for AcquireReply {
             }),
             [Value::Int(-1), n] => Ok(AcquireReply::LimitMismatch(int(n)?)),
             [Value::Int(2), at, age, host, token] => Ok(AcquireReply::Done(DoneMark {
-                at_ms: int(at)?.max(0) as u64,
+                // Lua took it for a time (`tonumber`): one that is no u64
+                // (1e20, -5) is past every time distlock can show, so the
+                // caller refuses the mark by name.
+                at_ms: int(at)
+                    .ok()
+                    .and_then(|at| u64::try_from(at).ok())
+                    .unwrap_or(u64::MAX),
                 host: string(host)?.unwrap_or_default(),
                 // The token is the mark's own field, written by a release:
                 // a missing one is no reason to start CMD again.
@@ -191,10 +197,21 @@ impl FromRedisValue for ForgetDoneReply {
 /// A done mark from its hash fields (as HGETALL returns them) and PTTL;
 /// None when there is no mark, or one without the time it stands for
 /// (which could not say whether the window is over).
+///
+/// A time Lua reads as a number but that is no u64 (1e20, a negative)
+/// counts for the acquire script: it comes out as `u64::MAX`, past every
+/// time distlock can show, for the caller to refuse by name.
 fn done_mark(fields: &[(String, String)], pttl: i64) -> Option<DoneMark> {
     let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+    let at = get("at_ms")?;
     Some(DoneMark {
-        at_ms: get("at_ms")?.parse().ok()?,
+        at_ms: at.parse().ok().or_else(|| {
+            at.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .map(|_| u64::MAX)
+        })?,
         host: get("host").unwrap_or("").to_owned(),
         token: get("fencing_token")
             .and_then(|t| t.parse().ok())
@@ -450,15 +467,21 @@ mod tests {
             panic!("not a done mark");
         };
         assert_eq!((mark.at_ms, mark.token, mark.host.as_str()), (5, 0, ""));
-        // Without its time, or short of a field, it is no done mark.
-        assert!(r(vec![
-            Value::Int(2),
-            bulk("x"),
-            Value::Int(0),
-            bulk("h"),
-            bulk("1")
-        ])
-        .is_err());
+        // A time that is no u64 is past any readable one; short of a
+        // field, it is no done mark.
+        for at in ["x", "-5", "99999999999999999999"] {
+            let AcquireReply::Done(mark) = r(vec![
+                Value::Int(2),
+                bulk(at),
+                Value::Int(0),
+                bulk("h"),
+                bulk("1"),
+            ])
+            .unwrap() else {
+                panic!("not a done mark");
+            };
+            assert_eq!(mark.at_ms, u64::MAX, "{at}");
+        }
         assert!(r(vec![Value::Int(2), bulk("5"), Value::Int(0), bulk("h")]).is_err());
     }
 
@@ -500,11 +523,17 @@ mod tests {
             })
         );
         assert_eq!(reply(Value::Array(vec![]), -2).unwrap().0.done, None);
-        // A hash without at_ms is no mark.
+        // A hash without at_ms, or with one Lua cannot read either, is no
+        // mark; a number too large or negative is one past readable times.
         assert_eq!(
             reply(fields(&[("host", "web-2")]), 5000).unwrap().0.done,
             None
         );
+        assert_eq!(reply(fields(&[("at_ms", "x")]), 5000).unwrap().0.done, None);
+        for at in ["-5", "1e20", "99999999999999999999"] {
+            let done = reply(fields(&[("at_ms", at)]), 5000).unwrap().0.done;
+            assert_eq!(done.map(|d| d.at_ms), Some(u64::MAX), "{at}");
+        }
         // The reply of INSPECT before the done mark (6 items) is refused.
         assert!(InspectReply::from_redis_value(Value::Array(vec![Value::Nil; 6])).is_err());
         // release --forget-done: the mark it deleted, or none.
