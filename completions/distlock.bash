@@ -95,12 +95,16 @@ _distlock() {
 
     case "${cmd}" in
         distlock)
-            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list doctor completions man help"
+            opts="-r -v -q -h -V --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version run acquire hold __hold-renewer renew release inspect list doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -141,7 +145,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd____hold__subcmd__renewer)
-            opts="-r -v -q -h -V --limit --owner --ttl --t0-ns --release-at-ns --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --t0-ns --release-at-ns --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -164,6 +168,10 @@ _distlock() {
                     return 0
                     ;;
                 --release-at-ns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -207,7 +215,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --owner --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --owner --json --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -246,6 +254,10 @@ _distlock() {
                     return 0
                     ;;
                 --owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -289,12 +301,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__completions)
-            opts="-r -v -q -h -V --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version bash elvish fish powershell zsh"
+            opts="-r -v -q -h -V --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -335,12 +351,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__doctor)
-            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --json --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -563,7 +583,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__hold)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --owner --json --max --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --owner --json --max --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -609,6 +629,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -649,13 +673,17 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__inspect)
-            opts="-r -v -q -h -V --limit --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --json --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -699,12 +727,16 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__list)
-            opts="-r -v -q -h -V --json --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --json --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -745,13 +777,17 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__man)
-            opts="-r -v -q -h -V --dir --exit-table --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --dir --exit-table --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -795,7 +831,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__release)
-            opts="-r -v -q -h -V --limit --owner --force --forget-done --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --force --forget-done --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -806,6 +842,10 @@ _distlock() {
                     return 0
                     ;;
                 --owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -849,7 +889,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__renew)
-            opts="-r -v -q -h -V --limit --owner --ttl --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-r -v -q -h -V --limit --owner --ttl --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -864,6 +904,10 @@ _distlock() {
                     return 0
                     ;;
                 --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -907,7 +951,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --renew-every --kill-signal --kill-grace --max-hold --at-risk-signal --once-per --done-exit-code --last-run-keep --redis-url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
+            opts="-w -E -r -v -q -h -V --limit --ttl --wait --wait-order --conflict-exit-code --min-hold --renew-every --kill-signal --kill-grace --max-hold --at-risk-signal --once-per --done-exit-code --last-run-keep --redis-url --url --prefix --redis-password-file --tls-ca --tls-cert --tls-key --tls-insecure --min-replicas --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -974,6 +1018,10 @@ _distlock() {
                     return 0
                     ;;
                 --last-run-keep)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_distlock_global_optspecs
-    string join \n r/redis-url= prefix= redis-password-file= tls-ca= tls-cert= tls-key= tls-insecure min-replicas= v/verbose q/quiet h/help V/version
+    string join \n r/url= prefix= redis-password-file= tls-ca= tls-cert= tls-key= tls-insecure min-replicas= v/verbose q/quiet h/help V/version
 end
 
 function __fish_distlock_needs_command
@@ -24,7 +24,7 @@ function __fish_distlock_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c distlock -n "__fish_distlock_needs_command" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_needs_command" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -63,7 +63,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l at-risk-signal
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l once-per -d 'Once per window: after acquiring, start CMD only if no `run --once-per` of NAME succeeded (exited 0) less than D ago, by the Redis server\'s clock; otherwise exit with --done-exit-code. A success writes the done mark PREFIX:{NAME}:done, which expires D after that run acquired the lock. Not with --limit above 1' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l done-exit-code -d 'Exit code when --once-per finds the job already done in this window' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l last-run-keep -d 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -83,7 +83,7 @@ any\t'Whoever asks first once the lock is free (no queue)'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-hold -d 'Keep the lock held until D after it was acquired, even if CMD ends or `release` comes sooner (the key keeps a TTL for the rest; no process lingers)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
-complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -105,7 +105,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand hold" -s E -l conflict
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l min-hold -d 'Keep the lock held until D after it was acquired, even if CMD ends or `release` comes sooner (the key keeps a TTL for the rest; no process lingers)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l owner -d 'Owner id to hold the lease as [default: a new <host>:<pid>:<random hex>]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l max -d 'Release the lock after this long at the latest: a duration or forever' -r
-complete -c distlock -n "__fish_distlock_using_subcommand hold" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand hold" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand hold" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -123,7 +123,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l own
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l ttl -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l t0-ns -d 'Boot-clock nanoseconds at which the acquisition was sent' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l release-at-ns -d 'Boot-clock nanoseconds at which to release (none: never)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -138,7 +138,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand __hold-renewer" -s V -
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l owner -d 'Owner id that must hold the lease' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l ttl -d 'New lease length, counted from now' -r
-complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -152,7 +152,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand renew" -s h -l help -d
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l owner -d 'Owner id that must hold the lease (ignored with --force)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand release" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -167,7 +167,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l limit -d 'Semaphore: let up to N holders in at once, each with its own lease (1: a plain lock). Every user of a name must pass the same N' -r
-complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -180,7 +180,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s v -l verbo
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand inspect" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand list" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -193,7 +193,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand list" -s v -l verbose 
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -206,7 +206,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s v -l verbos
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand doctor" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand completions" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand completions" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F
@@ -219,7 +219,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand completions" -s q -l q
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l dir -d 'Directory to write distlock.1 and one page per subcommand into' -r -F
-complete -c distlock -n "__fish_distlock_using_subcommand man" -s r -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port' -r
+complete -c distlock -n "__fish_distlock_using_subcommand man" -s r -l url -l redis-url -d 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]' -r
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l prefix -d 'Key prefix; locks live at PREFIX:{NAME}' -r
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l redis-password-file -d 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-ca -d 'Trust the CA(s) in this PEM file for rediss:// instead of the system\'s' -r -F

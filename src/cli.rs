@@ -12,8 +12,6 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::{self, Signal, Wait, WaitOrder};
 
-mod fast;
-
 /// Help headings, so `run --help` reads like a manual: options grouped by
 /// what they are about instead of by which struct declares them (issue 12,
 /// point 6). clap_mangen turns them into sections of the man pages too
@@ -135,14 +133,10 @@ pub struct Cli<C: Subcommand = Command> {
 /// when that is one of the everyday ones: building all eleven, and copying
 /// the global options into each, was a third of a `run -- true`'s own
 /// instructions (callgrind) and 44 of its 209 page faults. Anything else (no
-/// subcommand, options before it, help, completions) builds them all. A
-/// plain `run` line is parsed without clap at all ([`fast`]).
+/// subcommand, options before it, help, completions) builds them all.
 pub fn parse(argv: &[OsString]) -> Result<Cli, clap::Error> {
     match argv.get(1).and_then(|a| a.to_str()) {
-        Some("run") => match fast::parse_run(argv, &|var| std::env::var_os(var)) {
-            Some(cli) => Ok(cli),
-            None => parse_with::<OnlyRun>(argv),
-        },
+        Some("run") => parse_with::<OnlyRun>(argv),
         Some("acquire") => parse_with::<OnlyAcquire>(argv),
         Some("hold") => parse_with::<OnlyHold>(argv),
         Some("renew") => parse_with::<OnlyRenew>(argv),
@@ -208,24 +202,31 @@ only! {
     OnlyDoctor: Doctor(DoctorArgs);
 }
 
+/// The server URL when neither `--url` nor `DISTLOCK_URL` gives one.
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
 /// Options every subcommand accepts, before or after the subcommand name.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Redis to hold leases in: redis://[user[:pass]@]host[:port][/db],
     /// rediss://… (TLS), redis+unix:///path or unix:///path[?db=N],
     /// redis+sentinel://host:26379,host:26379/master[/db],
-    /// redis+cluster://host:port,host:port
+    /// redis+cluster://host:port,host:port [env: DISTLOCK_URL, else
+    /// DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]
+    //
+    // Two variables, the new name first: clap's `env` takes one, so the
+    // older name and the default are applied in `url()`.
     #[arg(
         help_heading = HEADING_CONNECTION,
         short = 'r',
-        long,
+        long = "url",
+        visible_alias = "redis-url",
         global = true,
-        env = "DISTLOCK_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379",
+        env = "DISTLOCK_URL",
         value_name = "URL",
-        hide_env_values = true
+        hide_env = true
     )]
-    pub redis_url: String,
+    pub url: Option<String>,
 
     /// Key prefix; locks live at PREFIX:{NAME}
     #[arg(
@@ -682,6 +683,25 @@ pub struct ListArgs {
 
 /// Each subcommand's arguments become its checked settings here: the
 /// subcommands take `config`'s types and know nothing of clap.
+impl GlobalArgs {
+    /// The server to talk to: `--url` or `DISTLOCK_URL` (clap), else the
+    /// older `DISTLOCK_REDIS_URL`, so crontabs that set it keep working,
+    /// else the local default. The older variable is taken as clap takes
+    /// the newer one: set but empty is an empty (invalid) URL, and text
+    /// that is not UTF-8 is a usage error.
+    pub fn url(&self) -> Result<String, config::UsageError> {
+        if let Some(url) = &self.url {
+            return Ok(url.clone());
+        }
+        match std::env::var_os("DISTLOCK_REDIS_URL") {
+            None => Ok(DEFAULT_URL.to_owned()),
+            Some(v) => v.into_string().map_err(|_| {
+                config::UsageError("DISTLOCK_REDIS_URL is not valid UTF-8".to_owned())
+            }),
+        }
+    }
+}
+
 impl LeaseArgs {
     fn into_config(self) -> config::LeaseConfig {
         config::LeaseConfig {

@@ -159,7 +159,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         )?;
         // Parse first: --tls-insecure with a redis:// URL is a usage error,
         // and its one error line should not come after a warning.
-        let target = store::Target::parse(&g.redis_url, &security)?;
+        let url = g.url()?;
+        let target = store::Target::parse(&url, &security)?;
         if g.tls_insecure && !g.quiet {
             commands::stderr_line(format_args!(
                 "warning: --tls-insecure: the server's certificate is not verified; anyone on the path can impersonate it"
@@ -168,7 +169,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Ok(commands::Global {
             target,
             security,
-            url: g.redis_url,
+            url,
             prefix: g.prefix,
             min_replicas: g.min_replicas,
             verbose: g.verbose,

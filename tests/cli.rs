@@ -41,7 +41,7 @@ const RUN_OPTIONS: &[&str] = &[
 
 /// The contract's global options.
 const GLOBAL_OPTIONS: &[&str] = &[
-    "--redis-url",
+    "--url",
     "-r",
     "--prefix",
     "--verbose",
@@ -169,7 +169,7 @@ fn run_help_groups_the_options_under_headings() {
             "Connection and security",
             &[
                 "-r",
-                "--redis-url",
+                "--url",
                 "--prefix",
                 "--redis-password-file",
                 "--tls-ca",
@@ -222,10 +222,7 @@ fn every_subcommand_help_uses_the_same_headings() {
     let cases: &[(&[&str], &[OptionUnder])] = &[
         (
             &["--help"],
-            &[
-                ("--redis-url", "Connection and security"),
-                ("--quiet", "Options"),
-            ],
+            &[("--url", "Connection and security"), ("--quiet", "Options")],
         ),
         (
             &["acquire", "--help"],

@@ -819,3 +819,49 @@ fn ttl_is_not_a_bare_number_for_acquire_and_renew() {
     }
     assert_eq!(server.get(&key("job")), None);
 }
+
+/// CONTRACT.md "Global options": `-r, --url URL` (alias `--redis-url`), env
+/// `DISTLOCK_URL`, else `DISTLOCK_REDIS_URL`. Each case points the losing
+/// source at a port where nothing listens, so only the right precedence
+/// reaches the server and takes the lock.
+#[test]
+fn the_url_comes_from_url_then_distlock_url_then_distlock_redis_url() {
+    let server = RedisServer::start();
+    let dead = format!("redis://127.0.0.1:{}", free_port());
+    let url = server.url();
+    let cases: [(&str, Vec<(&str, &str)>, Vec<&str>); 4] = [
+        ("--url", vec![("DISTLOCK_URL", &dead)], vec!["--url", &url]),
+        (
+            "--redis-url",
+            vec![("DISTLOCK_URL", &dead)],
+            vec!["--redis-url", &url],
+        ),
+        ("-r", vec![("DISTLOCK_REDIS_URL", &dead)], vec!["-r", &url]),
+        (
+            "DISTLOCK_URL",
+            vec![("DISTLOCK_URL", &url), ("DISTLOCK_REDIS_URL", &dead)],
+            vec![],
+        ),
+    ];
+    for (i, (how, env, opts)) in cases.iter().enumerate() {
+        let name = format!("url-{i}");
+        let mut cmd = bare_distlock();
+        cmd.envs(env.iter().copied())
+            .args(opts)
+            .args(["acquire", &name]);
+        let out = exec(&mut cmd, LIMIT);
+        assert_eq!(out.code, 0, "{how}: {out:#?}");
+        assert!(
+            server.get(&key(&name)).is_some(),
+            "{how}: no lease in the server"
+        );
+    }
+    // And the older variable alone still works (every other test uses it).
+    let out = dl(&server, &["acquire", "url-old"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    // The dead URL alone fails as a connection failure, so the cases above
+    // could only pass by choosing the live one.
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_URL", &dead).args(["acquire", "url-dead"]);
+    assert_eq!(exec(&mut cmd, LIMIT).code, 125);
+}

@@ -170,7 +170,7 @@ pub fn hold(g: &Global, args: HoldConfig) -> Result<u8> {
     // The URL travels in the environment, never on a command line that
     // `ps` shows; the renewer detaches from the terminal and from the
     // caller's stdout (a `$(distlock hold …)` must not wait for it).
-    cmd.env("DISTLOCK_REDIS_URL", &g.url)
+    cmd.env("DISTLOCK_URL", &g.url)
         .env("DISTLOCK_PREFIX", &g.prefix)
         .env("DISTLOCK_MIN_REPLICAS", g.min_replicas.to_string())
         .env_remove("DISTLOCK_REDIS_PASSWORD_FILE");

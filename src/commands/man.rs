@@ -113,8 +113,9 @@ fn roff_escape(s: &str) -> String {
 /// comes before it, rendered from `exit::TABLE`.
 const MAN_ENV: &str = r#".SH ENVIRONMENT
 .TP
-DISTLOCK_REDIS_URL
-Default for \-\-redis\-url (redis://127.0.0.1:6379).
+DISTLOCK_URL, DISTLOCK_REDIS_URL
+Default for \-\-url (alias \-\-redis\-url), the first one set; else
+redis://127.0.0.1:6379. In CMD's environment without a password.
 .TP
 DISTLOCK_PREFIX
 Default for \-\-prefix (distlock).

@@ -109,13 +109,14 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         ("DISTLOCK_FENCING_TOKEN", token_s.as_str()),
     ];
     // CMD gets no Redis credentials: DISTLOCK_REDIS_PASSWORD is removed
-    // (by spawn), and a DISTLOCK_REDIS_URL that holds a password passes on
-    // without it.
-    let url_for_cmd = std::env::var("DISTLOCK_REDIS_URL")
-        .ok()
-        .map(|u| store::without_password(&u));
-    if let Some(u) = &url_for_cmd {
-        env.push(("DISTLOCK_REDIS_URL", u.as_str()));
+    // (by spawn), and a DISTLOCK_URL or DISTLOCK_REDIS_URL that holds a
+    // password passes on without it.
+    let urls_for_cmd: Vec<(&str, String)> = ["DISTLOCK_URL", "DISTLOCK_REDIS_URL"]
+        .into_iter()
+        .filter_map(|var| Some((var, store::without_password(&std::env::var(var).ok()?))))
+        .collect();
+    for (var, u) in &urls_for_cmd {
+        env.push((var, u.as_str()));
     }
     let pgid = match supervise::spawn(&args.command, &env, &signals, handoff) {
         Ok(pid) => pid,
