@@ -451,7 +451,7 @@ impl Store {
 
 /// A timeout in words: `5s`, `1.5s`, `200ms`.
 fn secs(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
+    if d.as_millis().is_multiple_of(1000) {
         format!("{}s", d.as_secs())
     } else if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
