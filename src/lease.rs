@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::config::{Timings, Wait, WaitOrder};
-use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, Subscription};
+use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, StoreError, Subscription};
 
 pub mod supervisor;
 
@@ -53,6 +53,10 @@ pub trait Sleep {
     /// Sleeps until `fd` is readable, `timeout` passes or a signal ends the
     /// wait.
     fn sleep(&self, timeout: Duration, fd: RawFd) -> Wakeup;
+
+    /// The signal that ends the wait, if one is pending: asked after a
+    /// failed attempt, which such a signal cuts short.
+    fn interrupted(&self) -> Option<i32>;
 }
 
 /// Why [`Sleep::sleep`] returned.
@@ -79,7 +83,18 @@ pub enum Wakeup {
 /// - the holder's lease runs out (it read the remaining TTL: a holder that
 ///   crashed sends nothing), or, when queued behind another waiter, our own
 ///   TTL passes: the backstop, at most one command per waiter per TTL;
-/// - the wait ends, or SIGINT/SIGTERM/SIGHUP arrives (exit 128+N).
+/// - the wait ends, or a signal that ends it arrives (exit 128+N); such a
+///   signal also cuts short an attempt in progress (the store's calls are
+///   interruptible for the acquisition).
+///
+/// A dropped connection (a restart, a failover, a reset) does not end the
+/// wait: the waiter subscribes again, then tries again, which checks the
+/// lock (a release may have come while nobody listened) and keeps its
+/// place in the queue if the queue survived. While no server answers it
+/// retries with backoff (doubling up to [`RETRY_MAX`], jittered, within
+/// the wait); only when the wait runs out that way is the last error
+/// returned. Other errors (refused credentials, a foreign key) end it at
+/// once.
 ///
 /// A Ctrl-Z stops distlock like any job. A waiter that gives up leaves the
 /// queue; one that dies is dropped at the next release (nobody receives
@@ -98,27 +113,90 @@ pub fn acquire(
     order: WaitOrder,
     sleep: &dyn Sleep,
 ) -> Result<Acquired> {
-    // A wait too long for the clock to count to is a wait without limit.
-    let give_up_at = match wait {
-        Wait::For(d) => now().checked_add(d),
-        Wait::Forever => None,
-    };
     // Semaphore slots have no queue: their waiters listen for any release.
     let order = if keys.limit.is_some() {
         WaitOrder::Any
     } else {
         order
     };
-    let first = match order {
+    let mut queued = false;
+    let outcome = wait_for(
+        store,
+        &Attempts {
+            keys,
+            owner,
+            ttl_ms,
+            meta,
+            wait,
+            order,
+        },
+        sleep,
+        &mut queued,
+    );
+    // The acquisition is over: from here on (the leave below, the
+    // release, the renewals) a signal is CMD's or the supervisor's.
+    store.set_interrupt_signals(&[]);
+    if queued && !matches!(outcome, Ok(Acquired::Yes { .. } | Acquired::Done(_))) {
+        // Best effort, and brief: a waiter that vanishes is dropped at the
+        // next release anyway.
+        store.set_timeout(LEAVE_TIMEOUT);
+        let _ = store.leave(keys, owner);
+    }
+    outcome
+}
+
+/// How long a waiter that gives up spends telling the queue.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The first pause after a failed attempt while no server answers.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest pause between two attempts while no server answers.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// What each attempt of one acquisition sends.
+struct Attempts<'a> {
+    keys: &'a LockKeys,
+    owner: &'a str,
+    ttl_ms: u64,
+    meta: &'a [(&'a str, &'a str)],
+    wait: Wait,
+    order: WaitOrder,
+}
+
+/// `acquire` without the clean-up; `queued` tells whether we may be in
+/// the wait queue.
+fn wait_for(
+    store: &mut Store,
+    a: &Attempts<'_>,
+    sleep: &dyn Sleep,
+    queued: &mut bool,
+) -> Result<Acquired> {
+    let (keys, owner, ttl_ms, meta) = (a.keys, a.owner, a.ttl_ms, a.meta);
+    // A wait too long for the clock to count to is a wait without limit.
+    let give_up_at = match a.wait {
+        Wait::For(d) => now().checked_add(d),
+        Wait::Forever => None,
+    };
+    let first = match a.order {
         WaitOrder::Fair => Mode::Once,
         WaitOrder::Any => Mode::Any,
     };
     let sent_at = now();
-    let (holder, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, first, meta)? {
-        Acquire::Acquired { token } => return Ok(Acquired::Yes { token, sent_at }),
-        Acquire::Busy { holder, ahead, .. } => (holder, ahead, false),
-        Acquire::Unacknowledged => (None, None, true),
-        Acquire::Done(mark) => return Ok(Acquired::Done(mark)),
+    let (holder, ahead, unacked, mut down) = match store.acquire(keys, owner, ttl_ms, first, meta) {
+        Ok(Acquire::Acquired { token }) => return Ok(Acquired::Yes { token, sent_at }),
+        Ok(Acquire::Busy { holder, ahead, .. }) => (holder, ahead, false, None),
+        Ok(Acquire::Unacknowledged) => (None, None, true, None),
+        Ok(Acquire::Done(mark)) => return Ok(Acquired::Done(mark)),
+        Err(e) => {
+            if let Some(sig) = sleep.interrupted() {
+                return Ok(Acquired::Interrupted(sig));
+            }
+            if !e.is_connectivity() || give_up_at.is_some_and(|t| t <= now()) {
+                return Err(e.into());
+            }
+            (None, None, false, Some(e))
+        }
     };
     if give_up_at.is_some_and(|t| t <= now()) {
         return Ok(Acquired::Busy {
@@ -128,72 +206,170 @@ pub fn acquire(
         });
     }
 
-    let (mode, channel) = match order {
+    let (mode, channel) = match a.order {
         WaitOrder::Fair => (Mode::Fair, format!("{}{owner}", keys.wake_prefix)),
         WaitOrder::Any => (Mode::Any, keys.released.clone()),
     };
-    let subscriber = Subscriber::start(store.subscribe(&channel)?)?;
+    // Slept on while there is no subscriber (no server answers).
+    let (idle, _idle_w) = pipe()?;
+    let mut subscriber: Option<Subscriber> = None;
     let own_ttl = Duration::from_millis(ttl_ms);
     let mut fallback = Duration::from_millis(20);
+    let mut retry = RETRY_FIRST;
     let outcome = 'attempts: loop {
-        // The attempt itself tells us again if we still have a turn.
-        subscriber.forget_turn();
-        let sent_at = now();
-        let (holder, ttl, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, mode, meta) {
-            Ok(Acquire::Acquired { token }) => break Ok(Acquired::Yes { token, sent_at }),
-            Ok(Acquire::Busy { holder, ttl, ahead }) => (holder, ttl, ahead, false),
-            // Replicas lagging: try again soon, with backoff.
-            Ok(Acquire::Unacknowledged) => {
-                let t = jitter(fallback);
-                fallback = (fallback * 2).min(Duration::from_secs(1));
-                (None, Some(t), None, true)
-            }
-            // The script left the queue and woke the next waiter itself.
-            Ok(Acquire::Done(mark)) => break Ok(Acquired::Done(mark)),
-            Err(e) => break Err(e.into()),
-        };
-        let now_t = now();
-        let mut wake_at = now_t
-            + match ttl {
-                Some(t) => t + Duration::from_millis(1),
-                None => own_ttl,
-            };
-        if let Some(t) = give_up_at {
-            if t <= now_t {
-                break Ok(Acquired::Busy {
+        if down.is_none() {
+            let step = try_once(store, a, mode, &channel, &mut subscriber, queued);
+            match step {
+                Err(e) => {
+                    if let Some(sig) = sleep.interrupted() {
+                        break Ok(Acquired::Interrupted(sig));
+                    }
+                    if !e.is_connectivity() {
+                        break Err(e.into());
+                    }
+                    down = Some(e);
+                }
+                Ok(Step::Done(outcome)) => break Ok(outcome),
+                Ok(Step::Busy {
                     holder,
+                    ttl,
                     ahead,
                     unacked,
-                });
-            }
-            wake_at = wake_at.min(t);
-        }
-        if subscriber.is_dead() {
-            // Lost the push channel: fall back to backoff with jitter.
-            wake_at = wake_at.min(now_t + jitter(fallback));
-            fallback = (fallback * 2).min(Duration::from_secs(1));
-        }
-        loop {
-            let left = wake_at.saturating_sub(now());
-            if left.is_zero() {
-                continue 'attempts;
-            }
-            match sleep.sleep(left, subscriber.fd()) {
-                Wakeup::Interrupted(sig) => break 'attempts Ok(Acquired::Interrupted(sig)),
-                Wakeup::Readable => {
-                    subscriber.drain();
-                    continue 'attempts;
+                }) => {
+                    retry = RETRY_FIRST;
+                    let now_t = now();
+                    let mut wake_at = now_t
+                        + match ttl {
+                            Some(t) => t + Duration::from_millis(1),
+                            None => own_ttl,
+                        };
+                    if unacked {
+                        // Replicas lagging: try again soon, with backoff.
+                        wake_at = wake_at.min(now_t + jitter(fallback));
+                        fallback = (fallback * 2).min(Duration::from_secs(1));
+                    }
+                    if let Some(t) = give_up_at {
+                        if t <= now_t {
+                            break Ok(Acquired::Busy {
+                                holder,
+                                ahead,
+                                unacked,
+                            });
+                        }
+                        wake_at = wake_at.min(t);
+                    }
+                    let fd = subscriber.as_ref().map_or(idle.as_raw_fd(), Subscriber::fd);
+                    loop {
+                        let left = wake_at.saturating_sub(now());
+                        if left.is_zero() {
+                            continue 'attempts;
+                        }
+                        match sleep.sleep(left, fd) {
+                            Wakeup::Interrupted(sig) => {
+                                break 'attempts Ok(Acquired::Interrupted(sig))
+                            }
+                            Wakeup::Readable => {
+                                if let Some(s) = &subscriber {
+                                    s.drain();
+                                }
+                                continue 'attempts;
+                            }
+                            Wakeup::Nothing => {}
+                        }
+                    }
                 }
-                Wakeup::Nothing => {}
             }
         }
+        // No server answered: pause (doubling, jittered, within the wait),
+        // then reconnect and try again.
+        let now_t = now();
+        if give_up_at.is_some_and(|t| t <= now_t) {
+            break Err(down.take().expect("set above").into());
+        }
+        let pause = jitter(retry).min(give_up_at.map_or(retry, |t| t - now_t));
+        retry = (retry * 2).min(RETRY_MAX);
+        let until = now_t + pause;
+        loop {
+            let left = until.saturating_sub(now());
+            if left.is_zero() {
+                break;
+            }
+            if let Wakeup::Interrupted(sig) = sleep.sleep(left, idle.as_raw_fd()) {
+                break 'attempts Ok(Acquired::Interrupted(sig));
+            }
+        }
+        down = None;
     };
-    subscriber.stop();
-    if mode == Mode::Fair && !matches!(outcome, Ok(Acquired::Yes { .. } | Acquired::Done(_))) {
-        // Best effort: a waiter that vanishes is dropped at the next release.
-        let _ = store.leave(keys, owner);
+    if let Some(s) = subscriber {
+        s.stop();
     }
     outcome
+}
+
+/// What one attempt of the wait loop found, when the server answered.
+enum Step {
+    /// The wait is over: acquired, or `--once-per` found the job done.
+    Done(Acquired),
+    /// Busy (or taken but not acknowledged by enough replicas, and
+    /// released): sleep until woken or `ttl` passes.
+    Busy {
+        holder: Option<String>,
+        ttl: Option<Duration>,
+        ahead: Option<String>,
+        unacked: bool,
+    },
+}
+
+/// One attempt of the wait loop: subscribes first when there is no live
+/// subscription (so that no release after the attempt is missed), then
+/// tries to acquire (which re-checks the lock and joins or keeps the
+/// queue).
+fn try_once(
+    store: &mut Store,
+    a: &Attempts<'_>,
+    mode: Mode,
+    channel: &str,
+    subscriber: &mut Option<Subscriber>,
+    queued: &mut bool,
+) -> std::result::Result<Step, StoreError> {
+    if subscriber.as_ref().is_none_or(Subscriber::is_dead) {
+        if let Some(old) = subscriber.take() {
+            old.stop();
+        }
+        let sub = store.subscribe(channel)?;
+        *subscriber = Some(Subscriber::start(sub).map_err(|e| {
+            StoreError::Unreachable(crate::store::Failure {
+                op: Some("subscribe".into()),
+                server: store.display().to_owned(),
+                detail: format!("{e:#}"),
+            })
+        })?);
+    }
+    if let Some(s) = subscriber {
+        // The attempt itself tells us again if we still have a turn.
+        s.forget_turn();
+    }
+    let sent_at = now();
+    *queued |= mode == Mode::Fair;
+    Ok(
+        match store.acquire(a.keys, a.owner, a.ttl_ms, mode, a.meta)? {
+            Acquire::Acquired { token } => Step::Done(Acquired::Yes { token, sent_at }),
+            Acquire::Busy { holder, ttl, ahead } => Step::Busy {
+                holder,
+                ttl,
+                ahead,
+                unacked: false,
+            },
+            Acquire::Unacknowledged => Step::Busy {
+                holder: None,
+                ttl: None,
+                ahead: None,
+                unacked: true,
+            },
+            // The script left the queue and woke the next waiter itself.
+            Acquire::Done(mark) => Step::Done(Acquired::Done(mark)),
+        },
+    )
 }
 
 /// How long after its turn starts (by the server's word) a waiter tries:

@@ -32,6 +32,8 @@
 //! for the two cores while they measure.
 
 mod common;
+#[path = "common/fake.rs"]
+mod fake;
 #[path = "common/ha.rs"]
 mod ha;
 #[path = "common/proxy.rs"]
@@ -49,6 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::*;
+use fake::FakeServer;
 use ha::Node;
 use proxy::Proxy;
 
@@ -1352,4 +1355,78 @@ fn soak_5s_with_a_300ms_ttl_renews_every_period_and_rss_stays_flat() {
 fn soak_30s_with_a_300ms_ttl() {
     let _serial = serial();
     soak(30);
+}
+
+// ---------------------------------------------------------------------------
+// Servers that hang or trickle (contract, "What bad servers, bad data and
+// other clients cannot do"; issue 28, point 8)
+
+/// Every call has a deadline for the whole call: a server that sends one
+/// byte of a reply every 200 ms (so that no single read ever times out)
+/// holds neither an acquisition nor a manual subcommand past the 5 s
+/// timeout. Before the fix each of them hung until killed.
+#[test]
+fn a_server_that_trickles_bytes_holds_no_subcommand_past_its_deadline() {
+    let _s = serial();
+    let fake = FakeServer::trickling();
+    let cases: [&[&str]; 5] = [
+        &["acquire", "t"],
+        &["run", "t", "--", "true"],
+        &["inspect", "t"],
+        &["release", "--owner", "o", "t"],
+        &["renew", "--owner", "o", "t"],
+    ];
+    let outs: Vec<Out> = std::thread::scope(|s| {
+        let running: Vec<_> = cases
+            .iter()
+            .map(|args| s.spawn(|| exec(distlock_at(&fake.url()).args(*args), ms(20_000))))
+            .collect();
+        running.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (args, out) in cases.iter().zip(outs) {
+        assert_eq!(out.code, 125, "{args:?}: {out:?}");
+        assert!(out.took < ms(8_000), "{args:?} took {:?}", out.took);
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {out:?}");
+        assert!(out.stderr.starts_with("distlock: "), "{args:?}: {out:?}");
+    }
+}
+
+/// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 end an
+/// acquisition at once with 128+N, whether the server is silent or
+/// trickles bytes, and CMD never runs. Before the fix the signal waited
+/// for the 5 s timeout and distlock exited 125 (or, trickling, never).
+#[test]
+fn signals_end_an_acquisition_at_once_whatever_the_server_is_doing() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("ran");
+    for fake in [FakeServer::silent(), FakeServer::trickling()] {
+        for sig in [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+        ] {
+            let before = fake.received();
+            let mut child = distlock_at(&fake.url())
+                .args(["run", "x", "--", "sh", "-c", r#": > "$1""#, "sh"])
+                .arg(&mark)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            // The request is out: distlock waits for the reply.
+            assert!(wait_until(LIMIT, || fake.received() > before));
+            let sent = Instant::now();
+            signal(child.id() as i32, sig);
+            let st = wait_with_timeout(&mut child, LIMIT);
+            let took = sent.elapsed();
+            assert_eq!(st.code(), Some(128 + sig), "signal {sig}");
+            assert!(took < ms(1_000), "signal {sig}: took {took:?}");
+            assert!(!mark.exists());
+        }
+    }
 }

@@ -22,8 +22,11 @@
 mod common;
 #[path = "common/holder.rs"]
 mod holder;
+#[path = "common/proxy.rs"]
+mod proxy;
 use common::*;
 use holder::Holder;
+use proxy::Proxy;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpStream};
@@ -1213,4 +1216,164 @@ fn monitor_lines_are_parsed() {
     assert_eq!(e.script_wake(), Some("c"));
     assert_eq!(owner_pid("host:123:abcdef"), 123);
     assert_eq!(owner_pid("my:host:9:abcdef"), 9);
+}
+
+// ---------------------------------------------------------------------------
+// Dropped connections and signals (contract, "What bad servers, bad data
+// and other clients cannot do"; issue 28, points 7 and 8)
+
+/// `run --wait 30s NAME -- WRITE_TOKEN FILE` against `url`, stdio away.
+fn spawn_waiter_at(url: &str, name: &str, file: &Path) -> Child {
+    distlock_at(url)
+        .args(["run", "--wait", "30s", "--ttl", "10s", name])
+        .args(["--", "sh", "-c", WRITE_TOKEN, "sh"])
+        .arg(file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Every connection of a queued waiter is reset (what a proxy or a
+/// failover does): the waiter reconnects, subscribes again, keeps its
+/// place, and a release then wakes it at once. Before the fix it exited
+/// 125 the moment the connections were reset.
+#[test]
+fn a_waiter_survives_a_connection_reset_and_is_woken_by_the_release() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port);
+    let k = keys("reset");
+    let holder = format!("{}:0:{}", hostname(), "ab".repeat(16));
+    hold_as(&server, &holder, "reset");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    let mut kids = Reaper(vec![spawn_waiter_at(&proxy.url(), "reset", &file)]);
+    let owner = queued(&server, "reset", 1, &kids.0[0]);
+    let channel = format!("{}{owner}", k.wake_prefix);
+    assert!(wait_until(LIMIT, || numsub(&server, &channel) == 1));
+    let accepted = proxy.stats().accepted;
+
+    proxy.reset_all();
+    assert!(
+        wait_until(LIMIT, || proxy.stats().accepted >= accepted + 2
+            && numsub(&server, &channel) == 1),
+        "the waiter did not reconnect and subscribe again: {:?}",
+        kids.0[0].try_wait()
+    );
+    assert_eq!(kids.0[0].try_wait().unwrap(), None, "the waiter gave up");
+    assert_eq!(queue_of(&server, "reset"), vec![owner.clone()]);
+
+    let released = release_as(&server, &holder, "reset");
+    let token = token_in(&file).expect("the waiter never ran CMD");
+    let woke = released.elapsed();
+    assert!(token > 0);
+    assert_eq!(wait_with_timeout(&mut kids.0[0], LIMIT).code(), Some(0));
+    // Woken by the release on its new subscription, not by polling.
+    assert!(woke < Duration::from_millis(900), "took {woke:?}");
+}
+
+/// Redis restarts (without persistence) under a queued waiter: the waiter
+/// reconnects to the new server, checks the lock again, finds it free
+/// (the holder's lease went with the old server) and takes it.
+#[test]
+fn a_waiter_survives_a_redis_restart_and_checks_the_lock_again() {
+    let server = RedisServer::start();
+    let port = server.port;
+    let holder = format!("{}:0:{}", hostname(), "cd".repeat(16));
+    hold_as(&server, &holder, "restart");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    let mut kids = Reaper(vec![spawn_waiter_at(&server.url(), "restart", &file)]);
+    queued(&server, "restart", 1, &kids.0[0]);
+
+    drop(server);
+    // The same port again, a new and empty server.
+    let (child, _, _dir2) = launch_redis(
+        |_, d| plain_args(port, d),
+        |c, _, _| answers_as(port, c.id()),
+    );
+    let _restarted = scopeguard(child);
+    let token = token_in(&file).expect("the waiter never ran CMD");
+    assert!(token > 0);
+    assert_eq!(wait_with_timeout(&mut kids.0[0], LIMIT).code(), Some(0));
+}
+
+/// Kills and reaps a child on drop.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scopeguard(c: Child) -> ChildGuard {
+    ChildGuard(c)
+}
+
+/// No server answers for the rest of the wait: the waiter keeps trying
+/// (with backoff) until its wait runs out, and only then exits 125 with
+/// one line naming the server. Before the fix it exited at once.
+#[test]
+fn a_waiter_exits_125_only_once_its_wait_has_run_out_without_a_server() {
+    let server = RedisServer::start();
+    let holder = format!("{}:0:{}", hostname(), "ef".repeat(16));
+    hold_as(&server, &holder, "gone");
+    let url = server.url();
+    let started = Instant::now();
+    let mut cmd = distlock_at(&url);
+    cmd.args(["run", "--wait", "3s", "gone", "--", "true"]);
+    let dir = tempfile::tempdir().unwrap();
+    let err = dir.path().join("stderr");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    queued(&server, "gone", 1, &child);
+    drop(server);
+    let st = wait_with_timeout(&mut child, LIMIT);
+    let took = started.elapsed();
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(st.code(), Some(125), "{stderr}");
+    assert!(took >= Duration::from_secs(3), "gave up after {took:?}");
+    assert!(took < Duration::from_secs(9), "gave up after {took:?}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("distlock: ") && stderr.contains(&url),
+        "{stderr}"
+    );
+}
+
+/// SIGQUIT, SIGUSR1 and SIGUSR2 end a wait at once too (exit 128+N, CMD
+/// never runs); before the fix they were discarded.
+#[test]
+fn sigquit_sigusr1_and_sigusr2_end_a_wait_at_once() {
+    let server = RedisServer::start();
+    let _holder = Holder::start(&server.url(), &["run", "sigs"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("ran");
+    for sig in [libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2] {
+        let mut w = spawn_run(
+            &server,
+            &["--wait", "forever", "sigs"],
+            r#": > "$1""#,
+            &[&mark],
+            None,
+        );
+        queued(&server, "sigs", 1, &w);
+        let sent = Instant::now();
+        signal(w.id() as i32, sig);
+        assert_eq!(wait_with_timeout(&mut w, LIMIT).code(), Some(128 + sig));
+        assert!(
+            sent.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            sent.elapsed()
+        );
+        assert!(!mark.exists());
+        assert!(wait_until(LIMIT, || zcard(&server, &keys("sigs").queue) == 0));
+    }
 }

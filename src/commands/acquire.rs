@@ -12,7 +12,7 @@ use crate::exit;
 use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired};
 use crate::store::{LockKeys, Release, Store};
-use crate::supervise::Signals;
+use crate::supervise::{self, Signals};
 
 /// A lease taken by `acquire` or `hold`.
 struct Taken {
@@ -42,6 +42,8 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
     if let Some(ms) = &min_hold {
         meta.push(("min_hold_ms", ms.as_str()));
     }
+    // A signal that ends the wait also cuts short a call in progress.
+    store.set_interrupt_signals(supervise::WAIT_ENDERS);
     match lease::acquire(
         &mut store,
         &keys,

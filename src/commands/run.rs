@@ -42,6 +42,8 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         meta.push(("min_hold_ms", ms.as_str()));
     }
 
+    // A signal that ends the wait also cuts short a call in progress.
+    store.set_interrupt_signals(supervise::WAIT_ENDERS);
     let started = std::time::SystemTime::now();
     let (token, t0) = match lease::acquire(
         &mut store,

@@ -22,6 +22,7 @@
 //! failure). This file holds the `Store` itself and how it calls.
 
 mod connection;
+mod deadline;
 mod error;
 mod keys;
 mod lock;
@@ -38,6 +39,7 @@ use redis::{Connection, FromRedisValue, Value};
 use crate::config::Timings;
 
 use connection::{key_slot, SlotRange};
+use deadline::Call;
 use error::describe;
 use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
@@ -208,6 +210,9 @@ pub struct Store {
     /// Hashes of the scripts loaded through the current connection with
     /// `--min-replicas` (see `invoke_acked`); cleared on every reconnect.
     loaded: Vec<&'static str>,
+    /// Signals that end a call at once (see `deadline.rs`): those that
+    /// end an acquisition, while there is one; else none.
+    interrupt_on: &'static [i32],
 }
 
 impl Store {
@@ -222,7 +227,15 @@ impl Store {
             slot_map: None,
             node: None,
             loaded: Vec::new(),
+            interrupt_on: &[],
         }
+    }
+
+    /// Makes every call from now on end at once when one of `sigs`
+    /// arrives (the call then fails, and the signal is left pending for
+    /// the caller to read); `&[]` ends that. Returns the previous set.
+    pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
+        std::mem::replace(&mut self.interrupt_on, sigs)
     }
 
     /// Redis Cluster: points the connection at the master that owns the
@@ -277,11 +290,13 @@ impl Store {
         &self.target.display
     }
 
-    fn conn(&mut self) -> Result<&mut Connection> {
+    /// The connection, opened if need be, its socket timeouts set to what
+    /// is left of `call`.
+    fn conn(&mut self, call: &Call) -> Result<&mut Connection> {
         if self.conn.is_none() {
             let conn = self
                 .target
-                .connect(self.timeout, self.node.as_ref())
+                .connect(call.left(), self.node.as_ref())
                 .map_err(|e| describe(e, &self.target))?;
             self.conn = Some(conn);
             self.loaded.clear();
@@ -290,8 +305,8 @@ impl Store {
         let conn = self.conn.as_mut().expect("connected above");
         // redis-rs clears the socket timeouts after connecting: set them on
         // every call, since the timeout may have changed since.
-        conn.set_read_timeout(Some(self.timeout))
-            .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
+        conn.set_read_timeout(Some(call.left()))
+            .and_then(|()| conn.set_write_timeout(Some(call.left())))
             .map_err(|e| describe(e, target))?;
         Ok(conn)
     }
@@ -325,15 +340,7 @@ impl Store {
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
     ) -> Result<Value> {
-        let conn = self.conn()?;
-        match f(conn) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                self.conn = None;
-                self.slot_map = None;
-                Err(describe(e, &self.target).during(what))
-            }
-        }
+        self.timed(what, f)
     }
 
     /// `call_raw` for a pipeline, whose replies come as a list.
@@ -342,11 +349,36 @@ impl Store {
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<Vec<Value>>,
     ) -> Result<Vec<Value>> {
-        let conn = self.conn()?;
-        f(conn).map_err(|e| {
+        self.timed(what, f)
+    }
+
+    /// Connects if need be and runs `f`, all of it within the timeout (not
+    /// per read: see `deadline.rs`) and, during an acquisition, ended at
+    /// once by a signal in `interrupt_on`. On any error the connection is
+    /// dropped.
+    fn timed<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let call = Call::start(self.timeout, self.interrupt_on);
+        let out = match self.conn(&call) {
+            Ok(conn) => f(conn).map_err(|e| describe(e, &self.target).during(what)),
+            Err(e) => Err(e),
+        };
+        out.map_err(|e| {
             self.conn = None;
             self.slot_map = None;
-            describe(e, &self.target).during(what)
+            if call.expired() && !call.interrupted() {
+                StoreError::Timeout(Failure {
+                    op: None,
+                    server: self.target.display.clone(),
+                    detail: format!("no complete answer within {}", secs(self.timeout)),
+                })
+                .during(what)
+            } else {
+                e
+            }
         })
     }
 
@@ -413,6 +445,34 @@ impl Store {
             name: keys.name.clone(),
             ours: keys.limit.unwrap_or(1),
             in_use,
+        }
+    }
+}
+
+/// A timeout in words: `5s`, `1.5s`, `200ms`.
+fn secs(d: Duration) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{}s", d.as_secs())
+    } else if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+impl StoreError {
+    /// Whether this failure says nothing about the lock, only that no
+    /// server answered (in time): a waiter reconnects and tries again.
+    /// Also the replies a server gives while it cannot serve yet: loading
+    /// its data after a restart, a replica or a master without its
+    /// replicas during a failover.
+    pub fn is_connectivity(&self) -> bool {
+        match self {
+            StoreError::Timeout(_) | StoreError::Unreachable(_) => true,
+            StoreError::Server(f) => ["LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN"]
+                .iter()
+                .any(|code| f.detail.contains(code)),
+            _ => false,
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 
+use super::deadline::Call;
 use super::error::describe;
 use super::replies::string;
 use super::{Result, Store, StoreError, Target};
@@ -19,19 +20,38 @@ pub struct Subscription {
     conn: Connection,
     /// For error sentences (password redacted) and TLS/ACL wording.
     target: Target,
+    /// How long a message may take to arrive whole, once it starts.
+    timeout: Duration,
 }
 
 impl Store {
     /// A second connection subscribed to `channel`, confirmed by the server
     /// before this returns, so no message published after it is missed.
+    /// Connecting and subscribing is one call: within the timeout, and
+    /// ended by the signals of `set_interrupt_signals`.
     pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {
+        let call = Call::start(self.timeout, self.interrupt_on);
+        self.subscribe_within(channel, &call).map_err(|e| {
+            if call.expired() && !call.interrupted() {
+                StoreError::Timeout(super::Failure {
+                    op: Some("subscribe".into()),
+                    server: self.target.display.clone(),
+                    detail: "timed out".into(),
+                })
+            } else {
+                e
+            }
+        })
+    }
+
+    fn subscribe_within(&mut self, channel: &str, call: &Call) -> Result<Subscription> {
         let mut conn = self
             .target
-            .connect(self.timeout, self.node.as_ref())
+            .connect(call.left(), self.node.as_ref())
             .map_err(|e| describe(e, &self.target))?;
         let target = &self.target;
-        conn.set_read_timeout(Some(self.timeout))
-            .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
+        conn.set_read_timeout(Some(call.left()))
+            .and_then(|()| conn.set_write_timeout(Some(call.left())))
             .map_err(|e| describe(e, target))?;
         // SUBSCRIBE by hand rather than with redis-rs's PubSub::subscribe,
         // which reads the reply and throws it away: a refusal (an ACL user
@@ -59,6 +79,7 @@ impl Store {
         Ok(Subscription {
             conn,
             target: target.clone(),
+            timeout: self.timeout,
         })
     }
 }
@@ -68,8 +89,11 @@ impl Subscription {
     /// least 1 ms) for it: Ok(None) when none came in that time. An error
     /// means the subscription is lost (connection closed or broken); the
     /// caller then falls back to polling.
+    /// A message that starts to arrive must be whole within the store's
+    /// call timeout: a server that trickles it loses the subscription.
     pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
         let timeout = timeout.max(Duration::from_millis(1));
+        let _call = Call::start(timeout + self.timeout, &[]);
         self.conn
             .set_read_timeout(Some(timeout))
             .map_err(|e| describe(e, &self.target))?;

@@ -101,8 +101,17 @@ fn sigset(sigs: impl IntoIterator<Item = i32>) -> SigSet {
     }
 }
 
-/// Signals that end a wait for the lock at once (exit 128+N).
-pub const WAIT_ENDERS: &[i32] = &[SIGINT as i32, SIGTERM as i32, SIGHUP as i32];
+/// Signals that end an acquisition or a wait for the lock at once (exit
+/// 128+N), whatever the server is doing: those whose default action ends
+/// a process and that a user sends to stop one.
+pub const WAIT_ENDERS: &[i32] = &[
+    SIGINT as i32,
+    SIGTERM as i32,
+    SIGHUP as i32,
+    SIGQUIT as i32,
+    SIGUSR1 as i32,
+    SIGUSR2 as i32,
+];
 
 /// Job-control stop signals. Sent to `run` itself (not through the
 /// terminal, which sends them to CMD's foreground group directly), they
