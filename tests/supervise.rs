@@ -601,6 +601,88 @@ fn subreaper_caller() {
 }
 
 // ---------------------------------------------------------------------
+// Exit codes: 126 and 127 are about CMD; distlock's own failures are 125
+// ---------------------------------------------------------------------
+
+/// `distlock run NAME -- true` with the caller's resource limit `resource`
+/// at `limit`; as root (whom RLIMIT_NPROC does not bind) it runs as
+/// nobody. Returns the outcome and whether the lock is held afterwards.
+fn run_limited(server: &RedisServer, name: &str, resource: u32, limit: u64) -> (Out, bool) {
+    let mut c = distlock(server);
+    c.args(["run", name, "--", "true"]).current_dir("/");
+    // SAFETY: only async-signal-safe libc calls on values that need no
+    // allocation.
+    unsafe {
+        c.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(resource as _, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if resource == libc::RLIMIT_NPROC as u32 && libc::geteuid() == 0 {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let out = exec(&mut c, LIMIT);
+    let held = server.get(&key(name)).is_some();
+    (out, held)
+}
+
+/// A failure of distlock's own is 125 with one `distlock: ` line, and the
+/// lock is not left held.
+fn assert_own_failure(out: &Out, held: bool, what: &str) {
+    assert_eq!(out.code, 125, "{what}: {out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{what}: {:?}", out.stderr);
+    assert!(out.stderr.starts_with("distlock: "), "{what}: {:?}", out.stderr);
+    assert!(!held, "{what}: the lock is still held");
+}
+
+#[test]
+fn out_of_processes_when_starting_cmd_is_125_not_126_and_the_lock_is_released() {
+    let server = server();
+    // distlock itself is the one process its user may have.
+    let (out, held) = run_limited(&server, "nproc", libc::RLIMIT_NPROC as u32, 1);
+    assert_own_failure(&out, held, "RLIMIT_NPROC 1");
+}
+
+/// Every limit on open files, from too few to start at all to enough:
+/// wherever distlock runs out (its signalfd, the Redis socket, the pipe it
+/// starts CMD through, the guardian's pipe), it is 125 and one line, and
+/// never 126 or 127, which would blame CMD.
+#[test]
+fn out_of_file_descriptors_anywhere_is_125_never_126_and_the_lock_is_released() {
+    let server = server();
+    let mut failed = Vec::new();
+    for limit in 3..40 {
+        let (out, held) = run_limited(&server, "nofile", libc::RLIMIT_NOFILE as u32, limit);
+        // Too few for the dynamic loader, which reports 127 before any
+        // code of distlock's runs.
+        if out.stderr.contains("error while loading shared libraries") {
+            continue;
+        }
+        if out.code == 0 {
+            assert!(!held, "RLIMIT_NOFILE {limit}: the lock is still held");
+            continue;
+        }
+        assert_own_failure(&out, held, &format!("RLIMIT_NOFILE {limit}"));
+        failed.push(limit);
+    }
+    assert!(
+        !failed.is_empty() && failed.last() < Some(&39),
+        "limits that failed: {failed:?}"
+    );
+}
+
+// ---------------------------------------------------------------------
 // Point 8: signals sent to distlock are passed on to CMD
 // ---------------------------------------------------------------------
 

@@ -120,6 +120,11 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             let (code, err) = match e {
                 SpawnError::NotFound(e) => (exit::NOT_FOUND, e),
                 SpawnError::CannotExecute(e) => (exit::CANNOT_EXECUTE, e),
+                // distlock's own failure: 125 and its one line, even
+                // with -q.
+                SpawnError::Failed(e) => {
+                    bail!("cannot start {}: {e}", args.command[0].to_string_lossy())
+                }
             };
             g.say(format_args!(
                 "cannot run {}: {err}",
