@@ -344,6 +344,7 @@ impl Driver<'_> {
     /// Who has the terminal now (all false without one).
     fn tty_facts(&self) -> TtyFacts {
         self.tty.map_or(TtyFacts::default(), |t| TtyFacts {
+            present: true,
             we_have_it: t.we_are_foreground(),
             cmd_has_it: t.is_foreground(self.pgid),
         })

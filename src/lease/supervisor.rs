@@ -141,6 +141,10 @@ pub struct Options {
 /// Who has the terminal, when distlock has one; all false without one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TtyFacts {
+    /// distlock has a controlling terminal. Without one (cron, CI) there
+    /// is no job control: no shell waits for its prompt, so a CMD stopped
+    /// by someone else does not stop distlock.
+    pub present: bool,
     /// distlock's process group is the terminal's foreground group.
     pub we_have_it: bool,
     /// CMD's process group is the terminal's foreground group.
@@ -281,6 +285,10 @@ pub struct Supervisor {
     status: Option<ExitStatus>,
     /// CMD is stopped (job control).
     stopped: bool,
+    /// distlock was told to stop (SIGTSTP, SIGTTIN or SIGTTOU sent to it)
+    /// and stopped CMD's group for it; it stops itself once CMD has,
+    /// terminal or not. Cleared when CMD or distlock is continued.
+    stop_requested: bool,
     killing: Option<Killing>,
     /// Finish was emitted; nothing more to do.
     done: bool,
@@ -312,6 +320,7 @@ impl Supervisor {
             lost: None,
             status: None,
             stopped: false,
+            stop_requested: false,
             killing: None,
             done: false,
             renewal: None,
@@ -401,7 +410,10 @@ impl Supervisor {
                     self.stopped = true;
                 }
             }
-            Input::Continued => self.stopped = false,
+            Input::Continued => {
+                self.stopped = false;
+                self.stop_requested = false;
+            }
         }
         out
     }
@@ -568,9 +580,13 @@ impl Supervisor {
                 self.start_kill(sigkill_at, out);
             }
         }
-        if self.stopped && self.killing.is_none() {
+        if self.stopped && self.killing.is_none() && (tty.present || self.stop_requested) {
             // CMD was stopped (Ctrl-Z, SIGTSTP): stop too, so the shell
-            // gets its prompt back. While stopped, nothing renews.
+            // gets its prompt back. While stopped, nothing renews. Without
+            // a terminal there is no shell to give a prompt back to, and a
+            // distlock stopped with CMD would wait in state T for a SIGCONT
+            // that may never come: it keeps supervising (and renewing)
+            // instead, unless it was itself told to stop.
             out.push(Action::StopSelf {
                 whole_group: tty.cmd_has_it,
             });
@@ -592,6 +608,7 @@ impl Supervisor {
     fn on_stop_request(&mut self, out: &mut Vec<Action>) {
         if self.killing.is_none() && self.status.is_none() {
             out.push(Action::SignalGroup(SIGSTOP));
+            self.stop_requested = true;
         }
     }
 
@@ -611,6 +628,7 @@ impl Supervisor {
         }
         out.push(Action::SignalGroup(SIGCONT));
         self.stopped = false;
+        self.stop_requested = false;
     }
 
     /// Sends `--at-risk-signal`, once, to CMD itself, not its group:
