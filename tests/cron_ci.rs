@@ -1381,7 +1381,10 @@ fn without_a_terminal_a_stopped_cmd_leaves_distlock_supervising(via: ContinueVia
         "{status:?}; stderr: {}",
         read(&dir.path().join("err"))
     );
-    assert!(!exists(&server, &key("nightly")), "the lock was not released");
+    assert!(
+        !exists(&server, &key("nightly")),
+        "the lock was not released"
+    );
 }
 
 #[test]

@@ -607,7 +607,12 @@ fn subreaper_caller() {
 /// `distlock run NAME -- true` with the caller's resource limit `resource`
 /// at `limit`; as root (whom RLIMIT_NPROC does not bind) it runs as
 /// nobody. Returns the outcome and whether the lock is held afterwards.
-fn run_limited(server: &RedisServer, name: &str, resource: u32, limit: u64) -> (Out, bool) {
+fn run_limited(
+    server: &RedisServer,
+    name: &str,
+    resource: libc::__rlimit_resource_t,
+    limit: u64,
+) -> (Out, bool) {
     let mut c = distlock(server);
     c.args(["run", name, "--", "true"]).current_dir("/");
     // SAFETY: only async-signal-safe libc calls on values that need no
@@ -618,16 +623,16 @@ fn run_limited(server: &RedisServer, name: &str, resource: u32, limit: u64) -> (
                 rlim_cur: limit,
                 rlim_max: limit,
             };
-            if libc::setrlimit(resource as _, &rl) != 0 {
+            if libc::setrlimit(resource, &rl) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if resource == libc::RLIMIT_NPROC as u32 && libc::geteuid() == 0 {
-                if libc::setgroups(0, std::ptr::null()) != 0
+            let as_nobody = resource == libc::RLIMIT_NPROC && libc::geteuid() == 0;
+            if as_nobody
+                && (libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(65534) != 0
-                    || libc::setuid(65534) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
+                    || libc::setuid(65534) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
@@ -642,7 +647,11 @@ fn run_limited(server: &RedisServer, name: &str, resource: u32, limit: u64) -> (
 fn assert_own_failure(out: &Out, held: bool, what: &str) {
     assert_eq!(out.code, 125, "{what}: {out:?}");
     assert_eq!(out.stderr.lines().count(), 1, "{what}: {:?}", out.stderr);
-    assert!(out.stderr.starts_with("distlock: "), "{what}: {:?}", out.stderr);
+    assert!(
+        out.stderr.starts_with("distlock: "),
+        "{what}: {:?}",
+        out.stderr
+    );
     assert!(!held, "{what}: the lock is still held");
 }
 
@@ -650,7 +659,7 @@ fn assert_own_failure(out: &Out, held: bool, what: &str) {
 fn out_of_processes_when_starting_cmd_is_125_not_126_and_the_lock_is_released() {
     let server = server();
     // distlock itself is the one process its user may have.
-    let (out, held) = run_limited(&server, "nproc", libc::RLIMIT_NPROC as u32, 1);
+    let (out, held) = run_limited(&server, "nproc", libc::RLIMIT_NPROC, 1);
     assert_own_failure(&out, held, "RLIMIT_NPROC 1");
 }
 
@@ -663,7 +672,7 @@ fn out_of_file_descriptors_anywhere_is_125_never_126_and_the_lock_is_released() 
     let server = server();
     let mut failed = Vec::new();
     for limit in 3..40 {
-        let (out, held) = run_limited(&server, "nofile", libc::RLIMIT_NOFILE as u32, limit);
+        let (out, held) = run_limited(&server, "nofile", libc::RLIMIT_NOFILE, limit);
         // Too few for the dynamic loader, which reports 127 before any
         // code of distlock's runs.
         if out.stderr.contains("error while loading shared libraries") {

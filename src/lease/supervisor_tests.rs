@@ -678,7 +678,11 @@ fn without_a_terminal_a_cmd_stopped_by_someone_else_leaves_distlock_supervising(
         tty: NO_TTY,
     };
     assert_eq!(s.step(T0 + ms(1), stopped), vec![]);
-    assert_eq!(tick_without_tty(&mut s, T0 + ms(1)), vec![], "no stop of its own");
+    assert_eq!(
+        tick_without_tty(&mut s, T0 + ms(1)),
+        vec![],
+        "no stop of its own"
+    );
     // It keeps renewing: confirmations still move the guardian's deadline.
     let sent_at = T0 + ms(10_000);
     assert_eq!(

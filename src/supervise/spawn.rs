@@ -92,8 +92,8 @@ pub fn spawn(
     signals: &Signals,
     tty: Option<&Tty>,
 ) -> Result<i32, SpawnError> {
-    let mut exec = Exec::new(argv, &["DISTLOCK_REDIS_PASSWORD"], env)
-        .map_err(SpawnError::CannotExecute)?;
+    let mut exec =
+        Exec::new(argv, &["DISTLOCK_REDIS_PASSWORD"], env).map_err(SpawnError::CannotExecute)?;
     let setup = ChildSetup {
         new_group: true,
         death_signal_parent: Some(std::process::id() as i32),
