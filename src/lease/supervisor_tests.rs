@@ -750,6 +750,96 @@ fn without_a_terminal_a_stop_sent_to_distlock_still_stops_the_group_then_distloc
 }
 
 #[test]
+fn a_guardian_that_died_is_replaced_with_the_deadline_it_held() {
+    let mut s = machine(options());
+    assert_eq!(
+        s.step(T0 + ms(1), Input::GuardianGone),
+        vec![Action::RestartGuardian(hard())]
+    );
+    let sent_at = T0 + ms(10_000);
+    s.step(sent_at + ms(1), Input::Renewed { sent_at });
+    let later = sent_at + timings().hard_after();
+    assert_eq!(
+        s.step(sent_at + ms(2), Input::GuardianGone),
+        vec![Action::RestartGuardian(later)]
+    );
+    // The lease is gone: a new guardian keeps the deadline the last one
+    // had, not one from a confirmation that came after the loss.
+    s.step(sent_at + ms(3), Input::NotOwner);
+    s.step(
+        sent_at + ms(4),
+        Input::Renewed {
+            sent_at: sent_at + ms(3),
+        },
+    );
+    assert_eq!(
+        s.step(sent_at + ms(5), Input::GuardianGone),
+        vec![Action::RestartGuardian(later)]
+    );
+}
+
+#[test]
+fn a_guardian_gone_past_its_deadline_is_not_replaced_the_group_is_sigkilled() {
+    // distlock was stopped past the deadline; the guardian did its job and
+    // exited. On waking, distlock finishes it rather than forking one.
+    let mut s = machine(options());
+    assert_eq!(
+        s.step(hard(), Input::GuardianGone),
+        vec![
+            Action::Lost(Loss::Unconfirmed),
+            Action::SignalGroup(libc::SIGTERM),
+            Action::SignalGroup(libc::SIGCONT),
+            Action::SignalGroup(libc::SIGKILL),
+        ]
+    );
+    assert_eq!(s.step(hard() + ms(1), Input::GuardianGone), vec![]);
+}
+
+#[test]
+fn no_new_guardian_stops_cmd_within_the_grace_and_exits_125() {
+    let mut s = machine(options());
+    let now = T0 + ms(1);
+    assert_eq!(
+        s.step(now, Input::GuardianGone),
+        vec![Action::RestartGuardian(hard())]
+    );
+    assert_eq!(
+        s.step(now, Input::GuardianFailed),
+        vec![
+            Action::Lost(Loss::NoGuardian),
+            Action::SignalGroup(libc::SIGTERM),
+            Action::SignalGroup(libc::SIGCONT),
+        ]
+    );
+    assert_eq!(s.next_deadline(), Some(now + timings().kill_grace));
+    // No more attempts.
+    assert_eq!(s.step(now + ms(1), Input::GuardianGone), vec![]);
+    assert_eq!(
+        tick(&mut s, now + timings().kill_grace),
+        vec![Action::SignalGroup(libc::SIGKILL)]
+    );
+    s.step(
+        now + timings().kill_grace,
+        Input::Exited {
+            status: ExitStatus::from_raw(libc::SIGKILL),
+            tty: TtyFacts::default(),
+        },
+    );
+    let acts = s.step(
+        now + timings().kill_grace,
+        Input::Tick {
+            tty: TtyFacts::default(),
+            group_empty: true,
+        },
+    );
+    let [Action::Finish(outcome)] = acts[..] else {
+        panic!("{acts:?}");
+    };
+    assert_eq!(outcome.exit_code(), exit::FAILURE);
+    assert!(!outcome.marks_done());
+}
+
+#[test]
 fn a_background_read_after_fg_hands_over_the_terminal_instead_of_stopping() {
     let mut s = machine(options());
     let ours = TtyFacts {
@@ -838,6 +928,8 @@ enum Op {
     Continued,
     /// Everything left in CMD's group has died.
     GroupGone,
+    /// The guardian died; a new one starts (or, if false, cannot).
+    GuardianGone(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -851,6 +943,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..STOP_SIGNALS.len(), any::<bool>(), any::<bool>()).prop_map(|(i, a, b)| Op::Stopped(i, a, b)),
         1 => Just(Op::Continued),
         1 => Just(Op::GroupGone),
+        1 => any::<bool>().prop_map(Op::GuardianGone),
     ]
 }
 
@@ -870,6 +963,8 @@ struct World {
     tty: bool,
     /// A stop was sent to distlock since CMD or distlock was last continued.
     stop_asked: bool,
+    /// Whether a new guardian can be started.
+    guardian_starts: bool,
 }
 
 impl World {
@@ -891,6 +986,16 @@ impl World {
                     self.kill_sent = true;
                 }
                 Action::SignalGroup(KILL_SIGNAL) => self.kill_sent = true,
+                Action::RestartGuardian(d) => {
+                    prop_assert!(self.now < d, "a guardian started past its deadline");
+                    prop_assert!(
+                        d <= self.last_ok + self.t.hard_after(),
+                        "a guardian that would let CMD outlive the lease"
+                    );
+                    if !self.guardian_starts {
+                        self.feed(Input::GuardianFailed)?;
+                    }
+                }
                 Action::SignalGroup(libc::SIGCONT) => prop_assert!(
                     self.kill_sent || self.now < self.last_ok + self.t.soft_after(),
                     "SIGCONT at {:?} past the kill deadline before the kill signal",
@@ -977,6 +1082,7 @@ proptest! {
             finished: false,
             tty,
             stop_asked: false,
+            guardian_starts: true,
         };
         w.tick()?;
         for op in ops {
@@ -1007,6 +1113,10 @@ proptest! {
                 Op::GroupGone => {
                     w.group_empty = w.exited;
                     continue;
+                }
+                Op::GuardianGone(starts) => {
+                    w.guardian_starts = starts;
+                    Input::GuardianGone
                 }
             };
             w.feed(input)?;
