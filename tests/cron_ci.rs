@@ -1294,3 +1294,105 @@ fn list_shows_held_semaphores_beside_plain_locks() {
         .collect();
     assert_eq!(names, ["alpha", "zulu"]);
 }
+
+// ---------------------------------------------------------------------------
+// No controlling terminal: no job control
+
+/// The scheduler state letter of `pid` (`R`, `S`, `T`, `Z`, …).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+/// Who sends the SIGCONT that resumes CMD.
+#[derive(Clone, Copy, Debug)]
+enum ContinueVia {
+    /// `kill -CONT <CMD's pid>`, whoever stopped it.
+    Cmd,
+    /// `kill -CONT <distlock's pid>`, passed on to CMD's group.
+    Distlock,
+}
+
+/// As under cron: distlock has no controlling terminal (a session of its
+/// own). Someone stops CMD (`kill -STOP <CMD's pid>`). distlock must not
+/// stop with it: it keeps renewing while CMD is stopped, and a later
+/// SIGCONT resumes CMD, whose status then comes out after a release.
+fn without_a_terminal_a_stopped_cmd_leaves_distlock_supervising(via: ContinueVia) {
+    use std::os::unix::process::CommandExt;
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = distlock(&server);
+    cmd.current_dir(dir.path())
+        .args(["run", "nightly", "--ttl", "1s", "--", "perl", "-e"])
+        .arg(
+            "open(my $p, '>', 'pid'); print $p \"$$\\n\"; close $p; \
+             until (-e 'go') { select(undef, undef, undef, 0.01) } exit 7",
+        )
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.path().join("out")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("err")).unwrap());
+    // SAFETY: setsid is async-signal-safe and needs no allocation.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let _kill = KillOnDrop(child.id() as i32);
+    let line = wait_for_line(&dir.path().join("pid"), LIMIT).expect("CMD's pid");
+    let pid: i32 = line.trim().parse().unwrap();
+    let owner = server.get(&key("nightly")).unwrap();
+
+    signal(pid, libc::SIGSTOP);
+    assert!(wait_until(LIMIT, || proc_state(pid) == Some('T')));
+    // Renewals every 333ms: three rises of the TTL after CMD stopped are
+    // renewals sent while it was stopped, by a distlock still running.
+    let mut last = i64::MAX;
+    let mut rises = 0;
+    let renewed = wait_until(LIMIT, || {
+        let ttl = pttl(&server, &key("nightly"));
+        if ttl > last {
+            rises += 1;
+        }
+        last = ttl;
+        ttl > 0 && rises >= 3
+    });
+    assert!(
+        renewed,
+        "no renewals while CMD was stopped (pttl {last}); distlock is {:?}, CMD {:?}; stderr: {}",
+        proc_state(child.id() as i32),
+        proc_state(pid),
+        read(&dir.path().join("err"))
+    );
+    assert_ne!(proc_state(child.id() as i32), Some('T'), "distlock stopped");
+    assert_eq!(proc_state(pid), Some('T'), "CMD was continued by no one");
+    assert_eq!(server.get(&key("nightly")), Some(owner));
+
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    match via {
+        ContinueVia::Cmd => signal(pid, libc::SIGCONT),
+        ContinueVia::Distlock => signal(child.id() as i32, libc::SIGCONT),
+    }
+    let status = finish(&mut child);
+    assert_eq!(
+        status.code(),
+        Some(7),
+        "{status:?}; stderr: {}",
+        read(&dir.path().join("err"))
+    );
+    assert!(
+        !exists(&server, &key("nightly")),
+        "the lock was not released"
+    );
+}
+
+#[test]
+fn without_a_terminal_a_stopped_cmd_does_not_stop_distlock_and_sigcont_to_cmd_resumes_it() {
+    without_a_terminal_a_stopped_cmd_leaves_distlock_supervising(ContinueVia::Cmd);
+}
+
+#[test]
+fn without_a_terminal_a_stopped_cmd_does_not_stop_distlock_and_sigcont_to_distlock_resumes_it() {
+    without_a_terminal_a_stopped_cmd_leaves_distlock_supervising(ContinueVia::Distlock);
+}

@@ -519,7 +519,7 @@ fn sigkill_of_distlock_kills_cmd_by_pdeathsig_even_without_the_guardian() {
     // may well have written its pid first.
     let mut guards = Vec::new();
     let found = wait_until(LIMIT, || {
-        guards = children_named(job.pid(), "distlock-guard");
+        guards = children_named(job.pid(), "dl-guard");
         guards.len() == 1
     });
     assert!(found, "guardian processes: {guards:?}");
@@ -598,6 +598,314 @@ fn subreaper_caller() {
             "run {i}: distlock left its caller a child (waitpid: {pid}, {errno:?})"
         );
     }
+}
+
+/// The processes in the tree under `root`, `root` included, from every
+/// /proc/PID/stat's parent pid.
+fn tree(root: i32) -> Vec<i32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(
+            parent_of
+                .iter()
+                .filter(|&&(_, pp)| pp == p)
+                .map(|&(c, _)| c),
+        );
+        i += 1;
+    }
+    out
+}
+
+/// What `pkill NAME` matches a process by: its name (comm).
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim_end()
+        .to_owned()
+}
+
+/// What `pkill -f NAME` matches a process by: its command line, NULs as
+/// spaces.
+fn cmdline(pid: i32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&raw).replace('\0', " ")
+}
+
+/// distlock's live children other than CMD: its guardian, once forked.
+fn guards(distlock: i32, cmd: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter(|&p| p != cmd && alive(p))
+        .collect()
+}
+
+/// SIGKILLs the pids on drop: what a failed test would leave running.
+struct Reap(Vec<i32>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for &p in &self.0 {
+            signal(p, libc::SIGKILL);
+        }
+    }
+}
+
+/// `pkill -9 [-f] distlock`, confined to one job's process tree so that
+/// other tests (and anything else on the machine) are left alone: every
+/// process of the job that `matches` is listed first, then all of them
+/// are SIGKILLed, as pkill does. CMD and its background child must not
+/// outlive it.
+fn pkill_9_distlock_in(name: &str, matches: fn(i32) -> bool) {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        name,
+        &["--ttl", "5s"],
+        &sh("sleep 100 & echo $$ $! > pids; wait"),
+    );
+    let pids = job.pids("pids", 2);
+    let _reap = Reap(pids.clone());
+    // The guardian is forked right after CMD: CMD may have written its
+    // pids first.
+    assert!(wait_until(LIMIT, || guards(job.pid(), pids[0]).len() == 1));
+
+    let hit: Vec<(i32, String)> = tree(job.pid())
+        .into_iter()
+        .filter(|&p| matches(p))
+        .map(|p| (p, comm(p)))
+        .collect();
+    assert!(hit.iter().any(|&(p, _)| p == job.pid()), "{hit:?}");
+    for (p, _) in &hit {
+        signal(*p, libc::SIGKILL);
+    }
+    job.wait();
+
+    for (what, pid) in [("CMD", pids[0]), ("CMD's background child", pids[1])] {
+        assert!(
+            wait_until(Duration::from_secs(2), || !alive(pid)),
+            "{what} {pid} survived the SIGKILL of {hit:?}"
+        );
+    }
+}
+
+#[test]
+fn pkill_9_distlock_leaves_nothing_of_cmds_group_running() {
+    pkill_9_distlock_in("pkill", |p| comm(p).contains("distlock"));
+}
+
+#[test]
+fn pkill_9_f_distlock_leaves_nothing_of_cmds_group_running() {
+    pkill_9_distlock_in("pkillf", |p| cmdline(p).contains("distlock"));
+}
+
+/// Kills distlock's guardian alone and returns the one distlock forks in
+/// its place (the test fails if none comes).
+fn kill_the_guardian(job: &Job, cmd: i32) -> i32 {
+    let mut first = Vec::new();
+    assert!(wait_until(LIMIT, || {
+        first = guards(job.pid(), cmd);
+        first.len() == 1
+    }));
+    signal(first[0], libc::SIGKILL);
+    let mut now = Vec::new();
+    let restored = wait_until(LIMIT, || {
+        now = guards(job.pid(), cmd);
+        now.len() == 1 && now[0] != first[0]
+    });
+    assert!(
+        restored,
+        "distlock did not replace its guardian {} (children now {now:?}); stderr: {}",
+        first[0],
+        job.read("stderr")
+    );
+    now[0]
+}
+
+#[test]
+fn a_guardian_killed_alone_is_restored_so_a_later_sigkill_of_distlock_still_kills_the_group() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "reguard",
+        &["--ttl", "5s"],
+        &sh("sleep 100 & echo $$ $! > pids; wait"),
+    );
+    let pids = job.pids("pids", 2);
+    let _reap = Reap(pids.clone());
+    kill_the_guardian(&job, pids[0]);
+
+    signal(job.pid(), libc::SIGKILL);
+    job.wait();
+    assert!(
+        wait_until(Duration::from_secs(2), || !alive(pids[1])),
+        "CMD's background child {} survived distlock's death",
+        pids[1]
+    );
+}
+
+/// The guardian put in place holds the lease's deadline, not a later one:
+/// with distlock stopped, CMD is gone by the time the lease ends in Redis.
+#[test]
+fn a_restored_guardian_enforces_the_deadline_while_distlock_is_stopped() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "reguard-stop",
+        &["--ttl", "1s"],
+        &["perl", "-e", TICKER],
+    );
+    let pid = job.pids("pid", 1)[0];
+    let _reap = Reap(vec![pid]);
+    kill_the_guardian(&job, pid);
+
+    signal(job.pid(), libc::SIGSTOP);
+    assert!(wait_until(LIMIT, || state(job.pid()) == Some('T')));
+    assert!(wait_until(LIMIT, || server
+        .get(&key("reguard-stop"))
+        .is_none()));
+    assert!(
+        signalled(pid, libc::SIGKILL),
+        "CMD is running without a lease while distlock is stopped"
+    );
+    signal(job.pid(), libc::SIGCONT);
+    let status = job.wait();
+    job.assert_code(status, 124);
+}
+
+/// After a restoration the run goes on as usual: CMD's status, a release,
+/// and no guardian (old or new) left behind.
+#[test]
+fn a_run_whose_guardian_was_restored_ends_as_usual_and_leaves_no_guardian() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "reguard-end",
+        &["--ttl", "5s"],
+        &sh("echo $$ > pid; while [ ! -e go ]; do sleep 0.01; done; exit 3"),
+    );
+    let pid = job.pids("pid", 1)[0];
+    let guard = kill_the_guardian(&job, pid);
+
+    std::fs::write(job.path("go"), "").unwrap();
+    let status = job.wait();
+    job.assert_code(status, 3);
+    assert_eq!(server.get(&key("reguard-end")), None);
+    assert!(
+        !alive(guard),
+        "the restored guardian {guard} outlived distlock"
+    );
+}
+
+// ---------------------------------------------------------------------
+// Exit codes: 126 and 127 are about CMD; distlock's own failures are 125
+// ---------------------------------------------------------------------
+
+/// `distlock run NAME -- true` with the caller's resource limit `resource`
+/// at `limit`; as root (whom RLIMIT_NPROC does not bind) it runs as
+/// nobody. Returns the outcome and whether the lock is held afterwards.
+fn run_limited(
+    server: &RedisServer,
+    name: &str,
+    resource: libc::__rlimit_resource_t,
+    limit: u64,
+) -> (Out, bool) {
+    let mut c = distlock(server);
+    c.args(["run", name, "--", "true"]).current_dir("/");
+    // SAFETY: only async-signal-safe libc calls on values that need no
+    // allocation.
+    unsafe {
+        c.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(resource, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let as_nobody = resource == libc::RLIMIT_NPROC && libc::geteuid() == 0;
+            if as_nobody
+                && (libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = exec(&mut c, LIMIT);
+    let held = server.get(&key(name)).is_some();
+    (out, held)
+}
+
+/// A failure of distlock's own is 125 with one `distlock: ` line, and the
+/// lock is not left held.
+fn assert_own_failure(out: &Out, held: bool, what: &str) {
+    assert_eq!(out.code, 125, "{what}: {out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{what}: {:?}", out.stderr);
+    assert!(
+        out.stderr.starts_with("distlock: "),
+        "{what}: {:?}",
+        out.stderr
+    );
+    assert!(!held, "{what}: the lock is still held");
+}
+
+#[test]
+fn out_of_processes_when_starting_cmd_is_125_not_126_and_the_lock_is_released() {
+    let server = server();
+    // distlock itself is the one process its user may have.
+    let (out, held) = run_limited(&server, "nproc", libc::RLIMIT_NPROC, 1);
+    assert_own_failure(&out, held, "RLIMIT_NPROC 1");
+}
+
+/// Every limit on open files, from too few to start at all to enough:
+/// wherever distlock runs out (its signalfd, the Redis socket, the pipe it
+/// starts CMD through, the guardian's pipe), it is 125 and one line, and
+/// never 126 or 127, which would blame CMD.
+#[test]
+fn out_of_file_descriptors_anywhere_is_125_never_126_and_the_lock_is_released() {
+    let server = server();
+    let mut failed = Vec::new();
+    for limit in 3..40 {
+        let (out, held) = run_limited(&server, "nofile", libc::RLIMIT_NOFILE, limit);
+        // Too few for the dynamic loader, which reports 127 before any
+        // code of distlock's runs.
+        if out.stderr.contains("error while loading shared libraries") {
+            continue;
+        }
+        if out.code == 0 {
+            assert!(!held, "RLIMIT_NOFILE {limit}: the lock is still held");
+            continue;
+        }
+        assert_own_failure(&out, held, &format!("RLIMIT_NOFILE {limit}"));
+        failed.push(limit);
+    }
+    assert!(
+        !failed.is_empty() && failed.last() < Some(&39),
+        "limits that failed: {failed:?}"
+    );
 }
 
 // ---------------------------------------------------------------------

@@ -127,6 +127,11 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             let (code, err) = match e {
                 SpawnError::NotFound(e) => (exit::NOT_FOUND, e),
                 SpawnError::CannotExecute(e) => (exit::CANNOT_EXECUTE, e),
+                // distlock's own failure: 125 and its one line, even
+                // with -q.
+                SpawnError::Failed(e) => {
+                    bail!("cannot start {}: {e}", args.command[0].to_string_lossy())
+                }
             };
             g.say(format_args!(
                 "cannot run {}: {err}",
@@ -161,14 +166,15 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         name: &keys.name,
         pgid,
         tty: tty.as_ref(),
-        guardian: &guardian,
+        guardian,
+        guardian_error: None,
         machine: Supervisor::new(timings, options, t0),
     };
     let outcome = driver.supervise(&signals, &mut renewer, pending);
 
     // CMD's group is empty, so the guardian has nothing left to guard: it
     // exits while the release (the next holder is waiting) goes out.
-    guardian.stand_down();
+    driver.guardian.stand_down();
     let (store, late) = renewer.stop();
     for event in &late {
         driver.say_event(event);
@@ -199,7 +205,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
             let _ = store.record_last_run(&keys, &record, args.last_run_keep);
         }
-        Some(Loss::Unconfirmed | Loss::MaxHold) => {
+        Some(Loss::Unconfirmed | Loss::MaxHold | Loss::NoGuardian) => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
             let last = Some((&record, args.last_run_keep));
             let _ = store.release_recording(&keys, &owner, last, false);
@@ -231,7 +237,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             }
         }
     }
-    guardian.wait_gone();
+    driver.guardian.wait_gone();
     Ok(code)
 }
 
@@ -270,8 +276,11 @@ struct Driver<'a> {
     pgid: i32,
     tty: Option<&'a Tty>,
     /// Kills CMD's group if distlock dies or cannot act by the deadline;
-    /// told of every renewal.
-    guardian: &'a Guardian,
+    /// told of every renewal, and replaced if it dies.
+    guardian: Guardian,
+    /// Why no new guardian could be started, for the one line that says
+    /// CMD is being stopped.
+    guardian_error: Option<anyhow::Error>,
     machine: Supervisor,
 }
 
@@ -291,6 +300,13 @@ impl Driver<'_> {
             }
         }
         loop {
+            // A guardian that died (SIGCHLD woke us) is replaced before
+            // anything relies on it: distlock's own death, or a stop.
+            if self.guardian.is_gone() {
+                if let Some(o) = self.feed(Input::GuardianGone, renewer) {
+                    return o;
+                }
+            }
             // After whatever woke us (and before the first wait): the
             // deadlines, the end of the run, a stop of our own.
             let tick = Input::Tick {
@@ -346,6 +362,7 @@ impl Driver<'_> {
     /// Who has the terminal now (all false without one).
     fn tty_facts(&self) -> TtyFacts {
         self.tty.map_or(TtyFacts::default(), |t| TtyFacts {
+            present: true,
             we_have_it: t.we_are_foreground(),
             cmd_has_it: t.is_foreground(self.pgid),
         })
@@ -375,6 +392,21 @@ impl Driver<'_> {
                     }
                 }
                 Action::ExtendGuardian(at) => self.guardian.extend(at),
+                Action::RestartGuardian(at) => match Guardian::start(self.pgid, at) {
+                    Ok(new) => {
+                        std::mem::replace(&mut self.guardian, new).wait_gone();
+                        if self.g.verbose > 0 {
+                            self.g
+                                .say(format_args!("the guardian died; a new one took its place"));
+                        }
+                    }
+                    Err(e) => {
+                        self.guardian_error = Some(e);
+                        if let Some(o) = self.feed(Input::GuardianFailed, renewer) {
+                            return Some(o);
+                        }
+                    }
+                },
                 Action::Lost(loss) => self.say_lost(loss),
                 Action::Finish(outcome) => return Some(outcome),
                 // Only a supervisor without CMD (`hold`) asks for these.
@@ -434,6 +466,13 @@ impl Driver<'_> {
             Loss::MaxHold => self.g.say(format_args!(
                 "CMD has held {} for --max-hold; stopping it",
                 self.name
+            )),
+            // Exit 125: its one line, even with -q.
+            Loss::NoGuardian => super::stderr_line(format_args!(
+                "the guardian of CMD's process group died and could not be replaced{}; stopping CMD",
+                self.guardian_error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!(" ({e:#})"))
             )),
         }
     }

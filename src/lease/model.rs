@@ -755,6 +755,7 @@ impl World {
                         *g = (*g).max(d);
                     }
                 }
+                Action::RestartGuardian(_) => unreachable!("the model's guardian never dies"),
                 Action::Finish(_) => finished = true,
             }
         }

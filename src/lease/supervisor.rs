@@ -141,6 +141,10 @@ pub struct Options {
 /// Who has the terminal, when distlock has one; all false without one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TtyFacts {
+    /// distlock has a controlling terminal. Without one (cron, CI) there
+    /// is no job control: no shell waits for its prompt, so a CMD stopped
+    /// by someone else does not stop distlock.
+    pub present: bool,
     /// distlock's process group is the terminal's foreground group.
     pub we_have_it: bool,
     /// CMD's process group is the terminal's foreground group.
@@ -167,6 +171,10 @@ pub enum Input {
     Stopped { sig: i32, tty: TtyFacts },
     /// CMD was continued.
     Continued,
+    /// The guardian has died on its own (`kill -9` of its pid alone).
+    GuardianGone,
+    /// No new guardian could be started after `RestartGuardian`.
+    GuardianFailed,
 }
 
 /// What the driver must do, in order.
@@ -195,6 +203,8 @@ pub enum Action {
     Exit(u8),
     /// The guardian's deadline moves to this time (a renewal was confirmed).
     ExtendGuardian(Duration),
+    /// Start a new guardian with this deadline in place of one that died.
+    RestartGuardian(Duration),
     /// The lease is lost for this reason (tell the user); CMD is being
     /// stopped.
     Lost(Loss),
@@ -211,6 +221,10 @@ pub enum Loss {
     Unconfirmed,
     /// CMD held the lock for `--max-hold`.
     MaxHold,
+    /// The guardian died and no new one could be started: distlock's own
+    /// failure (125), since nothing would empty CMD's group if distlock
+    /// died now.
+    NoGuardian,
 }
 
 /// How a supervised run ended.
@@ -224,9 +238,11 @@ pub struct Outcome {
 
 impl Outcome {
     /// distlock's exit status: 124 when the lease was lost (or max-hold),
-    /// else CMD's status as a shell reports it.
+    /// 125 when distlock could not keep a guardian, else CMD's status as a
+    /// shell reports it.
     pub fn exit_code(&self) -> u8 {
         match (self.lost, self.status) {
+            (Some(Loss::NoGuardian), _) => exit::FAILURE,
             (Some(_), _) => exit::LEASE_LOST,
             (None, Some(st)) => exit::from_status(st),
             (None, None) => exit::FAILURE,
@@ -281,7 +297,15 @@ pub struct Supervisor {
     status: Option<ExitStatus>,
     /// CMD is stopped (job control).
     stopped: bool,
+    /// distlock was told to stop (SIGTSTP, SIGTTIN or SIGTTOU sent to it)
+    /// and stopped CMD's group for it; it stops itself once CMD has,
+    /// terminal or not. Cleared when CMD or distlock is continued.
+    stop_requested: bool,
     killing: Option<Killing>,
+    /// The deadline the guardian holds: a new one gets the same.
+    guardian_deadline: Duration,
+    /// A new guardian could not be started: no more attempts.
+    guardian_failed: bool,
     /// Finish was emitted; nothing more to do.
     done: bool,
     /// Without CMD (`hold`): the machine schedules renewals itself.
@@ -312,7 +336,10 @@ impl Supervisor {
             lost: None,
             status: None,
             stopped: false,
+            stop_requested: false,
             killing: None,
+            guardian_deadline: t0 + timings.hard_after(),
+            guardian_failed: false,
             done: false,
             renewal: None,
             renewal_in_flight: false,
@@ -358,7 +385,8 @@ impl Supervisor {
                 if sent_at > self.t0 {
                     self.t0 = sent_at;
                     if self.lost.is_none() {
-                        out.push(Action::ExtendGuardian(self.t0 + self.timings.hard_after()));
+                        self.guardian_deadline = self.hard_deadline();
+                        out.push(Action::ExtendGuardian(self.guardian_deadline));
                     }
                 }
             }
@@ -401,7 +429,18 @@ impl Supervisor {
                     self.stopped = true;
                 }
             }
-            Input::Continued => self.stopped = false,
+            Input::Continued => {
+                self.stopped = false;
+                self.stop_requested = false;
+            }
+            Input::GuardianGone => self.on_guardian_gone(now, &mut out),
+            Input::GuardianFailed => {
+                self.guardian_failed = true;
+                if self.running() {
+                    let sigkill_at = (now + self.timings.kill_grace).min(self.hard_deadline());
+                    self.lose(Loss::NoGuardian, sigkill_at, &mut out);
+                }
+            }
         }
         out
     }
@@ -495,7 +534,9 @@ impl Supervisor {
             Input::Signal { .. }
             | Input::Exited { .. }
             | Input::Stopped { .. }
-            | Input::Continued => {}
+            | Input::Continued
+            | Input::GuardianGone
+            | Input::GuardianFailed => {}
         }
     }
 
@@ -568,9 +609,13 @@ impl Supervisor {
                 self.start_kill(sigkill_at, out);
             }
         }
-        if self.stopped && self.killing.is_none() {
+        if self.stopped && self.killing.is_none() && (tty.present || self.stop_requested) {
             // CMD was stopped (Ctrl-Z, SIGTSTP): stop too, so the shell
-            // gets its prompt back. While stopped, nothing renews.
+            // gets its prompt back. While stopped, nothing renews. Without
+            // a terminal there is no shell to give a prompt back to, and a
+            // distlock stopped with CMD would wait in state T for a SIGCONT
+            // that may never come: it keeps supervising (and renewing)
+            // instead, unless it was itself told to stop.
             out.push(Action::StopSelf {
                 whole_group: tty.cmd_has_it,
             });
@@ -592,6 +637,7 @@ impl Supervisor {
     fn on_stop_request(&mut self, out: &mut Vec<Action>) {
         if self.killing.is_none() && self.status.is_none() {
             out.push(Action::SignalGroup(SIGSTOP));
+            self.stop_requested = true;
         }
     }
 
@@ -611,6 +657,39 @@ impl Supervisor {
         }
         out.push(Action::SignalGroup(SIGCONT));
         self.stopped = false;
+        self.stop_requested = false;
+    }
+
+    /// The guardian died on its own (`pkill -9` of its name, `kill -9` of
+    /// its pid): without it, a SIGKILL of distlock would leave CMD's group
+    /// running with no lease, so a new one takes its place with the same
+    /// deadline, before anything relies on it. Past that deadline the old
+    /// one would have SIGKILLed the group (and may have): distlock does so
+    /// itself instead of forking a guardian only to do it.
+    fn on_guardian_gone(&mut self, now: Duration, out: &mut Vec<Action>) {
+        if self.guardian_failed {
+            return;
+        }
+        if now < self.guardian_deadline {
+            out.push(Action::RestartGuardian(self.guardian_deadline));
+            return;
+        }
+        self.check_deadlines(now, out);
+        match &mut self.killing {
+            Some(k) if k.sigkill_sent => {}
+            Some(k) => {
+                out.push(Action::SignalGroup(SIGKILL));
+                k.sigkill_sent = true;
+            }
+            // CMD has exited; what it left in its group is killed now.
+            None => {
+                out.push(Action::SignalGroup(SIGKILL));
+                self.killing = Some(Killing {
+                    sigkill_at: now,
+                    sigkill_sent: true,
+                });
+            }
+        }
     }
 
     /// Sends `--at-risk-signal`, once, to CMD itself, not its group:

@@ -32,11 +32,13 @@ fn machine(options: Options) -> Supervisor {
     Supervisor::new(timings(), options, T0)
 }
 
+/// A tick with a terminal that neither distlock nor CMD has: job control
+/// as from a background job.
 fn tick(s: &mut Supervisor, at: Duration) -> Vec<Action> {
     s.step(
         at,
         Input::Tick {
-            tty: TtyFacts::default(),
+            tty: STOP_TTY,
             group_empty: false,
         },
     )
@@ -55,6 +57,7 @@ fn hard() -> Duration {
 }
 
 const STOP_TTY: TtyFacts = TtyFacts {
+    present: true,
     we_have_it: false,
     cmd_has_it: false,
 };
@@ -338,6 +341,7 @@ fn a_cont_after_the_deadline_kills_without_running() {
         Input::Signal {
             sig: libc::SIGCONT,
             tty: TtyFacts {
+                present: true,
                 we_have_it: true,
                 cmd_has_it: false,
             },
@@ -364,6 +368,7 @@ fn a_cont_before_the_deadline_renews_hands_over_the_terminal_and_continues() {
         },
     );
     let tty = TtyFacts {
+        present: true,
         we_have_it: true,
         cmd_has_it: false,
     };
@@ -490,6 +495,7 @@ fn after_cmd_exits_its_group_is_emptied_then_released() {
     let mut s = machine(options());
     let at = T0 + Duration::from_secs(3);
     let tty = TtyFacts {
+        present: true,
         we_have_it: false,
         cmd_has_it: true,
     };
@@ -621,6 +627,7 @@ fn a_stop_sent_to_distlock_stops_the_group_then_distlock() {
     );
     assert_eq!(tick(&mut s, T0 + ms(1)), vec![], "not before CMD stopped");
     let cmd_fg = TtyFacts {
+        present: true,
         we_have_it: false,
         cmd_has_it: true,
     };
@@ -647,10 +654,196 @@ fn a_stop_sent_to_distlock_stops_the_group_then_distlock() {
     assert_eq!(s.step(soft(), stop), vec![]);
 }
 
+const NO_TTY: TtyFacts = TtyFacts {
+    present: false,
+    we_have_it: false,
+    cmd_has_it: false,
+};
+
+fn tick_without_tty(s: &mut Supervisor, at: Duration) -> Vec<Action> {
+    s.step(
+        at,
+        Input::Tick {
+            tty: NO_TTY,
+            group_empty: false,
+        },
+    )
+}
+
+#[test]
+fn without_a_terminal_a_cmd_stopped_by_someone_else_leaves_distlock_supervising() {
+    let mut s = machine(options());
+    let stopped = Input::Stopped {
+        sig: libc::SIGSTOP,
+        tty: NO_TTY,
+    };
+    assert_eq!(s.step(T0 + ms(1), stopped), vec![]);
+    assert_eq!(
+        tick_without_tty(&mut s, T0 + ms(1)),
+        vec![],
+        "no stop of its own"
+    );
+    // It keeps renewing: confirmations still move the guardian's deadline.
+    let sent_at = T0 + ms(10_000);
+    assert_eq!(
+        s.step(sent_at + ms(1), Input::Renewed { sent_at }),
+        vec![Action::ExtendGuardian(sent_at + timings().hard_after())]
+    );
+    assert_eq!(tick_without_tty(&mut s, sent_at + ms(1)), vec![]);
+    // A SIGCONT to distlock renews and continues CMD.
+    let cont = Input::Signal {
+        sig: libc::SIGCONT,
+        tty: NO_TTY,
+    };
+    assert_eq!(
+        s.step(sent_at + ms(2), cont),
+        vec![Action::RenewNow, Action::SignalGroup(libc::SIGCONT)]
+    );
+    // Deadlines still hold for a stopped CMD: SIGKILL at once.
+    s.step(sent_at + ms(3), stopped);
+    let soft = sent_at + timings().soft_after();
+    assert_eq!(tick_without_tty(&mut s, soft - NS), vec![]);
+    assert_eq!(
+        tick_without_tty(&mut s, soft),
+        vec![
+            Action::Lost(Loss::Unconfirmed),
+            Action::SignalGroup(libc::SIGKILL)
+        ]
+    );
+}
+
+#[test]
+fn without_a_terminal_a_stop_sent_to_distlock_still_stops_the_group_then_distlock() {
+    let mut s = machine(options());
+    let stop = Input::Signal {
+        sig: libc::SIGTSTP,
+        tty: NO_TTY,
+    };
+    assert_eq!(
+        s.step(T0 + ms(1), stop),
+        vec![Action::SignalGroup(libc::SIGSTOP)]
+    );
+    let stopped = Input::Stopped {
+        sig: libc::SIGSTOP,
+        tty: NO_TTY,
+    };
+    s.step(T0 + ms(2), stopped);
+    assert_eq!(
+        tick_without_tty(&mut s, T0 + ms(2)),
+        vec![Action::StopSelf { whole_group: false }]
+    );
+    // Continued (by SIGCONT to distlock): a later stop by someone else is
+    // not a request of distlock's.
+    let cont = Input::Signal {
+        sig: libc::SIGCONT,
+        tty: NO_TTY,
+    };
+    s.step(T0 + ms(3), cont);
+    s.step(T0 + ms(4), stopped);
+    assert_eq!(tick_without_tty(&mut s, T0 + ms(4)), vec![]);
+    // Nor after CMD alone was continued.
+    s.step(T0 + ms(5), Input::Continued);
+    s.step(T0 + ms(5), stop);
+    s.step(T0 + ms(6), Input::Continued);
+    s.step(T0 + ms(7), stopped);
+    assert_eq!(tick_without_tty(&mut s, T0 + ms(7)), vec![]);
+}
+
+#[test]
+fn a_guardian_that_died_is_replaced_with_the_deadline_it_held() {
+    let mut s = machine(options());
+    assert_eq!(
+        s.step(T0 + ms(1), Input::GuardianGone),
+        vec![Action::RestartGuardian(hard())]
+    );
+    let sent_at = T0 + ms(10_000);
+    s.step(sent_at + ms(1), Input::Renewed { sent_at });
+    let later = sent_at + timings().hard_after();
+    assert_eq!(
+        s.step(sent_at + ms(2), Input::GuardianGone),
+        vec![Action::RestartGuardian(later)]
+    );
+    // The lease is gone: a new guardian keeps the deadline the last one
+    // had, not one from a confirmation that came after the loss.
+    s.step(sent_at + ms(3), Input::NotOwner);
+    s.step(
+        sent_at + ms(4),
+        Input::Renewed {
+            sent_at: sent_at + ms(3),
+        },
+    );
+    assert_eq!(
+        s.step(sent_at + ms(5), Input::GuardianGone),
+        vec![Action::RestartGuardian(later)]
+    );
+}
+
+#[test]
+fn a_guardian_gone_past_its_deadline_is_not_replaced_the_group_is_sigkilled() {
+    // distlock was stopped past the deadline; the guardian did its job and
+    // exited. On waking, distlock finishes it rather than forking one.
+    let mut s = machine(options());
+    assert_eq!(
+        s.step(hard(), Input::GuardianGone),
+        vec![
+            Action::Lost(Loss::Unconfirmed),
+            Action::SignalGroup(libc::SIGTERM),
+            Action::SignalGroup(libc::SIGCONT),
+            Action::SignalGroup(libc::SIGKILL),
+        ]
+    );
+    assert_eq!(s.step(hard() + ms(1), Input::GuardianGone), vec![]);
+}
+
+#[test]
+fn no_new_guardian_stops_cmd_within_the_grace_and_exits_125() {
+    let mut s = machine(options());
+    let now = T0 + ms(1);
+    assert_eq!(
+        s.step(now, Input::GuardianGone),
+        vec![Action::RestartGuardian(hard())]
+    );
+    assert_eq!(
+        s.step(now, Input::GuardianFailed),
+        vec![
+            Action::Lost(Loss::NoGuardian),
+            Action::SignalGroup(libc::SIGTERM),
+            Action::SignalGroup(libc::SIGCONT),
+        ]
+    );
+    assert_eq!(s.next_deadline(), Some(now + timings().kill_grace));
+    // No more attempts.
+    assert_eq!(s.step(now + ms(1), Input::GuardianGone), vec![]);
+    assert_eq!(
+        tick(&mut s, now + timings().kill_grace),
+        vec![Action::SignalGroup(libc::SIGKILL)]
+    );
+    s.step(
+        now + timings().kill_grace,
+        Input::Exited {
+            status: ExitStatus::from_raw(libc::SIGKILL),
+            tty: TtyFacts::default(),
+        },
+    );
+    let acts = s.step(
+        now + timings().kill_grace,
+        Input::Tick {
+            tty: TtyFacts::default(),
+            group_empty: true,
+        },
+    );
+    let [Action::Finish(outcome)] = acts[..] else {
+        panic!("{acts:?}");
+    };
+    assert_eq!(outcome.exit_code(), exit::FAILURE);
+    assert!(!outcome.marks_done());
+}
+
 #[test]
 fn a_background_read_after_fg_hands_over_the_terminal_instead_of_stopping() {
     let mut s = machine(options());
     let ours = TtyFacts {
+        present: true,
         we_have_it: true,
         cmd_has_it: false,
     };
@@ -735,6 +928,8 @@ enum Op {
     Continued,
     /// Everything left in CMD's group has died.
     GroupGone,
+    /// The guardian died; a new one starts (or, if false, cannot).
+    GuardianGone(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -748,6 +943,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..STOP_SIGNALS.len(), any::<bool>(), any::<bool>()).prop_map(|(i, a, b)| Op::Stopped(i, a, b)),
         1 => Just(Op::Continued),
         1 => Just(Op::GroupGone),
+        1 => any::<bool>().prop_map(Op::GuardianGone),
     ]
 }
 
@@ -763,20 +959,43 @@ struct World {
     kill_sent: bool,
     sigkill_sent: bool,
     finished: bool,
+    /// distlock has a controlling terminal.
+    tty: bool,
+    /// A stop was sent to distlock since CMD or distlock was last continued.
+    stop_asked: bool,
+    /// Whether a new guardian can be started.
+    guardian_starts: bool,
 }
 
 impl World {
     fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
-        if let Input::Renewed { sent_at } = input {
-            self.last_ok = self.last_ok.max(sent_at);
+        match input {
+            Input::Renewed { sent_at } => self.last_ok = self.last_ok.max(sent_at),
+            Input::Signal { sig, .. } if is_stop_request(sig) => self.stop_asked = true,
+            Input::Signal { sig: SIGCONT, .. } | Input::Continued => self.stop_asked = false,
+            _ => {}
         }
         for a in self.s.step(self.now, input) {
             match a {
+                Action::StopSelf { .. } => prop_assert!(
+                    self.tty || self.stop_asked,
+                    "without a terminal, distlock stopped although nobody asked it to"
+                ),
                 Action::SignalGroup(libc::SIGKILL) => {
                     self.sigkill_sent = true;
                     self.kill_sent = true;
                 }
                 Action::SignalGroup(KILL_SIGNAL) => self.kill_sent = true,
+                Action::RestartGuardian(d) => {
+                    prop_assert!(self.now < d, "a guardian started past its deadline");
+                    prop_assert!(
+                        d <= self.last_ok + self.t.hard_after(),
+                        "a guardian that would let CMD outlive the lease"
+                    );
+                    if !self.guardian_starts {
+                        self.feed(Input::GuardianFailed)?;
+                    }
+                }
                 Action::SignalGroup(libc::SIGCONT) => prop_assert!(
                     self.kill_sent || self.now < self.last_ok + self.t.soft_after(),
                     "SIGCONT at {:?} past the kill deadline before the kill signal",
@@ -796,7 +1015,10 @@ impl World {
 
     fn tick(&mut self) -> Result<(), TestCaseError> {
         self.feed(Input::Tick {
-            tty: TtyFacts::default(),
+            tty: TtyFacts {
+                present: self.tty,
+                ..TtyFacts::default()
+            },
             group_empty: self.group_empty,
         })
     }
@@ -839,6 +1061,7 @@ proptest! {
         ttl_ms in 100u64..5_000,
         at_risk in any::<bool>(),
         max_hold_ms in proptest::option::of(0u64..10_000),
+        tty in any::<bool>(),
         ops in proptest::collection::vec(op(), 0..40),
     ) {
         let t = Timings::new(ms(ttl_ms), None, None).unwrap();
@@ -857,6 +1080,9 @@ proptest! {
             kill_sent: false,
             sigkill_sent: false,
             finished: false,
+            tty,
+            stop_asked: false,
+            guardian_starts: true,
         };
         w.tick()?;
         for op in ops {
@@ -872,7 +1098,7 @@ proptest! {
                 Op::Unconfirmed => Input::Unconfirmed,
                 Op::Signal(i, we, cmd) => Input::Signal {
                     sig: SIGNALS[i],
-                    tty: TtyFacts { we_have_it: we, cmd_has_it: cmd },
+                    tty: TtyFacts { present: w.tty, we_have_it: we, cmd_has_it: cmd },
                 },
                 Op::Exited(_) | Op::Stopped(..) | Op::Continued if w.exited => continue,
                 Op::Exited(code) => {
@@ -881,12 +1107,16 @@ proptest! {
                 }
                 Op::Stopped(i, we, cmd) => Input::Stopped {
                     sig: STOP_SIGNALS[i],
-                    tty: TtyFacts { we_have_it: we, cmd_has_it: cmd },
+                    tty: TtyFacts { present: w.tty, we_have_it: we, cmd_has_it: cmd },
                 },
                 Op::Continued => Input::Continued,
                 Op::GroupGone => {
                     w.group_empty = w.exited;
                     continue;
+                }
+                Op::GuardianGone(starts) => {
+                    w.guardian_starts = starts;
+                    Input::GuardianGone
                 }
             };
             w.feed(input)?;

@@ -2,8 +2,10 @@
 //! cannot. Its parent side uses nix; the forked child keeps to raw,
 //! async-signal-safe libc calls, since another thread may exist at the fork.
 
+use std::ffi::{c_char, c_int, CStr};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -20,6 +22,11 @@ use nix::unistd::{fork, pipe2, write, ForkResult, Pid};
 /// after which someone continued CMD itself) kills nothing. The guardian
 /// is in a process group of its own, so none of that stops it. (A frozen
 /// cgroup freezes CMD and the guardian alike; CMD then does not run.)
+///
+/// Its name (comm) and command line are `dl-guard`, with no "distlock" in
+/// them: `pkill -9 distlock` (or `pkill -9 -f distlock`) kills distlock
+/// and leaves the guardian to kill CMD's group. If it dies alone anyway,
+/// distlock sees its pipe lose its reader (`is_gone`) and starts another.
 ///
 /// It waits on a pipe whose write end only distlock holds, with a
 /// deadline: the time (boot-time clock) by which no part of CMD may be
@@ -39,6 +46,48 @@ pub struct Guardian {
 
 /// The "stand down" message.
 const STAND_DOWN: u64 = u64::MAX;
+
+/// The guardian's name and command line: what `ps` shows, and nothing
+/// that `pkill distlock` (name) or `pkill -f distlock` (command line)
+/// would match. Kept short: a comm holds 15 bytes.
+pub const NAME: &CStr = c"dl-guard";
+
+/// Where distlock's command line lies in memory (argv[0] up to the end of
+/// the last argument, one contiguous block as the kernel lays it out), so
+/// that the forked guardian can overwrite its copy: /proc/PID/cmdline,
+/// which `pkill -f` reads, is that memory. Null/0 if unknown.
+static ARGS_START: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
+static ARGS_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Records the command line's block from the arguments glibc hands the
+/// executable's `.init_array` functions (std reads argv the same way).
+/// Arguments that are not one contiguous block are left alone.
+extern "C" fn record_args(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
+    if argc < 1 || argv.is_null() {
+        return;
+    }
+    // SAFETY: glibc passes the process's own argc and argv: `argc` valid
+    // pointers to NUL-terminated strings.
+    unsafe {
+        let start = *argv;
+        let mut end = start;
+        for i in 0..argc as usize {
+            let arg = *argv.add(i);
+            if arg.is_null() || arg != end {
+                return;
+            }
+            end = arg.add(libc::strlen(arg) + 1);
+        }
+        ARGS_LEN.store(end.offset_from(start) as usize, Ordering::Relaxed);
+        ARGS_START.store(start.cast_mut(), Ordering::Relaxed);
+    }
+}
+
+/// Puts `record_args` in `.init_array` (only glibc passes it arguments).
+#[cfg(target_env = "gnu")]
+#[used]
+#[link_section = ".init_array"]
+static RECORD_ARGS: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = record_args;
 
 /// How long `wait_gone` waits for the guardian to be gone; it takes
 /// microseconds unless it is stopped.
@@ -82,6 +131,17 @@ impl Guardian {
         // A full pipe means a guardian that is not reading (stopped): it
         // then acts on an earlier deadline, which only errs early.
         let _ = self.send(nanos(deadline).min(STAND_DOWN - 1));
+    }
+
+    /// Whether the guardian has died: its pipe's only read end, which it
+    /// holds until it exits, is closed (POLLERR on our write end). Reaped
+    /// or not, and with no pid involved.
+    pub fn is_gone(&self) -> bool {
+        let mut fds = [PollFd::new(self.pipe.as_fd(), PollFlags::empty())];
+        poll(&mut fds, PollTimeout::ZERO) == Ok(1)
+            && fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLERR))
     }
 
     /// One 8-byte write, atomic on a pipe.
@@ -173,7 +233,8 @@ fn nanos(d: Duration) -> u64 {
 ///
 /// Only in the child of `fork`, with `read_end` the guardian pipe's read
 /// end. Everything here is a raw, async-signal-safe libc call on fds and
-/// stack values (and `clock::now`, one clock_gettime): another thread of
+/// stack values (and `clock::now`, one clock_gettime; and plain stores to
+/// this process's copy of the command line): another thread of
 /// distlock may have held a lock (the allocator's, say) at the fork, so the
 /// child must allocate nothing and take no lock, which nix's wrappers do
 /// not promise.
@@ -181,7 +242,17 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
     // Its own process group: a Ctrl-Z or `kill %1` aimed at distlock's job
     // must not stop or kill the guardian.
     libc::setpgid(0, 0);
-    libc::prctl(libc::PR_SET_NAME, c"distlock-guard".as_ptr(), 0, 0, 0);
+    libc::prctl(libc::PR_SET_NAME, NAME.as_ptr(), 0, 0, 0);
+    // Our copy of distlock's command line becomes NAME, NUL-padded.
+    let (args, len) = (
+        ARGS_START.load(Ordering::Relaxed),
+        ARGS_LEN.load(Ordering::Relaxed),
+    );
+    if !args.is_null() && len > 0 {
+        std::ptr::write_bytes(args, 0, len);
+        let name = NAME.to_bytes();
+        std::ptr::copy_nonoverlapping(name.as_ptr().cast(), args, name.len().min(len - 1));
+    }
     // Hold nothing of distlock's open: not its stdout (a `$(distlock …)`
     // would wait for us), not the Redis socket, not the tty.
     let keep = libc::fcntl(read_end, libc::F_DUPFD_CLOEXEC, 100);
@@ -294,6 +365,51 @@ mod tests {
         }
         assert!(gone(pid.as_raw()), "the stopped guardian must be killed");
         assert!(!gone(pgid), "and CMD's group left alone");
+        let _ = cmd.kill();
+        let _ = cmd.wait();
+    }
+
+    /// Waits (bounded) for `cond`, which other tests' forks can delay: a
+    /// child of theirs holds a copy of our pipe until it execs.
+    fn soon(mut cond: impl FnMut() -> bool) -> bool {
+        let limit = std::time::Instant::now() + Duration::from_secs(5);
+        while !cond() {
+            if std::time::Instant::now() >= limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
+    #[test]
+    fn the_guardian_is_named_without_distlock_and_its_death_is_seen() {
+        let has = |text: &[u8]| text.windows(8).any(|w| w == b"distlock");
+        // This test binary is `distlock-<hash>`: the guardian starts with
+        // "distlock" in its command line and must lose it.
+        assert!(has(&std::fs::read("/proc/self/cmdline").unwrap()));
+        let mut cmd = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let guardian = Guardian::start(
+            cmd.id() as i32,
+            crate::clock::now() + Duration::from_secs(60),
+        )
+        .unwrap();
+        let pid = guardian.pid.as_raw();
+        let comm = || std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
+        assert!(soon(|| comm() == b"dl-guard\n"), "{:?}", comm());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        assert!(cmdline.starts_with(b"dl-guard\0"), "{cmdline:?}");
+        assert!(!has(&cmdline), "{cmdline:?}");
+        assert!(!guardian.is_gone());
+
+        kill(guardian.pid, Signal::SIGKILL).unwrap();
+        assert!(soon(|| guardian.is_gone()), "its death went unseen");
+        guardian.wait_gone();
+        assert!(gone(pid));
         let _ = cmd.kill();
         let _ = cmd.wait();
     }

@@ -41,11 +41,33 @@ use super::signals::{caller_ignored, Signals};
 use super::tty::Tty;
 
 /// How spawning CMD failed, mapped to timeout(1)'s statuses by the caller.
+/// 126 and 127 blame CMD, so they are kept for what `execve` says about
+/// CMD's file; distlock running out of descriptors, processes or memory is
+/// not CMD's fault.
 pub enum SpawnError {
     /// No such file (127).
     NotFound(io::Error),
     /// Found but not executable, or exec failed otherwise (126).
     CannotExecute(io::Error),
+    /// distlock could not start a process at all: its pipe or the clone
+    /// failed, the child's set-up before exec failed, or exec ran out of
+    /// descriptors or memory (EMFILE, ENFILE, EAGAIN, ENOMEM): 125.
+    Failed(io::Error),
+}
+
+/// Why `start` failed: before `execve` (distlock's own doing) or in it.
+enum StartError {
+    Setup(io::Error),
+    Exec(io::Error),
+}
+
+/// Whether `errno` says the system ran out of something, not that CMD's
+/// file is wrong.
+fn out_of_resources(errno: Option<c_int>) -> bool {
+    matches!(
+        errno,
+        Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM)
+    )
 }
 
 /// Starts CMD in a new process group, from the calling (main) thread,
@@ -70,14 +92,8 @@ pub fn spawn(
     signals: &Signals,
     tty: Option<&Tty>,
 ) -> Result<i32, SpawnError> {
-    let classify = |e: io::Error| {
-        if e.kind() == io::ErrorKind::NotFound {
-            SpawnError::NotFound(e)
-        } else {
-            SpawnError::CannotExecute(e)
-        }
-    };
-    let mut exec = Exec::new(argv, &["DISTLOCK_REDIS_PASSWORD"], env).map_err(classify)?;
+    let mut exec =
+        Exec::new(argv, &["DISTLOCK_REDIS_PASSWORD"], env).map_err(SpawnError::CannotExecute)?;
     let setup = ChildSetup {
         new_group: true,
         death_signal_parent: Some(std::process::id() as i32),
@@ -85,7 +101,12 @@ pub fn spawn(
         ignore_sigpipe: caller_ignored(Signal::SIGPIPE as i32),
         mask: *signals.caller_mask.as_ref(),
     };
-    start(&mut exec, &setup).map_err(classify)
+    start(&mut exec, &setup).map_err(|e| match e {
+        StartError::Setup(e) => SpawnError::Failed(e),
+        StartError::Exec(e) if out_of_resources(e.raw_os_error()) => SpawnError::Failed(e),
+        StartError::Exec(e) if e.kind() == io::ErrorKind::NotFound => SpawnError::NotFound(e),
+        StartError::Exec(e) => SpawnError::CannotExecute(e),
+    })
 }
 
 /// The program, its arguments and its environment, as the C arrays
@@ -265,11 +286,14 @@ struct ChildArgs {
 /// child's stack is shared). Returns the child's pid once it has called
 /// `execve` successfully; an `execve` failure (or a failure of the setup)
 /// comes back as the child's errno, and the child is reaped.
-fn start(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
+fn start(exec: &mut Exec, setup: &ChildSetup) -> Result<libc::pid_t, StartError> {
     if gettid() != getpid() {
-        return Err(io::Error::other("spawn must run on the main thread"));
+        return Err(StartError::Setup(io::Error::other(
+            "spawn must run on the main thread",
+        )));
     }
-    let (read_end, write_end) = pipe2(OFlag::O_CLOEXEC)?;
+    let setup_err = |e: Errno| StartError::Setup(e.into());
+    let (read_end, write_end) = pipe2(OFlag::O_CLOEXEC).map_err(setup_err)?;
     let args = ChildArgs {
         candidates: exec.candidate_ptrs.as_ptr(),
         n_candidates: exec.candidate_ptrs.len(),
@@ -292,7 +316,8 @@ fn start(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
         SigmaskHow::SIG_SETMASK,
         Some(&SigSet::all()),
         Some(&mut old),
-    )?;
+    )
+    .map_err(setup_err)?;
     // SAFETY: the child runs `child_main` on STACK (16-byte aligned top)
     // with a pointer to `args`, which outlives it: the clone returns only
     // after the child has exec'd or exited. Raw: nix's `clone` takes a Rust
@@ -325,9 +350,10 @@ fn start(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
     drop(write_end);
     if pid < 0 {
-        return Err(clone_err);
+        return Err(StartError::Setup(clone_err));
     }
-    // EOF (0): the exec succeeded and closed the pipe; 4 bytes: errno.
+    // EOF (0): the exec succeeded and closed the pipe; 4 bytes: errno
+    // (negated for a failure before exec, see `fail`).
     // With a real CLONE_VFORK the child is past exec by now, so this does
     // not block; where it is emulated by a fork, it waits for it.
     let mut errno_buf = [0u8; 4];
@@ -340,7 +366,12 @@ fn start(exec: &mut Exec, setup: &ChildSetup) -> io::Result<libc::pid_t> {
     if got == Ok(4) {
         // Reaps our own child, which has _exit'ed or is about to.
         let _ = waitpid(Pid::from_raw(pid), None);
-        return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno_buf)));
+        let code = i32::from_ne_bytes(errno_buf);
+        return Err(if code < 0 {
+            StartError::Setup(io::Error::from_raw_os_error(code.saturating_neg()))
+        } else {
+            StartError::Exec(io::Error::from_raw_os_error(code))
+        });
     }
     Ok(pid)
 }
@@ -356,14 +387,14 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         let a = &*(arg as *const ChildArgs);
         reset_handlers();
         if a.new_group && libc::setpgid(0, 0) != 0 {
-            fail(a, errno());
+            fail(a, -errno());
         }
         if a.parent != 0 {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                fail(a, errno());
+                fail(a, -errno());
             }
             if libc::getppid() != a.parent {
-                fail(a, libc::ESRCH);
+                fail(a, -libc::ESRCH);
             }
         }
         if a.tty >= 0 {
@@ -377,10 +408,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             libc::SIG_DFL
         };
         if libc::signal(libc::SIGPIPE, pipe) == libc::SIG_ERR {
-            fail(a, errno());
+            fail(a, -errno());
         }
         if libc::sigprocmask(libc::SIG_SETMASK, &a.mask, std::ptr::null_mut()) != 0 {
-            fail(a, errno());
+            fail(a, -errno());
         }
         let e = exec_all(a);
         fail(a, e)
@@ -457,7 +488,9 @@ fn errno() -> c_int {
 }
 
 /// Reports `err` to the parent and ends the child with 127 (never seen as
-/// CMD's status: the parent reaps it and reports the error instead).
+/// CMD's status: the parent reaps it and reports the error instead): an
+/// errno of `execve`'s, or a negated errno for a failure before it, which
+/// is distlock's, not CMD's.
 ///
 /// # Safety
 ///

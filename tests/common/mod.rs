@@ -293,7 +293,7 @@ pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::Ex
 }
 
 /// The pid of distlock's guardian: the child of `distlock` named
-/// `distlock-guard`. Tests that model a frozen host stop it with distlock.
+/// `dl-guard`. Tests that model a frozen host stop it with distlock.
 pub fn guardian_of(distlock: i32) -> i32 {
     let mut found = None;
     wait_until(Duration::from_secs(10), || {
@@ -305,7 +305,7 @@ pub fn guardian_of(distlock: i32) -> i32 {
             .filter_map(|p| p.parse::<i32>().ok())
             .find(|p| {
                 std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "distlock-guard")
+                    .is_ok_and(|c| c.trim() == "dl-guard")
             });
         found.is_some()
     });
