@@ -1436,3 +1436,33 @@ fn the_readme_tls_set_up_runs_as_written() {
     assert!(out.stdout.contains("token 1"), "{out:?}");
     assert!(out.stdout.contains("demo: free, last token 1"), "{out:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Names that old versions took
+// ---------------------------------------------------------------------------
+
+#[test]
+fn locks_whose_names_start_with_a_dash_left_by_old_versions_are_still_listed() {
+    // Old versions took `acquire -- -old`; the name rule now refuses it,
+    // but `list` must still show what is held under such a name.
+    let server = RedisServer::start();
+    let _: () = server.cmd(&["SET", "distlock:{-old}", "vm:1:00", "PX", "60000"]);
+    let _: () = server.cmd(&["SET", "distlock:{-old}:fence", "7"]);
+    let out = run(distlock(&server).args(["acquire", "new"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = run(distlock(&server).args(["list", "--json"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["-old", "new"], "{v}");
+    assert_eq!(v[0]["fencing_token"], 7, "{v}");
+    let out = run(distlock(&server).args(["list"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("-old"), "{out:?}");
+    assert_eq!(out.stderr, "", "{out:?}");
+}

@@ -266,6 +266,44 @@ fn anything_unusual_is_left_to_clap() {
     assert_eq!(run.lease.ttl, std::time::Duration::from_secs(7));
 }
 
+/// A negative number or duration is an invalid value of its option, told
+/// by the option's own parser, never an unknown argument (whose tip, to
+/// pass it after `--`, would make it NAME or CMD); the fast path leaves
+/// such lines to clap.
+#[test]
+fn negative_values_are_invalid_values_of_their_option() {
+    let textual = [
+        "redis-url",
+        "prefix",
+        "redis-password-file",
+        "tls-ca",
+        "tls-cert",
+        "tls-key",
+        "wait-order",
+    ];
+    for o in OPTIONS.iter().filter(|o| !textual.contains(&o.long)) {
+        // (`-0` is 0 to clap's number parsers, not a negative number.)
+        let first = plausible(o.long).iter().find(|v| **v != "0").unwrap();
+        for value in [format!("-{first}"), "-1".into(), "-5s".into()] {
+            let mut words = vec![format!("--{}", o.long), value.clone()];
+            if o.long == "done-exit-code" {
+                words.extend(["--once-per".into(), "1d".into()]);
+            }
+            words.extend(["x".into(), "--".into(), "t".into()]);
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            let argv = argv(&words);
+            assert!(parse_run(&argv, &|_| None).is_none(), "{words:?}");
+            let e = parse_with::<OnlyRun>(&argv).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{words:?}: {e}"
+            );
+            assert!(e.to_string().contains(&value), "{words:?}: {e}");
+        }
+    }
+}
+
 /// Values the option `long` takes.
 fn plausible(long: &str) -> &'static [&'static str] {
     match long {
