@@ -1466,3 +1466,89 @@ fn locks_whose_names_start_with_a_dash_left_by_old_versions_are_still_listed() {
     assert!(out.stdout.contains("-old"), "{out:?}");
     assert_eq!(out.stderr, "", "{out:?}");
 }
+
+// ---------------------------------------------------------------------------
+// A URL user without a password
+// ---------------------------------------------------------------------------
+
+/// The users of the connections of other clients than the one asking,
+/// from CLIENT LIST.
+fn other_clients_users(admin: &mut redis::Connection) -> Vec<String> {
+    let me: i64 = redis::cmd("CLIENT").arg("ID").query(admin).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
+    list.lines()
+        .filter(|l| !l.starts_with(&format!("id={me} ")))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("user=")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_url_user_without_a_password_authenticates_as_that_user() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "alice", "on", "nopass", "~*", "&*", "+@all",
+    ]);
+    let port = server.port;
+    let alice = format!("redis://alice@127.0.0.1:{port}");
+    // A nopass user takes any password: how the test itself logs in.
+    let mut admin = connect(&format!("redis://alice:x@127.0.0.1:{port}"));
+
+    // While `default` still works, nothing may quietly run as `default`:
+    // a holder and a waiter (whose subscription is a second connection).
+    let mut holder = Holder::spawn_cmd(distlock_at(&alice).args(["run", "u"]), &[]);
+    holder.wait_held();
+    let mut waiter = distlock_at(&alice)
+        .args(["run", "-w", "20s", "u", "--", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || other_clients_users(&mut admin)
+            .len()
+            >= 3),
+        "{:?}",
+        other_clients_users(&mut admin)
+    );
+    let users = other_clients_users(&mut admin);
+    assert!(users.iter().all(|u| u == "alice"), "{users:?}");
+    assert_eq!(holder.finish().code(), Some(0));
+    assert_eq!(
+        wait_with_timeout(&mut waiter, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+
+    // With `default` off only alice can work at all: every subcommand,
+    // over TCP and over the unix socket (`?user=`).
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "off"][..])
+        .query(&mut admin)
+        .unwrap();
+    let unix = format!("unix://{}?user=alice", server.socket().display());
+    for url in [&alice, &unix] {
+        let out = token_run(&mut distlock_at(url), "u");
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+        let out = run(distlock_at(url).args(["acquire", "--json", "v"]));
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+        let owner = v["owner"].as_str().unwrap();
+        for args in [
+            vec!["renew", "--owner", owner, "v"],
+            vec!["inspect", "v"],
+            vec!["list"],
+            vec!["release", "--owner", owner, "v"],
+        ] {
+            let out = run(distlock_at(url).args(&args));
+            assert_eq!(out.code, 0, "{url} {args:?}: {out:?}");
+        }
+    }
+    // A user that does not exist is refused, not replaced by `default`.
+    let out = token_run(
+        &mut distlock_at(&format!("redis://nobody@127.0.0.1:{port}")),
+        "u",
+    );
+    assert_eq!(out.code, 125, "{out:?}");
+    assert_one_error_line(&out);
+    assert!(out.stderr.contains("auth"), "{out:?}");
+}

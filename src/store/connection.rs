@@ -90,7 +90,7 @@ impl Target {
         }
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
         let url_has_password = redis.password().is_some();
-        info = info.set_redis_settings(redis.clone());
+        info = info.set_redis_settings(as_the_user(redis.clone()));
         let mut plain_info = None;
         if let Some(p) = &sec.password {
             if sec.password_from_env && !url_has_password {
@@ -162,6 +162,19 @@ impl Target {
     }
 }
 
+/// Settings that authenticate as the URL's user even without a password.
+/// redis-rs sends AUTH only with a password, so `redis://alice@host` would
+/// run as `default` (or fail where `default` is off); an ACL `nopass` user
+/// takes any password, and a user that needs one refuses an empty one, as
+/// it should.
+fn as_the_user(redis: redis::RedisConnectionInfo) -> redis::RedisConnectionInfo {
+    if redis.username().is_some() && redis.password().is_none() {
+        redis.set_password("")
+    } else {
+        redis
+    }
+}
+
 /// Splits `[[user]:password@]rest` of a multi-host URL (the last `@`, since
 /// a password may hold one).
 fn split_auth(rest: &str) -> (Option<&str>, &str) {
@@ -202,7 +215,7 @@ fn credentials(auth: Option<&str>, sec: &Security) -> redis::RedisConnectionInfo
     if let Some(p) = &sec.password {
         redis = redis.set_password(p);
     }
-    redis
+    as_the_user(redis)
 }
 
 /// A Redis Sentinel set and the master it watches.
@@ -746,6 +759,59 @@ mod tests {
             without_password("unix:///s.sock?password=x"),
             "unix:///s.sock"
         );
+    }
+
+    #[test]
+    fn a_url_user_without_a_password_still_authenticates_as_that_user() {
+        let auth = |r: &redis::RedisConnectionInfo| {
+            (
+                r.username().map(str::to_owned),
+                r.password().map(str::to_owned),
+            )
+        };
+        let user = |p: Option<&str>| (Some("alice".to_owned()), p.map(str::to_owned));
+        let plain = Security::default();
+        let env = Security {
+            password: Some("envpw".into()),
+            password_from_env: true,
+            ..Security::default()
+        };
+        for (url, sec, want) in [
+            ("redis://alice@h:1", &plain, user(Some(""))),
+            ("unix:///s.sock?user=alice", &plain, user(Some(""))),
+            ("redis://alice:pw@h:1", &plain, user(Some("pw"))),
+            ("redis://alice@h:1", &env, user(Some("envpw"))),
+            ("redis://h:1", &plain, (None, None)),
+        ] {
+            let t = Target::parse(url, sec).unwrap();
+            let got = auth(t.client.get_connection_info().redis_settings());
+            assert_eq!(got, want, "{url}");
+        }
+        // The fallback without DISTLOCK_REDIS_PASSWORD keeps the user.
+        let t = Target::parse("redis://alice@h:1", &env).unwrap();
+        let fallback = t.without_env_password.expect("a fallback");
+        assert_eq!(
+            auth(fallback.get_connection_info().redis_settings()),
+            user(Some(""))
+        );
+        // Sentinel and Cluster URLs split the user off themselves.
+        for (url, want) in [
+            ("redis+sentinel://alice@h:26379/m", user(Some(""))),
+            ("redis+sentinel://alice:pw@h:26379/m", user(Some("pw"))),
+            ("redis+sentinel://:pw@h:26379/m", (None, Some("pw".into()))),
+            ("redis+sentinel://h:26379/m", (None, None)),
+        ] {
+            let t = Target::parse(url, &plain).unwrap();
+            assert_eq!(auth(&t.sentinel.unwrap().redis), want, "{url}");
+        }
+        for (url, want) in [
+            ("redis+cluster://alice@h:1,h:2", user(Some(""))),
+            ("redis+cluster://alice:pw@h:1", user(Some("pw"))),
+            ("redis+cluster://h:1", (None, None)),
+        ] {
+            let t = Target::parse(url, &plain).unwrap();
+            assert_eq!(auth(&t.cluster.unwrap().redis), want, "{url}");
+        }
     }
 
     #[test]
