@@ -1468,7 +1468,7 @@ fn locks_whose_names_start_with_a_dash_left_by_old_versions_are_still_listed() {
 }
 
 // ---------------------------------------------------------------------------
-// A URL user without a password
+// A URL user without a password; secrets in CMD's arguments
 // ---------------------------------------------------------------------------
 
 /// The users of the connections of other clients than the one asking,
@@ -1551,4 +1551,106 @@ fn a_url_user_without_a_password_authenticates_as_that_user() {
     assert_eq!(out.code, 125, "{out:?}");
     assert_one_error_line(&out);
     assert!(out.stderr.contains("auth"), "{out:?}");
+}
+
+/// Every value in the server, as text: what other clients can read.
+fn everything_in(c: &mut redis::Connection) -> String {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    let mut all = String::new();
+    for k in keys {
+        let kind: String = redis::cmd("TYPE").arg(&k).query(c).unwrap();
+        let v: redis::Value = match kind.as_str() {
+            "string" => redis::cmd("GET").arg(&k).query(c),
+            "hash" => redis::cmd("HGETALL").arg(&k).query(c),
+            "list" => redis::cmd("LRANGE").arg(&k).arg(0).arg(-1).query(c),
+            "zset" => redis::cmd("ZRANGE")
+                .arg(&k)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(c),
+            "set" => redis::cmd("SMEMBERS").arg(&k).query(c),
+            "stream" => redis::cmd("XRANGE").arg(&k).arg("-").arg("+").query(c),
+            other => panic!("{k} is a {other}"),
+        }
+        .unwrap();
+        all.push_str(&format!("{k} = {v:?}\n"));
+    }
+    all
+}
+
+#[test]
+fn credentials_in_cmds_arguments_and_distlocks_own_password_never_reach_redis() {
+    // Three places distlock learns its password from; each must be masked
+    // wherever CMD's arguments carry it verbatim.
+    for source in ["url", "env", "file"] {
+        let pw = secret(source);
+        let server = server_with_password(&pw);
+        let port = server.port;
+        let dir = tempfile::tempdir().unwrap();
+        let pw_file = file(dir.path(), "pw", &format!("{pw}\n"));
+        let mut cmd = match source {
+            "url" => distlock_at(&format!("redis://:{pw}@127.0.0.1:{port}")),
+            "env" => {
+                let mut c = distlock(&server);
+                c.env("DISTLOCK_REDIS_PASSWORD", &pw);
+                c
+            }
+            _ => {
+                let mut c = distlock(&server);
+                c.arg("--redis-password-file").arg(&pw_file);
+                c
+            }
+        };
+        let (db, cache) = (secret("db"), secret("cache"));
+        let args = [
+            format!("--db=postgres://app:{db}@db.internal:5432/billing"),
+            format!("redis://:{cache}@cache:6379/0"),
+            format!("--both=mysql://u:{db}@h1/x,amqp://guest:{cache}@mq/"),
+            format!("--own={pw}"),
+            "https://example.com/a@b".to_owned(),
+            "ssh://git@example.com/repo".to_owned(),
+        ];
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut holder = Holder::spawn_cmd(cmd.args(["run", "masked"]), &arg_refs);
+        holder.wait_held();
+
+        let out = run(distlock(&server)
+            .env("DISTLOCK_REDIS_PASSWORD", &pw)
+            .args(["inspect", "--json", "masked"]));
+        assert_eq!(out.code, 0, "{out:?}");
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+        let recorded = v["command"].as_str().unwrap_or_else(|| panic!("{v}"));
+        let out = run(distlock(&server)
+            .env("DISTLOCK_REDIS_PASSWORD", &pw)
+            .args(["list"]));
+        assert_eq!(out.code, 0, "{out:?}");
+        let stored = everything_in(&mut admin(&server, &pw));
+        for (what, text) in [
+            ("inspect", recorded),
+            ("list", &out.stdout),
+            ("redis", &stored),
+        ] {
+            for s in [&pw, &db, &cache] {
+                assert_no_secret(s, &format!("{source}: {what}"), text);
+            }
+        }
+        // The users, hosts and everything else are kept.
+        for kept in [
+            "--db=postgres://app:***@db.internal:5432/billing",
+            "redis://:***@cache:6379/0",
+            "--both=mysql://u:***@h1/x,amqp://guest:***@mq/",
+            "--own=***",
+            "https://example.com/a@b",
+            "ssh://git@example.com/repo",
+        ] {
+            assert!(
+                recorded.contains(kept),
+                "{source}: {kept} not in {recorded}"
+            );
+        }
+        assert_eq!(holder.finish().code(), Some(0));
+        let after = everything_in(&mut admin(&server, &pw));
+        assert_no_secret(&pw, &format!("{source}: after the run"), &after);
+    }
 }
