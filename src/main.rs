@@ -242,7 +242,8 @@ fn clap_error(e: clap::Error) -> u8 {
                 .lines()
                 .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !(l.starts_with("tip: to pass") && l.contains("'-- ")))
+                .filter(|l| !l.is_empty())
+                .filter(|l| !(l.starts_with("tip: to pass") && l.contains("'-- ")))
                 .collect::<Vec<_>>()
                 .join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
