@@ -299,7 +299,8 @@ pub struct GlobalArgs {
         hide_env_values = true,
         env = "DISTLOCK_MIN_REPLICAS",
         default_value_t = 0,
-        value_name = "N"
+        value_name = "N",
+        allow_hyphen_values = true
     )]
     pub min_replicas: u32,
 
@@ -357,7 +358,7 @@ pub enum Command {
 pub struct LeaseArgs {
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), allow_hyphen_values = true, help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Lease length (`run` renews it while CMD runs; after `acquire`, renew it yourself)
@@ -367,12 +368,13 @@ pub struct LeaseArgs {
         hide_env_values = true, env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_expiry
+        value_parser = config::parse_expiry,
+        allow_hyphen_values = true
     )]
     pub ttl: Duration,
 
     /// How long to wait for a busy lock: a duration, 0 (do not wait) or forever
-    #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait, help_heading = HEADING_WAITING)]
+    #[arg(short, long, default_value = "0", value_name = "D", value_parser = config::parse_wait, allow_hyphen_values = true, help_heading = HEADING_WAITING)]
     pub wait: Wait,
 
     /// Who gets a busy lock first: fair (arrival order) or any (no queue)
@@ -386,14 +388,15 @@ pub struct LeaseArgs {
         long,
         default_value_t = crate::exit::CONFLICT,
         value_name = "N",
-        value_parser = config::parse_exit_code
+        value_parser = config::parse_exit_code,
+        allow_hyphen_values = true
     )]
     pub conflict_exit_code: u8,
 
     /// Keep the lock held until D after it was acquired, even if CMD ends
     /// or `release` comes sooner (the key keeps a TTL for the rest; no
     /// process lingers)
-    #[arg(long, value_name = "D", value_parser = config::parse_expiry, help_heading = HEADING_LEASE)]
+    #[arg(long, value_name = "D", value_parser = config::parse_expiry, allow_hyphen_values = true, help_heading = HEADING_LEASE)]
     pub min_hold: Option<Duration>,
 }
 
@@ -410,7 +413,7 @@ pub struct LeaseArgs {
     after_long_help = RUN_EXAMPLES
 )]
 pub struct RunArgs {
-    /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +
+    /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +, not starting with -
     #[arg(value_parser = config::parse_name)]
     pub name: String,
 
@@ -418,26 +421,26 @@ pub struct RunArgs {
     pub lease: LeaseArgs,
 
     /// Renewal period [default: ttl/3]
-    #[arg(long, value_name = "D", value_parser = config::parse_duration, help_heading = HEADING_LEASE)]
+    #[arg(long, value_name = "D", value_parser = config::parse_duration, allow_hyphen_values = true, help_heading = HEADING_LEASE)]
     pub renew_every: Option<Duration>,
 
     /// First signal sent to CMD's process group when the lease is lost
-    #[arg(long, default_value = "TERM", value_name = "SIG", value_parser = config::parse_signal, help_heading = HEADING_STOPPING)]
+    #[arg(long, default_value = "TERM", value_name = "SIG", value_parser = config::parse_signal, allow_hyphen_values = true, help_heading = HEADING_STOPPING)]
     pub kill_signal: Signal,
 
     /// Time between the kill signal and SIGKILL [default: min(5s, ttl/4)]
-    #[arg(long, value_name = "D", value_parser = config::parse_duration, help_heading = HEADING_STOPPING)]
+    #[arg(long, value_name = "D", value_parser = config::parse_duration, allow_hyphen_values = true, help_heading = HEADING_STOPPING)]
     pub kill_grace: Option<Duration>,
 
     /// Stop CMD (kill signal, then SIGKILL after the grace) once it has held
     /// the lock for D; exit 124
-    #[arg(long, value_name = "D", value_parser = config::parse_duration, help_heading = HEADING_STOPPING)]
+    #[arg(long, value_name = "D", value_parser = config::parse_duration, allow_hyphen_values = true, help_heading = HEADING_STOPPING)]
     pub max_hold: Option<Duration>,
 
     /// Send SIG to CMD once, as soon as a renewal is overdue (half a period
     /// late) or has failed, so it can checkpoint before the kill deadline
     /// [default: none]
-    #[arg(long, value_name = "SIG", value_parser = config::parse_any_signal, help_heading = HEADING_STOPPING)]
+    #[arg(long, value_name = "SIG", value_parser = config::parse_any_signal, allow_hyphen_values = true, help_heading = HEADING_STOPPING)]
     pub at_risk_signal: Option<Signal>,
 
     /// Once per window: after acquiring, start CMD only if no `run
@@ -454,6 +457,7 @@ pub struct RunArgs {
         default_value_t = 0,
         value_name = "N",
         value_parser = config::parse_exit_code,
+        allow_hyphen_values = true,
         requires = "once_per",
         help_heading = HEADING_CRON_CI
     )]
@@ -461,7 +465,7 @@ pub struct RunArgs {
 
     /// How long Redis keeps the record of the last run (who, when, how
     /// long, exit status, token)
-    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry, help_heading = HEADING_CRON_CI)]
+    #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry, allow_hyphen_values = true, help_heading = HEADING_CRON_CI)]
     pub last_run_keep: Duration,
 
     /// The command and its arguments, after --
@@ -482,7 +486,7 @@ pub struct RunArgs {
     after_long_help = ACQUIRE_EXAMPLES
 )]
 pub struct AcquireArgs {
-    /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +
+    /// Lock name: 1-200 characters from A-Z a-z 0-9 . _ - : / @ +, not starting with -
     #[arg(value_parser = config::parse_name)]
     pub name: String,
 
@@ -515,7 +519,7 @@ pub struct HoldArgs {
     pub acquire: AcquireArgs,
 
     /// Release the lock after this long at the latest: a duration or forever
-    #[arg(long, default_value = "1h", value_name = "D", value_parser = config::parse_wait, help_heading = HEADING_LEASE)]
+    #[arg(long, default_value = "1h", value_name = "D", value_parser = config::parse_wait, allow_hyphen_values = true, help_heading = HEADING_LEASE)]
     pub max: Wait,
 }
 
@@ -554,7 +558,7 @@ pub struct RenewArgs {
 
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), allow_hyphen_values = true, help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Owner id that must hold the lease
@@ -568,7 +572,8 @@ pub struct RenewArgs {
         hide_env_values = true, env = "DISTLOCK_TTL",
         default_value = "30s",
         value_name = "D",
-        value_parser = config::parse_expiry
+        value_parser = config::parse_expiry,
+        allow_hyphen_values = true
     )]
     pub ttl: Duration,
 }
@@ -589,7 +594,7 @@ pub struct ReleaseArgs {
 
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), allow_hyphen_values = true, help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Owner id that must hold the lease (ignored with --force)
@@ -640,7 +645,7 @@ pub struct InspectArgs {
 
     /// Semaphore: let up to N holders in at once, each with its own lease
     /// (1: a plain lock). Every user of a name must pass the same N
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = HEADING_LEASE)]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000), allow_hyphen_values = true, help_heading = HEADING_LEASE)]
     pub limit: u32,
 
     /// Print one JSON object

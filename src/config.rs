@@ -35,34 +35,50 @@ impl std::error::Error for UsageError {}
 /// Longest lock name or prefix we accept; keeps keys short and readable.
 const MAX_NAME: usize = 200;
 
+/// Whether `s` is 1 to [`MAX_NAME`] characters of the lock name alphabet.
+fn in_name_alphabet(s: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || "._-:/@+".contains(c);
+    !s.is_empty() && s.len() <= MAX_NAME && s.chars().all(ok_char)
+}
+
 /// Checks a lock name against the contract's alphabet. Braces in particular
 /// are refused: they would break the `{NAME}` hash tag that keeps a lock's
-/// keys in one Redis Cluster slot.
+/// keys in one Redis Cluster slot. A leading `-` is refused too: `run`
+/// would read such a name as an option, so a lock taken with
+/// `acquire -- -x` could never be run under.
 pub fn parse_name(s: &str) -> Result<String, String> {
-    let ok_char = |c: char| c.is_ascii_alphanumeric() || "._-:/@+".contains(c);
-    if s.is_empty() || s.len() > MAX_NAME || !s.chars().all(ok_char) {
+    if !in_name_alphabet(s) || s.starts_with('-') {
         return Err(format!(
-            "invalid lock name {s:?}: use 1 to {MAX_NAME} characters from A-Z a-z 0-9 . _ - : / @ +"
+            "invalid lock name {s:?}: use 1 to {MAX_NAME} characters from A-Z a-z 0-9 . _ - : / @ +, not starting with -"
         ));
     }
     Ok(s.to_owned())
 }
 
-/// Checks a key prefix. It shares the lock name alphabet, minus nothing:
-/// what matters is that it holds no brace (hash tags), no glob character
-/// (`list` scans with `PREFIX:{*}`) and no whitespace.
+/// Checks a key prefix. It shares the lock name alphabet: what matters is
+/// that it holds no brace (hash tags), no glob character (`list` scans
+/// with `PREFIX:{*}`) and no whitespace. A leading `-` stays allowed, as
+/// before: a prefix set in DISTLOCK_PREFIX is never read as an option.
 pub fn parse_prefix(s: &str) -> Result<String, String> {
-    parse_name(s).map_err(|_| {
-        format!(
+    if !in_name_alphabet(s) {
+        return Err(format!(
             "invalid prefix {s:?}: use 1 to {MAX_NAME} characters from A-Z a-z 0-9 . _ - : / @ +"
-        )
-    })
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 /// Parses a humantime duration and insists on a unit: a bare `30` is far
 /// more likely a mistake (seconds? milliseconds?) than a request.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
+    if t.strip_prefix('-')
+        .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return Err(format!(
+            "invalid duration {s:?}: durations cannot be negative (examples: 500ms, 30s, 2m, 1h30m)"
+        ));
+    }
     if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
         return Err(format!(
             "invalid duration {s:?}: a unit is required, e.g. 500ms, 30s, 2m, 1h30m"

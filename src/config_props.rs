@@ -27,13 +27,18 @@ proptest! {
 
     #[test]
     fn names_are_exactly_the_contract_alphabet(s in prop_oneof!["[A-Za-z0-9._:/@+\\-]{0,205}", any::<String>()]) {
-        let ok = (1..=200).contains(&s.len())
+        let alphabet = (1..=200).contains(&s.len())
             && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-:/@+".contains(c));
+        let ok = alphabet && !s.starts_with('-');
         match parse_name(&s) {
             Ok(n) => { prop_assert!(ok); prop_assert_eq!(&n, &s); }
-            Err(e) => { prop_assert!(!ok); prop_assert!(one_line(&e)); prop_assert!(e.contains("A-Z a-z 0-9")); }
+            Err(e) => {
+                prop_assert!(!ok);
+                prop_assert!(one_line(&e));
+                prop_assert!(e.contains("A-Z a-z 0-9") && e.contains("not starting with -"), "{}", e);
+            }
         }
-        prop_assert_eq!(parse_prefix(&s).is_ok(), ok);
+        prop_assert_eq!(parse_prefix(&s).is_ok(), alphabet);
     }
 
     #[test]

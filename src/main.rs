@@ -223,13 +223,16 @@ fn clap_error(e: clap::Error) -> u8 {
         }
         _ => {
             // clap renders "error: …", maybe indented detail lines, then
-            // "Usage: …" and a tip: keep the message, on one line.
+            // "Usage: …" and a tip: keep the message, on one line. Not the
+            // tip "to pass '-5' as a value, use '-- -5'": after `--` comes
+            // NAME or CMD, never an option's value.
             let rendered = e.render().to_string();
             let msg = rendered
                 .lines()
                 .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
+                .filter(|l| !(l.starts_with("tip: to pass") && l.contains("'-- ")))
                 .collect::<Vec<_>>()
                 .join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);

@@ -388,3 +388,78 @@ fn completions_into_a_closed_pipe_do_not_panic() {
     assert!(err.lines().count() <= 1, "{err}");
     assert_ne!(out.status.code(), Some(101), "101 is Rust's panic status");
 }
+
+/// A Redis URL where nothing listens: a command line that gets past the
+/// parse fails to connect (125), so a usage error (2) is the parse's.
+const NOWHERE: &str = "redis://127.0.0.1:1";
+
+/// The one `distlock: ` line of a usage error (exit 2).
+fn usage_line(args: &[&str]) -> String {
+    let out = run(&[&["-r", NOWHERE], args].concat());
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+    assert!(err.starts_with("distlock: "), "{args:?}: {err:?}");
+    err
+}
+
+/// The contract's lock name: not starting with `-`, since such a name
+/// could be given to `acquire` (after `--`) and then never to `run`.
+#[test]
+fn a_name_starting_with_a_dash_is_a_usage_error_that_states_the_rule() {
+    for args in [
+        &["acquire", "--", "-foo"][..],
+        &["hold", "--", "-foo"],
+        &["renew", "--owner", "o", "--", "-foo"],
+        &["release", "--owner", "o", "--", "-foo"],
+        &["release", "--force", "--", "-"],
+        &["inspect", "--", "--x"],
+    ] {
+        let err = usage_line(args);
+        assert!(err.contains("A-Z a-z 0-9"), "{args:?}: {err}");
+        assert!(err.contains("not starting with -"), "{args:?}: {err}");
+    }
+    // A dash elsewhere is fine: these get as far as connecting.
+    for name in ["a-", "a-b", "a--b"] {
+        let out = run(&["-r", NOWHERE, "acquire", name]);
+        assert_eq!(out.status.code(), Some(125), "{name}: {out:?}");
+    }
+}
+
+/// A negative duration or exit code is an invalid value: the one line says
+/// so, and does not advise `-- -5`, which would make `-5s` the NAME or CMD.
+#[test]
+fn a_negative_value_is_an_invalid_value_not_a_tip_to_use_double_dash() {
+    for (args, option) in [
+        (&["run", "--ttl", "-5s", "x", "--", "true"][..], "--ttl"),
+        (
+            &["run", "-E", "-1", "x", "--", "true"],
+            "--conflict-exit-code",
+        ),
+        (&["run", "x", "-w", "-1s", "--", "true"], "--wait"),
+        (
+            &["run", "--renew-every", "-1s", "x", "--", "true"],
+            "--renew-every",
+        ),
+        (
+            &["run", "--kill-grace", "-1s", "x", "--", "true"],
+            "--kill-grace",
+        ),
+        (&["run", "--limit", "-2", "x", "--", "true"], "--limit"),
+        (
+            &["run", "--once-per", "-5m", "x", "--", "true"],
+            "--once-per",
+        ),
+        (&["acquire", "--ttl", "-5s", "x"], "--ttl"),
+        (&["acquire", "-E", "-1", "x"], "--conflict-exit-code"),
+        (&["renew", "--owner", "o", "--ttl", "-5s", "x"], "--ttl"),
+    ] {
+        let err = usage_line(args);
+        assert!(err.contains("invalid value"), "{args:?}: {err}");
+        assert!(err.contains(option), "{args:?}: {err}");
+        assert!(!err.contains("tip"), "{args:?}: {err}");
+        assert!(!err.contains("'-- "), "{args:?}: {err}");
+    }
+    let err = usage_line(&["run", "--ttl", "-5s", "x", "--", "true"]);
+    assert!(err.contains("cannot be negative"), "{err}");
+}

@@ -36,6 +36,8 @@ mod common;
 mod fake;
 #[path = "common/ha.rs"]
 mod ha;
+#[path = "common/not_redis.rs"]
+mod not_redis;
 #[path = "common/proxy.rs"]
 mod proxy;
 
@@ -1429,4 +1431,161 @@ fn signals_end_an_acquisition_at_once_whatever_the_server_is_doing() {
             assert!(!mark.exists());
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// What a refusing or wrong server's reply reads like (issue 28, point 9)
+// ---------------------------------------------------------------------------
+
+/// A failure told in plain words: exit 125, one `distlock: ` line that
+/// says `meaning` (any case), and none of the client library's or the
+/// server's internals: no error kinds, quoted error codes, script hashes or
+/// script line numbers, parser positions, debug dumps.
+fn assert_plain_failure(out: &Out, meaning: &str) {
+    assert_eq!(out.code, 125, "{out:?}");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {out:?}");
+    let line = lines[0];
+    assert!(line.starts_with("distlock: "), "{line}");
+    assert!(
+        line.to_lowercase().contains(&meaning.to_lowercase()),
+        "{meaning:?} not in: {line}"
+    );
+    for internal in [
+        "Server(",
+        "ResponseError",
+        "ReadOnly:",
+        "\"OOM\"",
+        "Extension",
+        "@user_script",
+        "script: ",
+        "Incompatible type",
+        "Parse error",
+        "Unexpected `",
+        " - Io",
+        "Some(",
+        "Kind",
+        "{",
+    ] {
+        assert!(!line.contains(internal), "{internal:?} in: {line}");
+    }
+    let hex_run = line
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    assert!(hex_run < 40, "a script hash in: {line}");
+}
+
+/// `distlock ARGS` against `url`, bounded.
+fn against(url: &str, args: &[&str]) -> Out {
+    exec(distlock_at(url).args(args), LIMIT)
+}
+
+/// The subcommands that write, as a user types them.
+const WRITERS: [&[&str]; 3] = [
+    &["run", "x", "--", "true"],
+    &["acquire", "x"],
+    &["hold", "--ttl", "5s", "x"],
+];
+
+#[test]
+fn a_read_only_replica_is_named_as_one() {
+    let _serial = serial();
+    let master = RedisServer::start();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    assert!(wait_until(LIMIT, || {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    }));
+    for args in WRITERS {
+        let out = against(&replica.url(), args);
+        assert_plain_failure(&out, "read-only replica");
+    }
+    // A held lock on the master, replicated: --force would delete it.
+    let out = against(&master.url(), &["acquire", "y"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(wait_until(LIMIT, || replica.get("distlock:{y}").is_some()));
+    let out = against(&replica.url(), &["release", "--force", "y"]);
+    assert_plain_failure(&out, "read-only replica");
+}
+
+#[test]
+fn a_server_out_of_memory_says_so() {
+    let _serial = serial();
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let _: () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    for args in WRITERS {
+        let out = against(&server.url(), args);
+        assert_plain_failure(&out, "out of memory");
+    }
+}
+
+#[test]
+fn a_denied_command_says_permission() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "bob", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-scan",
+    ]);
+    let url = format!("redis://bob:pw@127.0.0.1:{}", server.port);
+    for args in [
+        &["run", "x", "--", "true"][..],
+        &["acquire", "x"],
+        &["list"],
+    ] {
+        let out = against(&url, args);
+        assert_plain_failure(&out, "permission");
+    }
+}
+
+#[test]
+fn a_database_the_server_does_not_have_is_named() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let url = format!("{}/99", server.url());
+    for args in [&["acquire", "x"][..], &["list"]] {
+        let out = against(&url, args);
+        assert_plain_failure(&out, "database");
+    }
+}
+
+#[test]
+fn tls_to_a_plain_port_says_tls() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let url = format!("rediss://127.0.0.1:{}", server.port);
+    for args in [
+        &["run", "--ttl", "1s", "x", "--", "true"][..],
+        &["acquire", "--ttl", "1s", "x"],
+        &["inspect", "x"],
+    ] {
+        let out = against(&url, args);
+        assert_plain_failure(&out, "TLS");
+        assert!(out.stderr.contains("redis://"), "the way out: {out:?}");
+    }
+}
+
+#[test]
+fn a_port_where_something_else_answers_is_not_a_redis_server() {
+    let _serial = serial();
+    let http = not_redis::NotRedis::start(
+        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        not_redis::Speaks::WhenSpokenTo,
+    );
+    let ssh = not_redis::NotRedis::start(b"SSH-2.0-OpenSSH_9.6\r\n", not_redis::Speaks::First);
+    for fake in [&http, &ssh] {
+        for args in [
+            &["run", "x", "--", "true"][..],
+            &["acquire", "x"],
+            &["inspect", "x"],
+            &["list"],
+        ] {
+            let out = against(&fake.url("redis"), args);
+            assert_plain_failure(&out, "not a Redis server");
+        }
+    }
+    // The same over TLS: no TLS answers either.
+    let out = against(&http.url("rediss"), &["acquire", "--ttl", "1s", "x"]);
+    assert_plain_failure(&out, "TLS");
 }

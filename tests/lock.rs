@@ -829,7 +829,8 @@ fn the_url_comes_from_url_then_distlock_url_then_distlock_redis_url() {
     let server = RedisServer::start();
     let dead = format!("redis://127.0.0.1:{}", free_port());
     let url = server.url();
-    let cases: [(&str, Vec<(&str, &str)>, Vec<&str>); 4] = [
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+    let cases: [Case; 4] = [
         ("--url", vec![("DISTLOCK_URL", &dead)], vec!["--url", &url]),
         (
             "--redis-url",

@@ -1436,3 +1436,221 @@ fn the_readme_tls_set_up_runs_as_written() {
     assert!(out.stdout.contains("token 1"), "{out:?}");
     assert!(out.stdout.contains("demo: free, last token 1"), "{out:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Names that old versions took
+// ---------------------------------------------------------------------------
+
+#[test]
+fn locks_whose_names_start_with_a_dash_left_by_old_versions_are_still_listed() {
+    // Old versions took `acquire -- -old`; the name rule now refuses it,
+    // but `list` must still show what is held under such a name.
+    let server = RedisServer::start();
+    let _: () = server.cmd(&["SET", "distlock:{-old}", "vm:1:00", "PX", "60000"]);
+    let _: () = server.cmd(&["SET", "distlock:{-old}:fence", "7"]);
+    let out = run(distlock(&server).args(["acquire", "new"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = run(distlock(&server).args(["list", "--json"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["-old", "new"], "{v}");
+    assert_eq!(v[0]["fencing_token"], 7, "{v}");
+    let out = run(distlock(&server).args(["list"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("-old"), "{out:?}");
+    assert_eq!(out.stderr, "", "{out:?}");
+}
+
+// ---------------------------------------------------------------------------
+// A URL user without a password; secrets in CMD's arguments
+// ---------------------------------------------------------------------------
+
+/// The users of the connections of other clients than the one asking,
+/// from CLIENT LIST.
+fn other_clients_users(admin: &mut redis::Connection) -> Vec<String> {
+    let me: i64 = redis::cmd("CLIENT").arg("ID").query(admin).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
+    list.lines()
+        .filter(|l| !l.starts_with(&format!("id={me} ")))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("user=")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_url_user_without_a_password_authenticates_as_that_user() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "alice", "on", "nopass", "~*", "&*", "+@all",
+    ]);
+    let port = server.port;
+    let alice = format!("redis://alice@127.0.0.1:{port}");
+    // A nopass user takes any password: how the test itself logs in.
+    let mut admin = connect(&format!("redis://alice:x@127.0.0.1:{port}"));
+
+    // While `default` still works, nothing may quietly run as `default`:
+    // a holder and a waiter (whose subscription is a second connection).
+    let mut holder = Holder::spawn_cmd(distlock_at(&alice).args(["run", "u"]), &[]);
+    holder.wait_held();
+    let mut waiter = distlock_at(&alice)
+        .args(["run", "-w", "20s", "u", "--", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || other_clients_users(&mut admin)
+            .len()
+            >= 3),
+        "{:?}",
+        other_clients_users(&mut admin)
+    );
+    let users = other_clients_users(&mut admin);
+    assert!(users.iter().all(|u| u == "alice"), "{users:?}");
+    assert_eq!(holder.finish().code(), Some(0));
+    assert_eq!(
+        wait_with_timeout(&mut waiter, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+
+    // With `default` off only alice can work at all: every subcommand,
+    // over TCP and over the unix socket (`?user=`).
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "off"][..])
+        .query(&mut admin)
+        .unwrap();
+    let unix = format!("unix://{}?user=alice", server.socket().display());
+    for url in [&alice, &unix] {
+        let out = token_run(&mut distlock_at(url), "u");
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+        let out = run(distlock_at(url).args(["acquire", "--json", "v"]));
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+        let owner = v["owner"].as_str().unwrap();
+        for args in [
+            vec!["renew", "--owner", owner, "v"],
+            vec!["inspect", "v"],
+            vec!["list"],
+            vec!["release", "--owner", owner, "v"],
+        ] {
+            let out = run(distlock_at(url).args(&args));
+            assert_eq!(out.code, 0, "{url} {args:?}: {out:?}");
+        }
+    }
+    // A user that does not exist is refused, not replaced by `default`.
+    let out = token_run(
+        &mut distlock_at(&format!("redis://nobody@127.0.0.1:{port}")),
+        "u",
+    );
+    assert_eq!(out.code, 125, "{out:?}");
+    assert_one_error_line(&out);
+    assert!(out.stderr.contains("auth"), "{out:?}");
+}
+
+/// Every value in the server, as text: what other clients can read.
+fn everything_in(c: &mut redis::Connection) -> String {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    let mut all = String::new();
+    for k in keys {
+        let kind: String = redis::cmd("TYPE").arg(&k).query(c).unwrap();
+        let v: redis::Value = match kind.as_str() {
+            "string" => redis::cmd("GET").arg(&k).query(c),
+            "hash" => redis::cmd("HGETALL").arg(&k).query(c),
+            "list" => redis::cmd("LRANGE").arg(&k).arg(0).arg(-1).query(c),
+            "zset" => redis::cmd("ZRANGE")
+                .arg(&k)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(c),
+            "set" => redis::cmd("SMEMBERS").arg(&k).query(c),
+            "stream" => redis::cmd("XRANGE").arg(&k).arg("-").arg("+").query(c),
+            other => panic!("{k} is a {other}"),
+        }
+        .unwrap();
+        all.push_str(&format!("{k} = {v:?}\n"));
+    }
+    all
+}
+
+#[test]
+fn credentials_in_cmds_arguments_and_distlocks_own_password_never_reach_redis() {
+    // Three places distlock learns its password from; each must be masked
+    // wherever CMD's arguments carry it verbatim.
+    for source in ["url", "env", "file"] {
+        let pw = secret(source);
+        let server = server_with_password(&pw);
+        let port = server.port;
+        let dir = tempfile::tempdir().unwrap();
+        let pw_file = file(dir.path(), "pw", &format!("{pw}\n"));
+        let mut cmd = match source {
+            "url" => distlock_at(&format!("redis://:{pw}@127.0.0.1:{port}")),
+            "env" => {
+                let mut c = distlock(&server);
+                c.env("DISTLOCK_REDIS_PASSWORD", &pw);
+                c
+            }
+            _ => {
+                let mut c = distlock(&server);
+                c.arg("--redis-password-file").arg(&pw_file);
+                c
+            }
+        };
+        let (db, cache) = (secret("db"), secret("cache"));
+        let args = [
+            format!("--db=postgres://app:{db}@db.internal:5432/billing"),
+            format!("redis://:{cache}@cache:6379/0"),
+            format!("--both=mysql://u:{db}@h1/x,amqp://guest:{cache}@mq/"),
+            format!("--own={pw}"),
+            "https://example.com/a@b".to_owned(),
+            "ssh://git@example.com/repo".to_owned(),
+        ];
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut holder = Holder::spawn_cmd(cmd.args(["run", "masked"]), &arg_refs);
+        holder.wait_held();
+
+        let out = run(distlock(&server)
+            .env("DISTLOCK_REDIS_PASSWORD", &pw)
+            .args(["inspect", "--json", "masked"]));
+        assert_eq!(out.code, 0, "{out:?}");
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+        let recorded = v["command"].as_str().unwrap_or_else(|| panic!("{v}"));
+        let out = run(distlock(&server)
+            .env("DISTLOCK_REDIS_PASSWORD", &pw)
+            .args(["list"]));
+        assert_eq!(out.code, 0, "{out:?}");
+        let stored = everything_in(&mut admin(&server, &pw));
+        for (what, text) in [
+            ("inspect", recorded),
+            ("list", &out.stdout),
+            ("redis", &stored),
+        ] {
+            for s in [&pw, &db, &cache] {
+                assert_no_secret(s, &format!("{source}: {what}"), text);
+            }
+        }
+        // The users, hosts and everything else are kept.
+        for kept in [
+            "--db=postgres://app:***@db.internal:5432/billing",
+            "redis://:***@cache:6379/0",
+            "--both=mysql://u:***@h1/x,amqp://guest:***@mq/",
+            "--own=***",
+            "https://example.com/a@b",
+            "ssh://git@example.com/repo",
+        ] {
+            assert!(
+                recorded.contains(kept),
+                "{source}: {kept} not in {recorded}"
+            );
+        }
+        assert_eq!(holder.finish().code(), Some(0));
+        let after = everything_in(&mut admin(&server, &pw));
+        assert_no_secret(&pw, &format!("{source}: after the run"), &after);
+    }
+}

@@ -31,7 +31,9 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     let mut store = g.store(timings.soft_after().min(Duration::from_secs(5)));
     let host = config::hostname();
     let pid = std::process::id().to_string();
-    let command_line = describe_command(&args.command);
+    let mut passwords = store::url_passwords(&g.url);
+    passwords.extend(g.security.password.clone());
+    let command_line = describe_command(&args.command, &passwords);
     let min_hold = args.lease.min_hold.map(|d| d.as_millis().to_string());
     let mut meta = vec![
         ("host", host.as_str()),
@@ -478,11 +480,14 @@ impl Driver<'_> {
     }
 }
 
-/// CMD as one line for holder metadata, bounded in length.
-fn describe_command(argv: &[OsString]) -> String {
+/// CMD as one line for holder metadata, bounded in length. Every host
+/// that can read the lock sees it (`inspect`, `list`), so the passwords of
+/// URLs in it are masked, and so is any of distlock's own `passwords`
+/// wherever it appears (`--password=$REDIS_PASSWORD`).
+fn describe_command(argv: &[OsString], passwords: &[String]) -> String {
     let mut s = argv
         .iter()
-        .map(|a| a.to_string_lossy())
+        .map(|a| hide(&store::redact_urls_in(&a.to_string_lossy()), passwords))
         .collect::<Vec<_>>()
         .join(" ");
     if s.len() > 1000 {
@@ -494,4 +499,53 @@ fn describe_command(argv: &[OsString]) -> String {
         s.push('…');
     }
     s
+}
+
+/// `text` with every occurrence of each of `passwords` replaced by `***`;
+/// the longest first, so that one password inside another is no clue to
+/// the rest of it.
+fn hide(text: &str, passwords: &[String]) -> String {
+    let mut sorted: Vec<&String> = passwords.iter().filter(|p| !p.is_empty()).collect();
+    sorted.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    sorted
+        .into_iter()
+        .fold(text.to_owned(), |t, p| t.replace(p.as_str(), "***"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorded_command_line_holds_no_password() {
+        let argv: Vec<OsString> = [
+            "psql",
+            "--db=postgres://app:dbpw@db/x",
+            "--redis=redis://:hunter2@cache",
+            "-p",
+            "hunter2",
+            "hunter2hunter2",
+            "x-hunter2-y",
+            "ssh://git@example.com/r",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let known = ["hunter2".to_owned(), "hunter".to_owned(), String::new()];
+        assert_eq!(
+            describe_command(&argv, &known),
+            "psql --db=postgres://app:***@db/x --redis=redis://:***@cache -p *** ****** x-***-y ssh://git@example.com/r"
+        );
+        // Nothing to hide: the line as it is.
+        assert_eq!(describe_command(&argv[..1], &[]), "psql");
+    }
+
+    #[test]
+    fn a_long_command_line_is_cut_after_masking() {
+        let long = format!("redis://u:secretpw@h/{}", "x".repeat(2000));
+        let s = describe_command(&[OsString::from(long)], &[]);
+        assert!(s.starts_with("redis://u:***@h/"), "{s}");
+        assert!(!s.contains("secretpw"));
+        assert!(s.ends_with('…') && s.len() <= 1000 + '…'.len_utf8());
+    }
 }

@@ -90,7 +90,7 @@ impl Target {
         }
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
         let url_has_password = redis.password().is_some();
-        info = info.set_redis_settings(redis.clone());
+        info = info.set_redis_settings(as_the_user(redis.clone()));
         let mut plain_info = None;
         if let Some(p) = &sec.password {
             if sec.password_from_env && !url_has_password {
@@ -162,6 +162,19 @@ impl Target {
     }
 }
 
+/// Settings that authenticate as the URL's user even without a password.
+/// redis-rs sends AUTH only with a password, so `redis://alice@host` would
+/// run as `default` (or fail where `default` is off); an ACL `nopass` user
+/// takes any password, and a user that needs one refuses an empty one, as
+/// it should.
+fn as_the_user(redis: redis::RedisConnectionInfo) -> redis::RedisConnectionInfo {
+    if redis.username().is_some() && redis.password().is_none() {
+        redis.set_password("")
+    } else {
+        redis
+    }
+}
+
 /// Splits `[[user]:password@]rest` of a multi-host URL (the last `@`, since
 /// a password may hold one).
 fn split_auth(rest: &str) -> (Option<&str>, &str) {
@@ -202,7 +215,7 @@ fn credentials(auth: Option<&str>, sec: &Security) -> redis::RedisConnectionInfo
     if let Some(p) = &sec.password {
         redis = redis.set_password(p);
     }
-    redis
+    as_the_user(redis)
 }
 
 /// A Redis Sentinel set and the master it watches.
@@ -639,6 +652,90 @@ pub fn redact(url: &str) -> String {
     out
 }
 
+/// Masks the password of every URL inside `text`, wherever it starts
+/// (`--db=postgres://app:secret@db/x` becomes
+/// `--db=postgres://app:***@db/x`), keeping the user, for text that other
+/// hosts will read. The userinfo is what comes before the last `@` ahead
+/// of the first `/`, `?`, `#` or blank after `://`, as in [`redact`].
+pub fn redact_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        rest = tail;
+        let auth_end = rest
+            .find(|c: char| "/?#".contains(c) || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let Some(at) = rest[..auth_end].rfind('@') else {
+            continue;
+        };
+        if let Some(colon) = rest[..at].find(':') {
+            out.push_str(&rest[..=colon]);
+            out.push_str("***");
+            rest = &rest[at..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The passwords a Redis URL holds, as written and percent-decoded: the
+/// userinfo's and a `pass=`/`password=` query parameter's. distlock masks
+/// them wherever they appear in what it writes to Redis.
+pub fn url_passwords(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(start) = url.find("://").map(|i| i + 3) {
+        let rest = &url[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@') {
+            if let Some((_, pass)) = rest[..at].split_once(':') {
+                found.push(pass.to_owned());
+            }
+        }
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for kv in query.split(['&', '#']) {
+            if let Some(("pass" | "password", v)) = kv.split_once('=') {
+                found.push(v.to_owned());
+            }
+        }
+    }
+    let decoded: Vec<String> = found.iter().filter_map(|p| percent_decoded(p)).collect();
+    found.extend(decoded);
+    found.retain(|p| !p.is_empty());
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// `%XX` escapes undone, when there are any and the result is UTF-8.
+fn percent_decoded(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return None;
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// The URL with its password taken out altogether (the `:password` of the
 /// userinfo, a `pass=`/`password=` query parameter), user, host, port and
 /// database kept: what CMD may see of `DISTLOCK_REDIS_URL`.
@@ -709,6 +806,48 @@ mod tests {
     }
 
     #[test]
+    fn urls_anywhere_in_a_text_have_their_passwords_masked() {
+        for (text, want) in [
+            (
+                "--db=postgres://app:s3cret@db:5432/x",
+                "--db=postgres://app:***@db:5432/x",
+            ),
+            ("redis://:pw@h", "redis://:***@h"),
+            (
+                "a=mysql://u:p1@h1/x,amqp://g:p2@mq/ b",
+                "a=mysql://u:***@h1/x,amqp://g:***@mq/ b",
+            ),
+            (
+                "redis://u:p1@h1,redis://v:p2@h2",
+                "redis://u:***@h1,redis://v:***@h2",
+            ),
+            ("x://u:p@ss:w@rd@h/", "x://u:***@h/"),
+            ("https://example.com/a@b", "https://example.com/a@b"),
+            ("ssh://git@example.com/r", "ssh://git@example.com/r"),
+            ("https://h:8080/p?u=a@b", "https://h:8080/p?u=a@b"),
+            ("no url: u:p@h", "no url: u:p@h"),
+            ("://", "://"),
+            ("é://ü:ö@ä", "é://ü:***@ä"),
+        ] {
+            assert_eq!(redact_urls_in(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_passwords_of_a_url_are_found_as_written_and_decoded() {
+        assert_eq!(url_passwords("redis://u:pw@h:1/0"), ["pw"]);
+        assert_eq!(url_passwords("redis://:p%40ss@h"), ["p%40ss", "p@ss"]);
+        assert_eq!(url_passwords("redis+sentinel://u:a@b@h1:1,h2:2/m"), ["a@b"]);
+        assert_eq!(url_passwords("unix:///s.sock?db=1&pass=x&user=u"), ["x"]);
+        assert_eq!(url_passwords("unix:///s.sock?password=y"), ["y"]);
+        assert!(url_passwords("redis://u@h").is_empty());
+        assert!(url_passwords("redis://:@h").is_empty());
+        assert!(url_passwords("redis://h:6379").is_empty());
+        assert_eq!(percent_decoded("%zz%4"), Some("%zz%4".into()));
+        assert_eq!(percent_decoded("%ff"), None);
+    }
+
+    #[test]
     fn x509_versions_are_read_from_the_der() {
         // SEQUENCE { SEQUENCE { INTEGER 1 (the serial) } }: no [0], so v1.
         assert_eq!(
@@ -746,6 +885,59 @@ mod tests {
             without_password("unix:///s.sock?password=x"),
             "unix:///s.sock"
         );
+    }
+
+    #[test]
+    fn a_url_user_without_a_password_still_authenticates_as_that_user() {
+        let auth = |r: &redis::RedisConnectionInfo| {
+            (
+                r.username().map(str::to_owned),
+                r.password().map(str::to_owned),
+            )
+        };
+        let user = |p: Option<&str>| (Some("alice".to_owned()), p.map(str::to_owned));
+        let plain = Security::default();
+        let env = Security {
+            password: Some("envpw".into()),
+            password_from_env: true,
+            ..Security::default()
+        };
+        for (url, sec, want) in [
+            ("redis://alice@h:1", &plain, user(Some(""))),
+            ("unix:///s.sock?user=alice", &plain, user(Some(""))),
+            ("redis://alice:pw@h:1", &plain, user(Some("pw"))),
+            ("redis://alice@h:1", &env, user(Some("envpw"))),
+            ("redis://h:1", &plain, (None, None)),
+        ] {
+            let t = Target::parse(url, sec).unwrap();
+            let got = auth(t.client.get_connection_info().redis_settings());
+            assert_eq!(got, want, "{url}");
+        }
+        // The fallback without DISTLOCK_REDIS_PASSWORD keeps the user.
+        let t = Target::parse("redis://alice@h:1", &env).unwrap();
+        let fallback = t.without_env_password.expect("a fallback");
+        assert_eq!(
+            auth(fallback.get_connection_info().redis_settings()),
+            user(Some(""))
+        );
+        // Sentinel and Cluster URLs split the user off themselves.
+        for (url, want) in [
+            ("redis+sentinel://alice@h:26379/m", user(Some(""))),
+            ("redis+sentinel://alice:pw@h:26379/m", user(Some("pw"))),
+            ("redis+sentinel://:pw@h:26379/m", (None, Some("pw".into()))),
+            ("redis+sentinel://h:26379/m", (None, None)),
+        ] {
+            let t = Target::parse(url, &plain).unwrap();
+            assert_eq!(auth(&t.sentinel.unwrap().redis), want, "{url}");
+        }
+        for (url, want) in [
+            ("redis+cluster://alice@h:1,h:2", user(Some(""))),
+            ("redis+cluster://alice:pw@h:1", user(Some("pw"))),
+            ("redis+cluster://h:1", (None, None)),
+        ] {
+            let t = Target::parse(url, &plain).unwrap();
+            assert_eq!(auth(&t.cluster.unwrap().redis), want, "{url}");
+        }
     }
 
     #[test]

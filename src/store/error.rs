@@ -197,7 +197,15 @@ pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
         };
     }
     if e.is_timeout() {
-        return StoreError::Timeout(at("timed out".to_owned()));
+        // Redis waits for the end of a line that a TLS ClientHello may never
+        // contain, so rediss:// to a plain port is silence, like a slow
+        // server: say what it may be.
+        let why = if target.tls_host.is_some() {
+            "timed out (no reply over TLS: if this port is a plain Redis port without TLS, use redis:// instead of rediss://)"
+        } else {
+            "timed out"
+        };
+        return StoreError::Timeout(at(why.to_owned()));
     }
     if e.is_connection_refusal() {
         return StoreError::Unreachable(at("connection refused".to_owned()));
@@ -223,18 +231,85 @@ pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
             e.detail().unwrap_or("refused")
         )));
     }
-    // redis-rs messages carry the server's words and never the password;
-    // keep them on one line.
-    let text = e.to_string().replace('\n', " ");
+    if let Some(errors) = e.clone().into_server_errors() {
+        if let Some((_, first)) = errors.first() {
+            let said = server_said(first.code(), first.details().unwrap_or(""));
+            return StoreError::Server(at(said));
+        }
+    }
+    if matches!(e.kind(), redis::ErrorKind::Parse) {
+        // The reply parser met bytes that no Redis sends (an HTTP or SSH
+        // server's first line): the conversions of well-formed replies
+        // are checked elsewhere (`Store::parse`).
+        return StoreError::Protocol(at(
+            "not a Redis server: what answers at this address does not speak the Redis protocol (check the host and port)".to_owned(),
+        ));
+    }
+    let text = plain_words(&e);
     match e.kind() {
         redis::ErrorKind::Server(_) | redis::ErrorKind::Extension => StoreError::Server(at(text)),
-        redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
-            StoreError::Protocol(at(text))
-        }
+        redis::ErrorKind::UnexpectedReturnType => StoreError::Protocol(at(text)),
         // I/O (reset, closed, DNS) and the client's own sentinel and
         // cluster errors: the server could not be reached.
         _ => StoreError::Unreachable(at(text)),
     }
+}
+
+/// A redis-rs error of its own (not a server's reply) in words: redis-rs
+/// writes its kind after the words (`no sentinel answered - Io`, `refused
+/// to switch database - Server(ResponseError): DB index is out of range`),
+/// which says nothing to a user. It never holds the password; the server's
+/// words in it are kept, on one line.
+fn plain_words(e: &redis::RedisError) -> String {
+    let text = e.to_string().replace(['\n', '\r'], " ");
+    let kind = format!(" - {:?}", e.kind());
+    let text = text.replacen(&kind, "", 1);
+    // "Redis server refused …" reads better after "redis at URL: ".
+    match text.strip_prefix("Redis server ") {
+        Some(rest) => format!("the server {rest}"),
+        None => text,
+    }
+}
+
+/// A server's error reply (`code`, the words after it) in a plain
+/// sentence. Known codes get words of distlock's, with what to do; any
+/// other reply keeps the server's words, without the hash and line of the
+/// script that got it, which only name distlock's internals.
+fn server_said(code: &str, detail: &str) -> String {
+    let (code, detail) = inner_reply(code, detail);
+    let words = detail
+        .rsplit_once(" script: ")
+        .map_or(detail, |(w, _)| w)
+        .trim()
+        .trim_end_matches('.');
+    match code {
+        "READONLY" => "the server is a read-only replica: point the URL at the master, or use redis+sentinel:// to follow failovers".to_owned(),
+        "OOM" => "the server is out of memory (used memory is above maxmemory): free memory or raise maxmemory; keep maxmemory-policy noeviction, since an evicting policy can drop leases".to_owned(),
+        "LOADING" => "the server is still loading its data into memory: try again when it is done".to_owned(),
+        "MASTERDOWN" => "the replica has lost its master and serves no data: point the URL at the master".to_owned(),
+        "MISCONF" => "the server refuses writes because it cannot save to disk (see the server's log)".to_owned(),
+        "NOREPLICAS" => "the server refuses writes: fewer replicas are in sync than its min-replicas-to-write".to_owned(),
+        "BUSY" => "the server is busy running a long script or function".to_owned(),
+        "CLUSTERDOWN" => "the cluster is down: not every slot is served".to_owned(),
+        "TRYAGAIN" | "MOVED" | "ASK" => "the cluster is moving this lock's slot to another node: try again".to_owned(),
+        _ if words.is_empty() => "the server refused the request".to_owned(),
+        _ => format!("the server refused the request: {words}"),
+    }
+}
+
+/// The reply a script got, where a server wraps it (Redis 6: `ERR Error
+/// running script (call to f_SHA): @user_script:LINE: -READONLY You
+/// can't write …`): its code and words, else the reply as it came.
+fn inner_reply<'a>(code: &'a str, detail: &'a str) -> (&'a str, &'a str) {
+    if code == "ERR" {
+        if let Some((_, inner)) = detail.split_once(": -") {
+            let (inner_code, words) = inner.split_once(' ').unwrap_or((inner, ""));
+            if !inner_code.is_empty() && inner_code.chars().all(|c| c.is_ascii_uppercase()) {
+                return (inner_code, words);
+            }
+        }
+    }
+    (code, detail)
 }
 
 /// The rustls error behind a redis-rs error, if any: redis-rs keeps the
@@ -288,6 +363,10 @@ fn tls_failure(err: &rustls::Error, target: &Target) -> String {
             )
         }
         rustls::Error::InvalidCertificate(cert) => cert,
+        // Bytes that are no TLS record: the port answered without TLS.
+        rustls::Error::InvalidMessage(_) => {
+            return "no TLS answered: this looks like a port without TLS (for a plain Redis port, use redis:// instead of rediss://)".to_owned()
+        }
         other => return format!("{other} (trusting {trust})"),
     };
     let why = match cert {
@@ -580,6 +659,78 @@ mod tests {
         ] {
             assert!(!e.to_string().contains("hunter2"), "{e}");
         }
+    }
+
+    #[test]
+    fn server_replies_become_plain_sentences_without_internals() {
+        let (sha, line) = renew_line("redis.call('PEXPIRE', KEYS[1]");
+        let at = format!("script: {sha}, on @user_script:{line}.");
+        for (reply, want) in [
+            (
+                format!("READONLY You can't write against a read only replica. {at}"),
+                "the server is a read-only replica",
+            ),
+            // Redis 6 wraps what a script got in an ERR of its own.
+            (
+                format!("ERR Error running script (call to f_{sha}): @user_script:{line}: -READONLY You can't write against a read only replica."),
+                "the server is a read-only replica",
+            ),
+            (
+                format!("OOM command not allowed when used memory > 'maxmemory'. {at}"),
+                "the server is out of memory",
+            ),
+            ("LOADING Redis is loading the dataset in memory".into(), "still loading"),
+            (
+                format!("ERR user_script:1: Script attempted to access nonexistent global variable 'x' {at}"),
+                "the server refused the request: user_script:1: Script attempted to access nonexistent global variable 'x'",
+            ),
+            ("WEIRD".into(), "the server refused the request"),
+        ] {
+            let s = said(&reply);
+            assert!(s.contains(want), "{reply}: {s}");
+            for internal in [sha.as_str(), "@user_script:", "ReadOnly", "\"OOM\"", "Server("] {
+                assert!(!s.contains(internal), "{reply}: {s}");
+            }
+        }
+        let target = Target::parse("redis://127.0.0.1:1", &Security::default()).unwrap();
+        // The client's own errors lose the kind it writes after them.
+        let own = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "Redis server refused to switch database",
+            "DB index is out of range".to_owned(),
+        ));
+        assert_eq!(
+            describe(own, &target).to_string(),
+            "redis at redis://127.0.0.1:1: the server refused to switch database: DB index is out of range"
+        );
+        let own = redis::RedisError::from((redis::ErrorKind::Io, "no sentinel answered"));
+        assert_eq!(
+            describe(own, &target).to_string(),
+            "redis at redis://127.0.0.1:1: no sentinel answered"
+        );
+        // Bytes no Redis sends: not a Redis server.
+        let garbage = redis::parse_redis_value(b"HTTP/1.1 400 Bad Request\r\n").unwrap_err();
+        let e = describe(garbage, &target);
+        assert!(matches!(e, StoreError::Protocol(_)), "{e:?}");
+        assert!(e.to_string().contains(": not a Redis server:"), "{e}");
+    }
+
+    #[test]
+    fn tls_to_a_port_without_tls_is_named() {
+        let plain_reply = rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        let s = tls_said(plain_reply);
+        assert!(s.contains("TLS: no TLS answered"), "{s}");
+        assert!(s.contains("use redis:// instead of rediss://"), "{s}");
+        // Silence over TLS may be the same mistake; over plain TCP it is
+        // only a timeout.
+        let tls = Target::parse("rediss://localhost:6380", &Security::default()).unwrap();
+        let plain = Target::parse("redis://localhost:6380", &Security::default()).unwrap();
+        let timeout = || std::io::Error::from(std::io::ErrorKind::WouldBlock).into();
+        let s = describe(timeout(), &tls).to_string();
+        assert!(s.contains("timed out (no reply over TLS"), "{s}");
+        assert!(s.contains("use redis://"), "{s}");
+        let s = describe(timeout(), &plain).to_string();
+        assert!(s.ends_with(": timed out"), "{s}");
     }
 
     #[test]

@@ -44,7 +44,7 @@ use error::describe;
 use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
 
-pub use connection::{without_password, Target};
+pub use connection::{redact_urls_in, url_passwords, without_password, Target};
 pub use error::{Failure, ForeignKey, StoreError};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
