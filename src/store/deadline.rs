@@ -17,9 +17,13 @@
 //! blocked again and raised again for the process, so the caller's
 //! signalfd sees them as if the call had not been there.
 //!
-//! Not covered: rustls retries EINTR, so over TLS a call stays bounded per
-//! read only; connect(2) (std retries EINTR too) is bounded by the connect
-//! timeout, which is the time left.
+//! Not over TLS: rustls retries a read that EINTR interrupted, with the
+//! socket's timeout started afresh, so kicks every 2 ms would keep such a
+//! read going for ever instead of ending it. A TLS call therefore gets no
+//! timer ([`Call::start`]'s `kicks`): it stays bounded per read, and an
+//! ending signal is noted and acted on when the read returns. connect(2)
+//! (std retries EINTR too) is bounded by the connect timeout, which is the
+//! time left.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
@@ -112,8 +116,9 @@ pub(super) struct Call {
 
 impl Call {
     /// Starts a call that must be over `timeout` from now; with `enders`
-    /// (signal numbers), one that any of them ends at once.
-    pub(super) fn start(timeout: Duration, enders: &[i32]) -> Call {
+    /// (signal numbers), one that any of them ends at once. Without
+    /// `kicks` (a transport that retries EINTR: TLS) no timer is started.
+    pub(super) fn start(timeout: Duration, enders: &[i32], kicks: bool) -> Call {
         static KICK_INSTALLED: Once = Once::new();
         KICK_INSTALLED.call_once(|| {
             install(kick(), on_kick);
@@ -135,7 +140,8 @@ impl Call {
             ev.sigev_signo = kick();
             ev.sigev_notify_thread_id = libc::gettid();
             let mut timer: libc::timer_t = std::mem::zeroed();
-            let timer = (libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut timer) == 0)
+            let timer = (kicks
+                && libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut timer) == 0)
                 .then_some(timer);
             let interruptible = !enders.is_empty();
             if let Some(t) = timer {

@@ -361,7 +361,7 @@ impl Store {
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let call = Call::start(self.timeout, self.interrupt_on);
+        let call = Call::start(self.timeout, self.interrupt_on, self.target.kicks());
         let out = match self.conn(&call) {
             Ok(conn) => f(conn).map_err(|e| describe(e, &self.target).during(what)),
             Err(e) => Err(e),
@@ -369,7 +369,9 @@ impl Store {
         out.map_err(|e| {
             self.conn = None;
             self.slot_map = None;
-            if call.expired() && !call.interrupted() {
+            // A timeout the error already names (with a TLS hint, say)
+            // keeps its words.
+            if call.expired() && !call.interrupted() && !matches!(e, StoreError::Timeout(_)) {
                 StoreError::Timeout(Failure {
                     op: None,
                     server: self.target.display.clone(),

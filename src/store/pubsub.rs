@@ -30,9 +30,9 @@ impl Store {
     /// Connecting and subscribing is one call: within the timeout, and
     /// ended by the signals of `set_interrupt_signals`.
     pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {
-        let call = Call::start(self.timeout, self.interrupt_on);
+        let call = Call::start(self.timeout, self.interrupt_on, self.target.kicks());
         self.subscribe_within(channel, &call).map_err(|e| {
-            if call.expired() && !call.interrupted() {
+            if call.expired() && !call.interrupted() && !matches!(e, StoreError::Timeout(_)) {
                 StoreError::Timeout(super::Failure {
                     op: Some("subscribe".into()),
                     server: self.target.display.clone(),
@@ -93,7 +93,7 @@ impl Subscription {
     /// call timeout: a server that trickles it loses the subscription.
     pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
         let timeout = timeout.max(Duration::from_millis(1));
-        let _call = Call::start(timeout + self.timeout, &[]);
+        let _call = Call::start(timeout + self.timeout, &[], self.target.kicks());
         self.conn
             .set_read_timeout(Some(timeout))
             .map_err(|e| describe(e, &self.target))?;
