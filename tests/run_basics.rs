@@ -156,6 +156,53 @@ fn three_runs_get_fencing_tokens_one_two_three_and_the_fence_key_holds_three() {
     assert_eq!(ttl, -1, "the fence key never expires");
 }
 
+/// Issue 28, point 2: a counter at 2^53 or above cannot be counted exactly
+/// in a Lua number, so five runs used to get the same token. Such a
+/// counter is refused like a key of another type (exit 125, one line
+/// naming it, nothing written, CMD never started); a token just below
+/// 2^53 is still handed out exactly.
+#[test]
+fn a_fencing_counter_at_2_pow_53_or_above_is_refused_and_tokens_below_are_exact() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let fence = "distlock:{billing}:fence";
+    for counter in ["1796417000000000000", "9007199254740992", "9007199254740991"] {
+        let _: () = server.cmd(&["SET", fence, counter]);
+        for _ in 0..5 {
+            let out = run(distlock(&server)
+                .args(["run", "billing", "--"])
+                .args(touch_cmd(&marker(dir.path()))));
+            assert_eq!(out.code(), 125, "counter {counter}: {out:?}");
+            let line = out.one_error_line();
+            assert!(line.contains(fence), "names the key: {line}");
+            out.no_rust_noise();
+            assert!(!marker(dir.path()).exists(), "CMD ran: {out:?}");
+            assert_eq!(server.get(fence).as_deref(), Some(counter));
+            assert_eq!(server.get("distlock:{billing}"), None, "a lease was left");
+            let left: Vec<String> = server.cmd(&["KEYS", "distlock:{billing}*"]);
+            assert_eq!(left, [fence], "only the counter: {left:?}");
+        }
+    }
+    // The last exact token: 2^53 - 1.
+    let _: () = server.cmd(&["SET", fence, "9007199254740990"]);
+    let out = run(distlock(&server).args([
+        "run",
+        "billing",
+        "--",
+        "sh",
+        "-c",
+        "echo $DISTLOCK_FENCING_TOKEN",
+    ]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert_eq!(out.stdout, "9007199254740991\n");
+    let out = run(distlock(&server).args(["inspect", "--json", "billing"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(
+        out.stdout.contains(r#""fencing_token":9007199254740991"#),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn prefix_option_moves_both_keys_and_the_key_cmd_sees() {
     let server = RedisServer::start();

@@ -232,14 +232,37 @@ pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
 /// Returns `{-2, key, its type}` for the first foreign key, or false; a
 /// missing key is never foreign. Each script calls it first, as
 /// `local foreign = foreign_key({...}) if foreign then return foreign end`.
+///
+/// The type `counter` is the fencing counter: a string that must also be
+/// one distlock can read, else `{-2, key, 'counter'}`; `counter+1`, for
+/// the scripts that INCR it, must also leave room for one more token. It
+/// is read as a string because Lua numbers are doubles: past 2^53 INCR's
+/// answer comes back rounded, and every acquisition would hand out the
+/// same token. So a counter must be a decimal integer (as INCR writes it)
+/// below 2^53, and below 2^53 - 1 to be counted on; anything else would
+/// also make INCR fail half way through an acquisition.
 macro_rules! foreign_key {
     () => {
         r"
+-- 9007199254740992 is 2^53: every integer below it is exact in a double.
+local function readable_counter(v, room)
+  if not (v == '0' or string.find(v, '^[1-9]%d*$')) then return false end
+  local limit = room and '9007199254740991' or '9007199254740992'
+  return #v < 16 or (#v == 16 and v < limit)
+end
 local function foreign_key(expected)
   for i = 1, #expected, 2 do
+    local want = expected[i + 1]
+    local counter = string.find(want, '^counter')
+    local room = want == 'counter+1'
+    if counter then want = 'string' end
     local t = redis.call('TYPE', expected[i])['ok']
-    if t ~= 'none' and not string.find('|' .. expected[i + 1] .. '|', '|' .. t .. '|', 1, true) then
+    if t ~= 'none' and not string.find('|' .. want .. '|', '|' .. t .. '|', 1, true) then
       return {-2, expected[i], t}
+    end
+    if counter and t == 'string' then
+      local v = redis.call('GET', expected[i])
+      if not readable_counter(v, room) then return {-2, expected[i], 'counter'} end
     end
   end
   return false
@@ -423,7 +446,7 @@ pub(super) static ACQUIRE: Script = Script::new(concat!(
     wake_next!(),
     done_mark!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
+local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
 if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
@@ -525,7 +548,7 @@ return 1
 pub(super) static RENEW: Script = Script::new(concat!(
     foreign_key!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'string'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'counter'})
 if foreign then return foreign end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -590,7 +613,7 @@ pub(super) static RELEASE: Script = Script::new(concat!(
     semaphore_in_use!(),
     done_mark!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'string'}
+local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'counter'}
 if KEYS[10] then table.insert(expect, KEYS[10]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
@@ -654,7 +677,7 @@ pub(super) static FORCE_RELEASE: Script = Script::new(concat!(
     wake_next!(),
     semaphore_in_use!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'zset', KEYS[8], 'string'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'zset', KEYS[8], 'counter'})
 if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
 if holder == false then
@@ -678,7 +701,7 @@ pub(super) static INSPECT: Script = Script::new(concat!(
     foreign_key!(),
     semaphore_in_use!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'hash'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'counter', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'hash'})
 if foreign then return foreign end
 return {
   redis.call('GET', KEYS[1]),
@@ -729,7 +752,7 @@ pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter+1', KEYS[5], 'string'})
 if foreign then return foreign end
 local slots, limit, tokens, fence, plain = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -764,7 +787,7 @@ pub(super) static RENEW_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter', KEYS[5], 'string'})
 if foreign then return foreign end
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -787,7 +810,7 @@ pub(super) static RELEASE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'counter'})
 if foreign then return foreign end
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -815,7 +838,7 @@ pub(super) static FORCE_RELEASE_SLOTS: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'counter'})
 if foreign then return foreign end
 local now = now_ms()
 reclaim(KEYS[1], KEYS[3], now)
@@ -838,7 +861,7 @@ pub(super) static INSPECT_SLOTS: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'hash', KEYS[6], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter', KEYS[5], 'hash', KEYS[6], 'string'})
 if foreign then return foreign end
 local now = now_ms()
 local out = {}
