@@ -166,7 +166,11 @@ fn a_fencing_counter_at_2_pow_53_or_above_is_refused_and_tokens_below_are_exact(
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let fence = "distlock:{billing}:fence";
-    for counter in ["1796417000000000000", "9007199254740992", "9007199254740991"] {
+    for counter in [
+        "1796417000000000000",
+        "9007199254740992",
+        "9007199254740991",
+    ] {
         let _: () = server.cmd(&["SET", fence, counter]);
         for _ in 0..5 {
             let out = run(distlock(&server)
@@ -467,6 +471,75 @@ fn lock_is_held_with_a_ttl_at_most_the_lease_while_cmd_runs_and_gone_after() {
     let exists: i64 = server.cmd(&["EXISTS", "distlock:{held}", "distlock:{held}:meta"]);
     assert_eq!(exists, 0, "no lease or metadata key left behind");
     assert_eq!(server.get("distlock:{held}:fence").as_deref(), Some("1"));
+}
+
+/// Issue 28, point 1: CMD has `DISTLOCK_OWNER`, so it can call `renew` and
+/// `release` as the owner. A renewal only ever extends, and a `release` by
+/// owner of a lease that a running `run` holds is refused (exit 1, one
+/// line saying so): only the `run` itself ends it, when CMD has exited.
+/// With `--min-hold` the refusal comes before the minimum-hold logic, which
+/// would otherwise shorten the lease to what is left of the minimum.
+#[test]
+fn cmd_can_neither_shorten_nor_release_the_lease_its_run_holds() {
+    let server = RedisServer::start();
+    for (name, extra) in [("held", &[][..]), ("kept", &["--min-hold", "30s"][..])] {
+        let mut args = vec!["run", name, "--ttl", "60s"];
+        args.extend(extra);
+        let mut holder = Holder::start(&server.url(), &args);
+        let owner = holder.owner().to_owned();
+        let lock = format!("distlock:{{{name}}}");
+        let meta = format!("{lock}:meta");
+        let as_cmd = |args: &[&str]| {
+            run(distlock(&server)
+                .env("DISTLOCK_OWNER", &owner)
+                .env("DISTLOCK_NAME", name)
+                .args(args))
+        };
+        let whole = |what: &str| {
+            assert_eq!(server.get(&lock).as_deref(), Some(owner.as_str()), "{what}");
+            for k in [&lock, &meta] {
+                let pttl: i64 = server.cmd(&["PTTL", k]);
+                assert!(pttl > 50_000, "{name}: {what}: PTTL of {k} is {pttl}");
+            }
+        };
+        whole("to begin with");
+
+        let out = as_cmd(&["renew", name, "--ttl", "1s"]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        whole("after renew --ttl 1s");
+        let out = as_cmd(&["acquire", name, "--owner", &owner, "--ttl", "1s"]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        whole("after acquire --ttl 1s by the same owner");
+
+        let out = as_cmd(&["release", name]);
+        assert_eq!(out.code(), 1, "{name}: {out:?}");
+        let line = out.one_error_line();
+        assert!(
+            line.contains(name) && line.contains("distlock run") && line.contains("--force"),
+            "{line}"
+        );
+        out.no_rust_noise();
+        whole("after release by owner");
+
+        let out = run(distlock(&server).args(["run", name, "--", "true"]));
+        assert_eq!(out.code(), 75, "a second holder got in: {out:?}");
+
+        assert!(holder.finish().success());
+        let exists: i64 = server.cmd(&["EXISTS", &lock, &meta]);
+        let kept = !extra.is_empty();
+        assert_eq!(
+            exists > 0,
+            kept,
+            "{name}: the run's own release still works"
+        );
+    }
+
+    // A lease of `acquire` is released by owner as before.
+    let out = run(distlock(&server).args(["acquire", "--owner", "me", "plain"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    let out = run(distlock(&server).args(["release", "--owner", "me", "plain"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert_eq!(server.get("distlock:{plain}"), None);
 }
 
 #[test]

@@ -92,6 +92,8 @@ pub(super) enum ReleaseReply {
     Kept(Duration),
     /// `{0}` or `{0, holder}`: not ours; held by `holder`, or by nobody.
     NotOwner(Option<String>),
+    /// `{3}`: ours, but a `run` holds it and only that run may end it.
+    HeldByRun,
     /// `{-1, n}`: in use with `--limit n`.
     LimitMismatch(i64),
 }
@@ -105,6 +107,7 @@ impl FromRedisValue for ReleaseReply {
                 int(left)?.max(0) as u64,
             ))),
             [Value::Int(0)] => Ok(ReleaseReply::NotOwner(None)),
+            [Value::Int(3)] => Ok(ReleaseReply::HeldByRun),
             [Value::Int(0), holder] => Ok(ReleaseReply::NotOwner(string(holder)?)),
             [Value::Int(-1), n] => Ok(ReleaseReply::LimitMismatch(int(n)?)),
             other => Err(unexpected("release", other)),
@@ -546,6 +549,7 @@ mod tests {
             ReleaseReply::Kept(Duration::from_millis(250))
         );
         assert_eq!(r(vec![Value::Int(0)]), ReleaseReply::NotOwner(None));
+        assert_eq!(r(vec![Value::Int(3)]), ReleaseReply::HeldByRun);
         assert_eq!(
             r(vec![Value::Int(0), bulk("other")]),
             ReleaseReply::NotOwner(Some("other".into()))
@@ -586,7 +590,14 @@ mod tests {
     fn a_fencing_counter_is_read_only_when_exact() {
         assert_eq!(counter("0"), Ok(0));
         assert_eq!(counter("9007199254740991"), Ok(MAX_TOKEN));
-        for bad in ["9007199254740992", "1796417000000000000", "-1", "1.5", "", "x"] {
+        for bad in [
+            "9007199254740992",
+            "1796417000000000000",
+            "-1",
+            "1.5",
+            "",
+            "x",
+        ] {
             assert!(counter(bad).is_err(), "{bad:?}");
         }
         let inspect = |token: &str| {

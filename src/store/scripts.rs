@@ -423,6 +423,22 @@ end
     };
 }
 
+/// Lua for refreshing a held lease (a re-acquire by the same owner; RENEW
+/// spells the same out): a renewal only ever extends. Anyone
+/// who knows the owner id can renew (a CMD has it in `DISTLOCK_OWNER`), so
+/// a shorter `--ttl` must not cut short the lease a `run` counts on, nor a
+/// key that expires with it. A key without expiry (PTTL -1) is left so.
+macro_rules! extend {
+    () => {
+        r"
+local function extend(key, ttl)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < tonumber(ttl) then redis.call('PEXPIRE', key, ttl) end
+end
+"
+    };
+}
+
 /// `acquire`: take the lease if it is free and no live waiter is ahead, or
 /// refresh it if this owner already holds it (a retry after a lost reply
 /// must not burn a token).
@@ -445,6 +461,7 @@ pub(super) static ACQUIRE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     done_mark!(),
+    extend!(),
     r"
 local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
 if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
@@ -461,8 +478,8 @@ if holder == false and redis.call('EXISTS', KEYS[6]) == 1 then
   end
 end
 if holder == owner then
-  redis.call('PEXPIRE', lock, ttl)
-  redis.call('PEXPIRE', meta, ttl)
+  extend(lock, ttl)
+  extend(meta, ttl)
   return {1, tonumber(redis.call('GET', fence) or '0')}
 end
 local now = now_us()
@@ -541,18 +558,26 @@ return 1
 "
 ));
 
-/// `renew`: compare-and-extend. KEYS: lock, metadata, fence (only for its
-/// type check: a name whose counter was overwritten is refused by every
-/// operation). ARGV: owner, ttl ms.
-/// Returns 1 when extended, 0 when someone else (or nobody) holds the lock.
+/// `renew`: compare-and-extend, never shorten (see `extend!`). KEYS: lock,
+/// metadata, fence (only for its type check: a name whose counter was
+/// overwritten is refused by every operation). ARGV: owner, ttl ms.
+/// Returns 1 when the lease is ours and now lasts at least the ttl, 0 when
+/// someone else (or nobody) holds the lock.
 pub(super) static RENEW: Script = Script::new(concat!(
     foreign_key!(),
     r"
 local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'counter'})
 if foreign then return foreign end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  -- `extend!` for the lease and its metadata, one command a line.
+  local ttl = tonumber(ARGV[2])
+  local left = {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
+  if left[1] >= 0 and left[1] < ttl then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
+  if left[2] >= 0 and left[2] < ttl then
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  end
   return 1
 end
 return 0
@@ -596,11 +621,18 @@ end
 /// yet is kept, by the server's clock, until the minimum has passed. `run`
 /// also writes its last-run record here, so ending costs one round trip.
 ///
+/// A lease a `run` holds (`run` in its metadata) is ended only by that
+/// run (the caller `holder`): CMD knows the owner id, and a release by
+/// owner (caller `owner`, the `release` subcommand) would let a second
+/// holder in while CMD still runs. That refusal comes before anything is
+/// written, the minimum hold's expiry included.
+///
 /// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns, fence
 /// (type check only). ARGV: owner,
 /// wake channel prefix, release channel, last-run keep ms ('' for no
-/// record), then the record's field/value pairs. Returns `{1}` when
-/// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
+/// record), caller (`holder` or `owner`), then the record's field/value
+/// pairs. Returns `{1}` when deleted, `{2, ms}` when kept for the minimum
+/// hold, `{3}` when refused because a run holds it, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 ///
 /// `run --once-per` whose CMD exited 0 adds KEYS[10], the done mark: it is
@@ -623,9 +655,10 @@ if holder == false then
   if n then return {-1, n} end
 end
 if holder ~= ARGV[1] then return {0, holder} end
+local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms', 'run')
+if m[3] and ARGV[5] ~= 'holder' then return {3} end
 if KEYS[10] then write_done(KEYS[10], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
-if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 5) end
-local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms')
+if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 6) end
 local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
 if tonumber(m[2]) and left > 0 then
   redis.call('PEXPIRE', KEYS[1], left)
@@ -762,8 +795,10 @@ if redis.call('EXISTS', plain) == 1 then return {-1, 0} end
 local held = redis.call('ZCARD', slots)
 local agreed = tonumber(redis.call('GET', limit))
 if held > 0 and agreed and agreed ~= n then return {-1, agreed} end
-if redis.call('ZSCORE', slots, owner) then
-  redis.call('ZADD', slots, 'XX', now + ttl, owner)
+local mine = redis.call('ZSCORE', slots, owner)
+if mine then
+  -- A refresh only ever extends, as `extend!` says for a plain lock.
+  if tonumber(mine) < now + ttl then redis.call('ZADD', slots, 'XX', now + ttl, owner) end
   keep(slots, limit, tokens, now)
   return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
 end
@@ -780,7 +815,7 @@ return {0, first[1], tonumber(first[2]) - now}
 "
 ));
 
-/// `renew --limit N`: extend our slot if it is still live.
+/// `renew --limit N`: extend our slot if it is still live (never shorten).
 /// KEYS: slots, limit, tokens, fence and plain lock (these two for the
 /// type check only). ARGV: owner, ttl ms. Returns 1 or 0.
 pub(super) static RENEW_SLOT: Script = Script::new(concat!(
@@ -792,7 +827,10 @@ if foreign then return foreign end
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then
-  redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+  -- Only ever extends, as `extend!` says for a plain lock.
+  if tonumber(s) < now + tonumber(ARGV[2]) then
+    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+  end
   keep(KEYS[1], KEYS[2], KEYS[3], now)
   return 1
 end
