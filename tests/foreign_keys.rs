@@ -232,7 +232,11 @@ fn every_subcommand_refuses_a_fencing_counter_it_cannot_read_and_changes_nothing
         let out = run(&mut cmd);
         assert_eq!(out.code, 0, "{out:?}");
         assert!(!out.stdout.contains("listed"), "{out:?}");
-        let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.contains("warning")).collect();
+        let warnings: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .collect();
         assert_eq!(warnings.len(), 1, "{out:?}");
         assert!(warnings[0].contains("distlock:{listed}:fence"), "{out:?}");
     }
