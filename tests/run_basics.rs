@@ -542,6 +542,76 @@ fn cmd_can_neither_shorten_nor_release_the_lease_its_run_holds() {
     assert_eq!(server.get("distlock:{plain}"), None);
 }
 
+/// Issue 28, point 14: Redis does not roll back the writes a script made
+/// before a command in it failed. A user who may not PUBLISH used to have
+/// the lease deleted by a release that then failed, while the warning said
+/// the lease "will expire by itself"; and an acquire that had to tell a
+/// waiter `claimed` was left holding a lease it reported as failed. Now
+/// the lease's own key is the last thing a script writes: a refused
+/// command leaves it as it was, so the warning is true.
+#[test]
+fn a_user_denied_publish_never_leaves_a_lease_half_released_or_half_taken() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "nopub", "on", ">pw", "~*", "&*", "+@all", "-publish",
+    ]);
+    let url = format!("redis://nopub:pw@127.0.0.1:{}", server.port);
+    let denied = |out: &Out| {
+        assert_eq!(out.code(), 125, "{out:?}");
+        assert!(out.one_error_line().contains("PUBLISH"), "{out:?}");
+        out.no_rust_noise();
+    };
+
+    // release by owner, and --force: refused, the lease intact.
+    for force in [false, true] {
+        let name = format!("rel{force}");
+        let out = run(distlock(&server).args(["acquire", "--owner", "me", "--ttl", "60s", &name]));
+        assert_eq!(out.code(), 0, "{out:?}");
+        let mut cmd = distlock_at(&url);
+        if force {
+            cmd.args(["release", "--force", &name]);
+        } else {
+            cmd.args(["release", "--owner", "me", &name]);
+        }
+        denied(&run(&mut cmd));
+        assert_eq!(
+            server.get(&key(&name)).as_deref(),
+            Some("me"),
+            "force {force}"
+        );
+        let pttl: i64 = server.cmd(&["PTTL", &key(&name)]);
+        assert!(pttl > 50_000, "force {force}: PTTL {pttl}");
+    }
+
+    // run: CMD's status, and a warning that tells the truth.
+    let out = run(distlock_at(&url).args(["run", "--ttl", "60s", "job", "--", "true"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    let line = out.one_error_line();
+    assert!(
+        line.contains("PUBLISH") && line.contains("will expire by itself"),
+        "{line}"
+    );
+    assert!(
+        server.get(&key("job")).is_some(),
+        "the warning says it will expire: {line}"
+    );
+    let pttl: i64 = server.cmd(&["PTTL", &key("job")]);
+    assert!(pttl > 0, "PTTL {pttl}");
+
+    // acquire while a waiter still holds a turn: telling it `claimed` is
+    // refused, and no lease or token was taken.
+    let far = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 600_000)
+        .to_string();
+    let _: i64 = server.cmd(&["ZADD", "distlock:{turn}:turns", &far, "ghost"]);
+    denied(&run(distlock_at(&url).args(["acquire", "turn"])));
+    assert_eq!(server.get(&key("turn")), None, "a lease was left");
+    assert_eq!(server.get(&fence("turn")), None, "a token was burnt");
+}
+
 #[test]
 fn lock_is_released_when_cmd_fails_with_exit_3() {
     let server = RedisServer::start();

@@ -4,6 +4,17 @@
 //! literals, so each script is one `concat!` and its SHA-1 is computed by
 //! the compiler: a run spends no start-up time on building or hashing
 //! scripts.
+//!
+//! Redis does not roll a script back when a command in it fails (a
+//! WRONGTYPE, an unreadable counter, a command an ACL denies): what it
+//! wrote before stays. So each script first checks every key it will
+//! touch (`foreign_key!`), and the lease's own key (`P:{N}`, or a
+//! semaphore's slot) is the last thing it writes, after every PUBLISH:
+//! an acquisition that fails leaves no lease behind, and a release that
+//! fails leaves the lease whole, to expire by itself as `run`'s warning
+//! says, never deleted yet reported as failed. (Only `acquire --limit`
+//! still sets the expiry of the semaphore's keys after the slot, since it
+//! must count that slot.)
 
 use redis::{ConnectionLike, FromRedisValue, RedisResult, ToRedisArgs};
 
@@ -497,17 +508,18 @@ if holder == false and not ahead then
       return done
     end
   end
-  redis.call('SET', lock, owner, 'PX', ttl)
-  local token = redis.call('INCR', fence)
+  -- The lease's own key is written last (see the top of this file).
+  end_turns(turns, chan, owner)
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
-  end_turns(turns, chan, owner)
+  local token = redis.call('INCR', fence)
   redis.call('DEL', meta)
   if #ARGV > 4 then
     redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)),
       'token', token, unpack(ARGV, 5))
     redis.call('PEXPIRE', meta, ttl)
   end
+  redis.call('SET', lock, owner, 'PX', ttl)
   return {1, token}
 end
 local pttl = -2
@@ -660,14 +672,15 @@ if m[3] and ARGV[5] ~= 'holder' then return {3} end
 if KEYS[10] then write_done(KEYS[10], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
 if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 6) end
 local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
+-- The lease's own key is written last (see the top of this file).
 if tonumber(m[2]) and left > 0 then
-  redis.call('PEXPIRE', KEYS[1], left)
   redis.call('PEXPIRE', KEYS[2], left)
+  redis.call('PEXPIRE', KEYS[1], left)
   return {2, left}
 end
-redis.call('DEL', KEYS[1], KEYS[2])
 wake_next(KEYS[3], KEYS[4], KEYS[8], ARGV[2], false)
 redis.call('PUBLISH', ARGV[3], 'released')
+redis.call('DEL', KEYS[1], KEYS[2])
 return {1}
 "
 ));
@@ -717,10 +730,11 @@ if holder == false then
   local n = semaphore_in_use(KEYS[5], KEYS[6])
   if n then return {-1, n} end
 end
+-- The lease's own key is written last (see the top of this file).
 if holder then
-  redis.call('DEL', KEYS[1], KEYS[2])
   wake_next(KEYS[3], KEYS[4], KEYS[7], ARGV[1], false)
   redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('DEL', KEYS[1], KEYS[2])
 end
 return holder
 "
@@ -803,10 +817,11 @@ if mine then
   return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
 end
 if held < n then
-  redis.call('ZADD', slots, now + ttl, owner)
+  -- The slot itself is written last (see the top of this file).
   local token = redis.call('INCR', fence)
   redis.call('HSET', tokens, owner, token)
   redis.call('SET', limit, n)
+  redis.call('ZADD', slots, now + ttl, owner)
   keep(slots, limit, tokens, now)
   return {1, token}
 end
@@ -858,10 +873,11 @@ local agreed = tonumber(redis.call('GET', KEYS[2]))
 if agreed and agreed ~= tonumber(ARGV[3]) and redis.call('ZCARD', KEYS[1]) > 0 then
   return {-1, agreed}
 end
+-- The slot itself is written last (see the top of this file).
 if s and tonumber(s) > now then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('ZREM', KEYS[1], ARGV[1])
   return {1}
 end
 return {0}
@@ -886,8 +902,9 @@ if agreed and agreed ~= tonumber(ARGV[2]) and redis.call('ZCARD', KEYS[1]) > 0 t
   return {-1, agreed}
 end
 local all = redis.call('ZRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+-- The slots are written last (see the top of this file).
 if #all > 0 then redis.call('PUBLISH', ARGV[1], 'released') end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return all
 "
 ));
