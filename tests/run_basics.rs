@@ -534,6 +534,41 @@ fn cmd_can_neither_shorten_nor_release_the_lease_its_run_holds() {
         );
     }
 
+    // A slot of `run --limit 2` likewise: its expiry (the slot's score,
+    // server ms) is not shortened, and a release by owner is refused.
+    let mut holder = Holder::start(
+        &server.url(),
+        &["run", "--limit", "2", "sem", "--ttl", "60s"],
+    );
+    let owner = holder.owner().to_owned();
+    let slots = "distlock:{sem}:slots";
+    let left = || {
+        let t: Vec<String> = server.cmd(&["TIME"]);
+        let now = t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000;
+        let score: Option<i64> = server.cmd(&["ZSCORE", slots, &owner]);
+        score.map(|s| s - now)
+    };
+    let as_cmd = |args: &[&str]| run(distlock(&server).env("DISTLOCK_OWNER", &owner).args(args));
+    let out = as_cmd(&["renew", "--limit", "2", "sem", "--ttl", "1s"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(
+        left().unwrap() > 50_000,
+        "renew --ttl 1s shortened the slot: {:?}",
+        left()
+    );
+    let out = as_cmd(&["release", "--limit", "2", "sem"]);
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert!(out.one_error_line().contains("distlock run"), "{out:?}");
+    assert!(
+        left().unwrap() > 50_000,
+        "the slot was released: {:?}",
+        left()
+    );
+    assert!(holder.finish().success());
+    assert_eq!(left(), None, "the run's own release frees its slot");
+    let rest: i64 = server.cmd(&["EXISTS", "distlock:{sem}:tokens"]);
+    assert_eq!(rest, 0, "nothing of the slot is left");
+
     // A lease of `acquire` is released by owner as before.
     let out = run(distlock(&server).args(["acquire", "--owner", "me", "plain"]));
     assert_eq!(out.code(), 0, "{out:?}");

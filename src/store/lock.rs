@@ -26,7 +26,9 @@ impl Store {
     ) -> Result<Acquire> {
         self.route(keys)?;
         if let Some(n) = keys.limit {
-            return self.acquire_slot(keys, owner, ttl_ms, n);
+            // `run` marks its lease in the metadata; a slot carries the mark.
+            let by_run = meta.iter().any(|(k, _)| *k == "run");
+            return self.acquire_slot(keys, owner, ttl_ms, n, by_run);
         }
         let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
         let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
@@ -161,7 +163,7 @@ impl Store {
     ) -> Result<Release> {
         self.route(keys)?;
         if keys.limit.is_some() {
-            return self.release_slot(keys, owner, last);
+            return self.release_slot(keys, owner, last, caller);
         }
         let reply: ReleaseReply = self.call("release", |c| {
             let mut inv = RELEASE.key(&keys.lock);

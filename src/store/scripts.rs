@@ -766,8 +766,10 @@ return {
 /// Lua shared by the semaphore scripts (`--limit N`). Each holder has its
 /// own slot: `slots` is a zset owner → expiry (server ms), so expired slots
 /// are reclaimed on the server's clock, never a client's. `tokens` maps
-/// owner → fencing token; `limit` holds the N every user must agree on.
-/// All three keys expire with the latest slot.
+/// owner → fencing token, and `owner .. ' run'` → 1 for a slot a `run`
+/// holds (an owner id has no spaces), which only that run may release;
+/// `limit` holds the N every user must agree on. All three keys expire
+/// with the latest slot.
 macro_rules! slots {
     () => {
         r"
@@ -778,7 +780,7 @@ end
 local function reclaim(slots, tokens, now)
   for _, o in ipairs(redis.call('ZRANGEBYSCORE', slots, '-inf', now)) do
     redis.call('ZREM', slots, o)
-    redis.call('HDEL', tokens, o)
+    redis.call('HDEL', tokens, o, o .. ' run')
   end
 end
 local function keep(slots, limit, tokens, now)
@@ -792,7 +794,8 @@ end
 }
 
 /// `acquire --limit N`: take a free slot, or refresh ours.
-/// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N.
+/// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N,
+/// `run` when a `run` takes it (else '').
 /// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
 /// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
 pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
@@ -820,6 +823,7 @@ if held < n then
   -- The slot itself is written last (see the top of this file).
   local token = redis.call('INCR', fence)
   redis.call('HSET', tokens, owner, token)
+  if ARGV[4] == 'run' then redis.call('HSET', tokens, owner .. ' run', 1) end
   redis.call('SET', limit, n)
   redis.call('ZADD', slots, now + ttl, owner)
   keep(slots, limit, tokens, now)
@@ -856,9 +860,11 @@ return 0
 
 /// `release --limit N`: free our slot and tell waiters.
 /// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
-/// owner, release channel, N.
-/// Returns `{1}`, `{0}`, or `{-1, the N in use}` when users disagree on N
-/// (`{-1, 0}`: a plain lock); then nothing is released.
+/// owner, release channel, N, caller (`holder` or `owner`, as for
+/// `RELEASE`: a slot a `run` holds is released only by that run).
+/// Returns `{1}`, `{0}`, `{3}` when a run holds it, or `{-1, the N in
+/// use}` when users disagree on N (`{-1, 0}`: a plain lock); then nothing
+/// is released.
 pub(super) static RELEASE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
@@ -875,8 +881,9 @@ if agreed and agreed ~= tonumber(ARGV[3]) and redis.call('ZCARD', KEYS[1]) > 0 t
 end
 -- The slot itself is written last (see the top of this file).
 if s and tonumber(s) > now then
+  if ARGV[4] ~= 'holder' and redis.call('HGET', KEYS[3], ARGV[1] .. ' run') then return {3} end
   redis.call('PUBLISH', ARGV[2], 'released')
-  redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1], ARGV[1] .. ' run')
   redis.call('ZREM', KEYS[1], ARGV[1])
   return {1}
 end
