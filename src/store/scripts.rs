@@ -439,12 +439,16 @@ end
 /// who knows the owner id can renew (a CMD has it in `DISTLOCK_OWNER`), so
 /// a shorter `--ttl` must not cut short the lease a `run` counts on, nor a
 /// key that expires with it. A key without expiry (PTTL -1) is left so.
+/// A later expiry is written again all the same (PTTL is exact within a
+/// script, whose clock stands still), so that with `--min-replicas` the
+/// WAIT behind the script counts replicas that have it, even when another
+/// client set it.
 macro_rules! extend {
     () => {
         r"
 local function extend(key, ttl)
   local left = redis.call('PTTL', key)
-  if left >= 0 and left < tonumber(ttl) then redis.call('PEXPIRE', key, ttl) end
+  if left >= 0 then redis.call('PEXPIRE', key, math.max(left, tonumber(ttl))) end
 end
 "
     };
@@ -584,11 +588,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   -- `extend!` for the lease and its metadata, one command a line.
   local ttl = tonumber(ARGV[2])
   local left = {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
-  if left[1] >= 0 and left[1] < ttl then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if left[1] >= 0 then
+    redis.call('PEXPIRE', KEYS[1], math.max(left[1], ttl))
   end
-  if left[2] >= 0 and left[2] < ttl then
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  if left[2] >= 0 then
+    redis.call('PEXPIRE', KEYS[2], math.max(left[2], ttl))
   end
   return 1
 end
@@ -815,7 +819,7 @@ if held > 0 and agreed and agreed ~= n then return {-1, agreed} end
 local mine = redis.call('ZSCORE', slots, owner)
 if mine then
   -- A refresh only ever extends, as `extend!` says for a plain lock.
-  if tonumber(mine) < now + ttl then redis.call('ZADD', slots, 'XX', now + ttl, owner) end
+  redis.call('ZADD', slots, 'XX', math.max(tonumber(mine), now + ttl), owner)
   keep(slots, limit, tokens, now)
   return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
 end
@@ -847,9 +851,7 @@ local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then
   -- Only ever extends, as `extend!` says for a plain lock.
-  if tonumber(s) < now + tonumber(ARGV[2]) then
-    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
-  end
+  redis.call('ZADD', KEYS[1], 'XX', math.max(tonumber(s), now + tonumber(ARGV[2])), ARGV[1])
   keep(KEYS[1], KEYS[2], KEYS[3], now)
   return 1
 end
