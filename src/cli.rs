@@ -548,7 +548,9 @@ pub struct HoldRenewerArgs {
 #[derive(Debug, Args)]
 #[command(
     long_about = "Extend the lease on NAME to --ttl from now if OWNER still holds \
-        it (compare-and-extend). Exit 0 renewed, 1 not held by that owner.",
+        it (compare-and-extend). A renewal never shortens a lease: a --ttl \
+        shorter than the time it has left leaves it as it is. Exit 0 renewed, \
+        1 not held by that owner.",
     after_long_help = RENEW_EXAMPLES
 )]
 pub struct RenewArgs {
@@ -582,7 +584,10 @@ pub struct RenewArgs {
 #[derive(Debug, Args)]
 #[command(
     long_about = "Release NAME if OWNER holds it (compare-and-delete). Exit 0 \
-        released, 1 not held by that owner (nothing is deleted). With --force, \
+        released, 1 not held by that owner (nothing is deleted). A lease that \
+        a running `distlock run` holds is ended only by that run, when its \
+        command has exited: a release by owner (from that command, say) is \
+        refused with exit 1. With --force, \
         delete the lease whoever holds it and say who that was; the fencing \
         counter is left alone, so the next holder still gets a larger token.",
     after_long_help = RELEASE_EXAMPLES

@@ -148,6 +148,100 @@ fn every_subcommand_refuses_a_foreign_key_by_name_and_changes_nothing() {
     }
 }
 
+/// Issue 28, points 2 and 6: a fencing counter distlock cannot read (not
+/// a decimal integer, or one whose next token would not be below 2^53,
+/// which a Lua number cannot count exactly) is refused like a key of
+/// another type, by every subcommand, before anything is written. An
+/// acquisition used to set the lease and then fail on INCR, holding the
+/// lock for its TTL with no token and no CMD.
+#[test]
+fn every_subcommand_refuses_a_fencing_counter_it_cannot_read_and_changes_nothing() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let mut case = 0;
+    for value in [
+        "abc",
+        "",
+        "1.5",
+        "-3",
+        "12 ",
+        "0x10",
+        "1e3",
+        "1796417000000000000",
+        "9007199254740992",
+        "99999999999999999999999",
+    ] {
+        for (what, args) in subcommands(&marker.display().to_string()) {
+            case += 1;
+            let name = format!("c{case}");
+            let key = format!("distlock:{{{name}}}:fence");
+            let _: () = server.cmd(&["SET", &key, value]);
+            let before = snapshot(&server, &name);
+            let args: Vec<String> = args.iter().map(|a| a.replace("{n}", &name)).collect();
+            let label = format!("{what} with the counter at {value:?}");
+            let out = run(distlock(&server).args(&args));
+            assert_refused(&out, &key, &label);
+            assert!(
+                out.stderr.contains("2^53"),
+                "{label}: says what a counter must be: {out:?}"
+            );
+            assert_eq!(snapshot(&server, &name), before, "{label}: keys changed");
+            assert!(!marker.exists(), "{label}: CMD ran");
+        }
+    }
+    // Counters with room for one more exact token are counted on; at
+    // 2^53 - 1 (the last exact token) the counter is still read, but no
+    // acquisition takes a lease it could not give an exact token.
+    for (value, next) in [("0", "1"), ("9007199254740990", "9007199254740991")] {
+        let _: () = server.cmd(&["SET", "distlock:{edge}:fence", value]);
+        let out = run(distlock(&server).args(["acquire", "--json", "edge"]));
+        assert_eq!(out.code, 0, "{value}: {out:?}");
+        assert!(
+            out.stdout.contains(&format!(r#""fencing_token":{next}"#)),
+            "{out:?}"
+        );
+        let out = run(distlock(&server).args(["inspect", "--json", "edge"]));
+        assert!(
+            out.stdout.contains(&format!(r#""fencing_token":{next}"#)),
+            "{out:?}"
+        );
+        let out = run(distlock(&server).args(["release", "--force", "edge"]));
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    for args in [
+        &["acquire", "edge"][..],
+        &["acquire", "--limit", "2", "edge"],
+        &["run", "edge", "--", "true"],
+    ] {
+        let before = snapshot(&server, "edge");
+        let out = run(distlock(&server).args(args));
+        assert_refused(&out, "distlock:{edge}:fence", &format!("{args:?}"));
+        assert_eq!(snapshot(&server, "edge"), before, "{args:?}");
+    }
+    // `list` skips a held lock whose counter it cannot read, with a warning.
+    let out = run(distlock(&server).args(["acquire", "listed"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    let _: () = server.cmd(&["SET", "distlock:{listed}:fence", "1796417000000000000"]);
+    for json in [false, true] {
+        let mut cmd = distlock(&server);
+        cmd.arg("list");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = run(&mut cmd);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(!out.stdout.contains("listed"), "{out:?}");
+        let warnings: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{out:?}");
+        assert!(warnings[0].contains("distlock:{listed}:fence"), "{out:?}");
+    }
+}
+
 #[test]
 fn list_skips_a_foreign_key_with_one_warning_and_lists_the_rest() {
     let server = RedisServer::start();

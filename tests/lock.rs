@@ -404,16 +404,67 @@ fn renew_takes_the_owner_from_distlock_owner_when_no_option_is_given() {
         (110_000..=120_000).contains(&ttl),
         "PTTL {ttl} after DISTLOCK_TTL=2m"
     );
+    ok(dl(
+        &server,
+        &["acquire", "short", "--owner", "me", "--ttl", "5s"],
+    ));
     ok(dl_env(
         &server,
         &[("DISTLOCK_OWNER", "me")],
-        &["renew", "job"],
+        &["renew", "short"],
     ));
-    let ttl = pttl(&server, &key("job"));
+    let ttl = pttl(&server, &key("short"));
     assert!(
         (20_000..=30_000).contains(&ttl),
         "PTTL {ttl} after the default 30s"
     );
+}
+
+/// A renewal only ever extends (CONTRACT "Manual subcommands"): a `--ttl`
+/// shorter than what the lease has left leaves it, and the metadata that
+/// expires with it, as they are; so does a re-acquire by the same owner.
+/// Otherwise anyone who knows the owner id (a CMD has it in
+/// `DISTLOCK_OWNER`) could cut the lease short and let a second holder in.
+#[test]
+fn a_renewal_or_reacquire_with_a_shorter_ttl_never_shortens_the_lease() {
+    let server = RedisServer::start();
+    ok(dl(
+        &server,
+        &["acquire", "job", "--owner", "me", "--ttl", "60s"],
+    ));
+    let meta = format!("{}:meta", key("job"));
+    let both = || (pttl(&server, &key("job")), pttl(&server, &meta));
+    let (lock, m) = both();
+    assert!(lock > 50_000 && m > 50_000, "{lock} {m}");
+
+    ok(dl(
+        &server,
+        &["renew", "job", "--owner", "me", "--ttl", "1s"],
+    ));
+    let (lock, m) = both();
+    assert!(
+        lock > 50_000 && m > 50_000,
+        "renew --ttl 1s shortened the lease: PTTL {lock}, meta {m}"
+    );
+
+    let again = json(&ok(dl(
+        &server,
+        &["acquire", "job", "--owner", "me", "--ttl", "1s", "--json"],
+    )));
+    assert_eq!(again["fencing_token"], 1, "{again}");
+    let (lock, m) = both();
+    assert!(
+        lock > 50_000 && m > 50_000,
+        "re-acquire --ttl 1s shortened the lease: PTTL {lock}, meta {m}"
+    );
+
+    // A longer one still extends, the metadata with it.
+    ok(dl(
+        &server,
+        &["renew", "job", "--owner", "me", "--ttl", "120s"],
+    ));
+    let (lock, m) = both();
+    assert!(lock > 110_000 && m > 110_000, "{lock} {m}");
 }
 
 #[test]

@@ -156,6 +156,57 @@ fn three_runs_get_fencing_tokens_one_two_three_and_the_fence_key_holds_three() {
     assert_eq!(ttl, -1, "the fence key never expires");
 }
 
+/// Issue 28, point 2: a counter at 2^53 or above cannot be counted exactly
+/// in a Lua number, so five runs used to get the same token. Such a
+/// counter is refused like a key of another type (exit 125, one line
+/// naming it, nothing written, CMD never started); a token just below
+/// 2^53 is still handed out exactly.
+#[test]
+fn a_fencing_counter_at_2_pow_53_or_above_is_refused_and_tokens_below_are_exact() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let fence = "distlock:{billing}:fence";
+    for counter in [
+        "1796417000000000000",
+        "9007199254740992",
+        "9007199254740991",
+    ] {
+        let _: () = server.cmd(&["SET", fence, counter]);
+        for _ in 0..5 {
+            let out = run(distlock(&server)
+                .args(["run", "billing", "--"])
+                .args(touch_cmd(&marker(dir.path()))));
+            assert_eq!(out.code(), 125, "counter {counter}: {out:?}");
+            let line = out.one_error_line();
+            assert!(line.contains(fence), "names the key: {line}");
+            out.no_rust_noise();
+            assert!(!marker(dir.path()).exists(), "CMD ran: {out:?}");
+            assert_eq!(server.get(fence).as_deref(), Some(counter));
+            assert_eq!(server.get("distlock:{billing}"), None, "a lease was left");
+            let left: Vec<String> = server.cmd(&["KEYS", "distlock:{billing}*"]);
+            assert_eq!(left, [fence], "only the counter: {left:?}");
+        }
+    }
+    // The last exact token: 2^53 - 1.
+    let _: () = server.cmd(&["SET", fence, "9007199254740990"]);
+    let out = run(distlock(&server).args([
+        "run",
+        "billing",
+        "--",
+        "sh",
+        "-c",
+        "echo $DISTLOCK_FENCING_TOKEN",
+    ]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert_eq!(out.stdout, "9007199254740991\n");
+    let out = run(distlock(&server).args(["inspect", "--json", "billing"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(
+        out.stdout.contains(r#""fencing_token":9007199254740991"#),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn prefix_option_moves_both_keys_and_the_key_cmd_sees() {
     let server = RedisServer::start();
@@ -420,6 +471,180 @@ fn lock_is_held_with_a_ttl_at_most_the_lease_while_cmd_runs_and_gone_after() {
     let exists: i64 = server.cmd(&["EXISTS", "distlock:{held}", "distlock:{held}:meta"]);
     assert_eq!(exists, 0, "no lease or metadata key left behind");
     assert_eq!(server.get("distlock:{held}:fence").as_deref(), Some("1"));
+}
+
+/// Issue 28, point 1: CMD has `DISTLOCK_OWNER`, so it can call `renew` and
+/// `release` as the owner. A renewal only ever extends, and a `release` by
+/// owner of a lease that a running `run` holds is refused (exit 1, one
+/// line saying so): only the `run` itself ends it, when CMD has exited.
+/// With `--min-hold` the refusal comes before the minimum-hold logic, which
+/// would otherwise shorten the lease to what is left of the minimum.
+#[test]
+fn cmd_can_neither_shorten_nor_release_the_lease_its_run_holds() {
+    let server = RedisServer::start();
+    for (name, extra) in [("held", &[][..]), ("kept", &["--min-hold", "30s"][..])] {
+        let mut args = vec!["run", name, "--ttl", "60s"];
+        args.extend(extra);
+        let mut holder = Holder::start(&server.url(), &args);
+        let owner = holder.owner().to_owned();
+        let lock = format!("distlock:{{{name}}}");
+        let meta = format!("{lock}:meta");
+        let as_cmd = |args: &[&str]| {
+            run(distlock(&server)
+                .env("DISTLOCK_OWNER", &owner)
+                .env("DISTLOCK_NAME", name)
+                .args(args))
+        };
+        let whole = |what: &str| {
+            assert_eq!(server.get(&lock).as_deref(), Some(owner.as_str()), "{what}");
+            for k in [&lock, &meta] {
+                let pttl: i64 = server.cmd(&["PTTL", k]);
+                assert!(pttl > 50_000, "{name}: {what}: PTTL of {k} is {pttl}");
+            }
+        };
+        whole("to begin with");
+
+        let out = as_cmd(&["renew", name, "--ttl", "1s"]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        whole("after renew --ttl 1s");
+        let out = as_cmd(&["acquire", name, "--owner", &owner, "--ttl", "1s"]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        whole("after acquire --ttl 1s by the same owner");
+
+        let out = as_cmd(&["release", name]);
+        assert_eq!(out.code(), 1, "{name}: {out:?}");
+        let line = out.one_error_line();
+        assert!(
+            line.contains(name) && line.contains("distlock run") && line.contains("--force"),
+            "{line}"
+        );
+        out.no_rust_noise();
+        whole("after release by owner");
+
+        let out = run(distlock(&server).args(["run", name, "--", "true"]));
+        assert_eq!(out.code(), 75, "a second holder got in: {out:?}");
+
+        assert!(holder.finish().success());
+        let exists: i64 = server.cmd(&["EXISTS", &lock, &meta]);
+        let kept = !extra.is_empty();
+        assert_eq!(
+            exists > 0,
+            kept,
+            "{name}: the run's own release still works"
+        );
+    }
+
+    // A slot of `run --limit 2` likewise: its expiry (the slot's score,
+    // server ms) is not shortened, and a release by owner is refused.
+    let mut holder = Holder::start(
+        &server.url(),
+        &["run", "--limit", "2", "sem", "--ttl", "60s"],
+    );
+    let owner = holder.owner().to_owned();
+    let slots = "distlock:{sem}:slots";
+    let left = || {
+        let t: Vec<String> = server.cmd(&["TIME"]);
+        let now = t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000;
+        let score: Option<i64> = server.cmd(&["ZSCORE", slots, &owner]);
+        score.map(|s| s - now)
+    };
+    let as_cmd = |args: &[&str]| run(distlock(&server).env("DISTLOCK_OWNER", &owner).args(args));
+    let out = as_cmd(&["renew", "--limit", "2", "sem", "--ttl", "1s"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(
+        left().unwrap() > 50_000,
+        "renew --ttl 1s shortened the slot: {:?}",
+        left()
+    );
+    let out = as_cmd(&["release", "--limit", "2", "sem"]);
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert!(out.one_error_line().contains("distlock run"), "{out:?}");
+    assert!(
+        left().unwrap() > 50_000,
+        "the slot was released: {:?}",
+        left()
+    );
+    assert!(holder.finish().success());
+    assert_eq!(left(), None, "the run's own release frees its slot");
+    let rest: i64 = server.cmd(&["EXISTS", "distlock:{sem}:tokens"]);
+    assert_eq!(rest, 0, "nothing of the slot is left");
+
+    // A lease of `acquire` is released by owner as before.
+    let out = run(distlock(&server).args(["acquire", "--owner", "me", "plain"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    let out = run(distlock(&server).args(["release", "--owner", "me", "plain"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert_eq!(server.get("distlock:{plain}"), None);
+}
+
+/// Issue 28, point 14: Redis does not roll back the writes a script made
+/// before a command in it failed. A user who may not PUBLISH used to have
+/// the lease deleted by a release that then failed, while the warning said
+/// the lease "will expire by itself"; and an acquire that had to tell a
+/// waiter `claimed` was left holding a lease it reported as failed. Now
+/// the lease's own key is the last thing a script writes: a refused
+/// command leaves it as it was, so the warning is true.
+#[test]
+fn a_user_denied_publish_never_leaves_a_lease_half_released_or_half_taken() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "nopub", "on", ">pw", "~*", "&*", "+@all", "-publish",
+    ]);
+    let url = format!("redis://nopub:pw@127.0.0.1:{}", server.port);
+    let denied = |out: &Out| {
+        assert_eq!(out.code(), 125, "{out:?}");
+        assert!(out.one_error_line().contains("PUBLISH"), "{out:?}");
+        out.no_rust_noise();
+    };
+
+    // release by owner, and --force: refused, the lease intact.
+    for force in [false, true] {
+        let name = format!("rel{force}");
+        let out = run(distlock(&server).args(["acquire", "--owner", "me", "--ttl", "60s", &name]));
+        assert_eq!(out.code(), 0, "{out:?}");
+        let mut cmd = distlock_at(&url);
+        if force {
+            cmd.args(["release", "--force", &name]);
+        } else {
+            cmd.args(["release", "--owner", "me", &name]);
+        }
+        denied(&run(&mut cmd));
+        assert_eq!(
+            server.get(&key(&name)).as_deref(),
+            Some("me"),
+            "force {force}"
+        );
+        let pttl: i64 = server.cmd(&["PTTL", &key(&name)]);
+        assert!(pttl > 50_000, "force {force}: PTTL {pttl}");
+    }
+
+    // run: CMD's status, and a warning that tells the truth.
+    let out = run(distlock_at(&url).args(["run", "--ttl", "60s", "job", "--", "true"]));
+    assert_eq!(out.code(), 0, "{out:?}");
+    let line = out.one_error_line();
+    assert!(
+        line.contains("PUBLISH") && line.contains("will expire by itself"),
+        "{line}"
+    );
+    assert!(
+        server.get(&key("job")).is_some(),
+        "the warning says it will expire: {line}"
+    );
+    let pttl: i64 = server.cmd(&["PTTL", &key("job")]);
+    assert!(pttl > 0, "PTTL {pttl}");
+
+    // acquire while a waiter still holds a turn: telling it `claimed` is
+    // refused, and no lease or token was taken.
+    let far = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 600_000)
+        .to_string();
+    let _: i64 = server.cmd(&["ZADD", "distlock:{turn}:turns", &far, "ghost"]);
+    denied(&run(distlock_at(&url).args(["acquire", "turn"])));
+    assert_eq!(server.get(&key("turn")), None, "a lease was left");
+    assert_eq!(server.get(&fence("turn")), None, "a token was burnt");
 }
 
 #[test]

@@ -54,8 +54,15 @@ pub fn release(g: &Global, args: ReleaseConfig) -> Result<u8> {
         }
         ReleaseHow::Owner(owner) => owner,
     };
-    match store.release(&keys, &owner)? {
+    match store.release_by_owner(&keys, &owner)? {
         Release::Released => Ok(0),
+        Release::HeldByRun => {
+            g.say(format_args!(
+                "{} is held by a running `distlock run` as {owner}: only that run releases it, when its command has exited (use --force to end it early); nothing changed",
+                keys.name
+            ));
+            Ok(exit::NOT_OWNER)
+        }
         Release::Kept(left) => {
             g.say(format_args!(
                 "{} stays held for another {} (--min-hold)",

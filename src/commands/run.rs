@@ -35,10 +35,13 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     passwords.extend(g.security.password.clone());
     let command_line = describe_command(&args.command, &passwords);
     let min_hold = args.lease.min_hold.map(|d| d.as_millis().to_string());
+    // `run`: only this run ends the lease; a release by owner (CMD knows
+    // the owner id) is refused while it holds it.
     let mut meta = vec![
         ("host", host.as_str()),
         ("pid", pid.as_str()),
         ("command", command_line.as_str()),
+        ("run", "1"),
     ];
     if let Some(ms) = &min_hold {
         meta.push(("min_hold_ms", ms.as_str()));
@@ -216,7 +219,8 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(5)));
             let last = Some((&record, args.last_run_keep));
             match store.release_recording(&keys, &owner, last, mark_done) {
-                Ok(Release::Released) => {}
+                // HeldByRun only answers a release by owner, not this one.
+                Ok(Release::Released | Release::HeldByRun) => {}
                 Ok(Release::Kept(left)) if g.verbose > 0 => g.say(format_args!(
                     "{} stays held for another {} (--min-hold)",
                     keys.name,

@@ -26,7 +26,9 @@ impl Store {
     ) -> Result<Acquire> {
         self.route(keys)?;
         if let Some(n) = keys.limit {
-            return self.acquire_slot(keys, owner, ttl_ms, n);
+            // `run` marks its lease in the metadata; a slot carries the mark.
+            let by_run = meta.iter().any(|(k, _)| *k == "run");
+            return self.acquire_slot(keys, owner, ttl_ms, n, by_run);
         }
         let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
         let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
@@ -123,9 +125,17 @@ impl Store {
         Ok(renewed)
     }
 
-    /// Deletes the lease if `owner` holds it (compare-and-delete).
+    /// Deletes the lease if `owner` holds it (compare-and-delete), as the
+    /// process that took it (`run`, `hold`, `acquire` cleaning up).
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
         self.release_recording(keys, owner, None, false)
+    }
+
+    /// `release` by owner for someone who merely knows the owner id (the
+    /// `release` subcommand): a lease a `run` holds is not ended so, only
+    /// by that run ([`Release::HeldByRun`]).
+    pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.release_as(keys, owner, None, false, "owner")
     }
 
     /// `release`, writing `run`'s last-run record (kept for `keep`) in the
@@ -138,9 +148,22 @@ impl Store {
         last: Option<(&LastRun, Duration)>,
         mark_done: bool,
     ) -> Result<Release> {
+        self.release_as(keys, owner, last, mark_done, "holder")
+    }
+
+    /// The release script, for `caller` `holder` (the process that took
+    /// the lease) or `owner` (see `RELEASE`).
+    fn release_as(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        last: Option<(&LastRun, Duration)>,
+        mark_done: bool,
+        caller: &str,
+    ) -> Result<Release> {
         self.route(keys)?;
         if keys.limit.is_some() {
-            return self.release_slot(keys, owner, last);
+            return self.release_slot(keys, owner, last, caller);
         }
         let reply: ReleaseReply = self.call("release", |c| {
             let mut inv = RELEASE.key(&keys.lock);
@@ -159,13 +182,13 @@ impl Store {
             inv.arg(owner).arg(&keys.wake_prefix).arg(&keys.released);
             match last {
                 Some((record, keep)) => {
-                    inv.arg(keep.as_millis().max(1) as u64);
+                    inv.arg(keep.as_millis().max(1) as u64).arg(caller);
                     for (k, v) in record.fields() {
                         inv.arg(k).arg(v);
                     }
                 }
                 None => {
-                    inv.arg("");
+                    inv.arg("").arg(caller);
                 }
             }
             inv.invoke(c)
@@ -179,6 +202,7 @@ impl Store {
             ReleaseReply::Released => Ok(Release::Released),
             ReleaseReply::Kept(left) => Ok(Release::Kept(left)),
             ReleaseReply::NotOwner(holder) => Ok(Release::NotOwner(holder)),
+            ReleaseReply::HeldByRun => Ok(Release::HeldByRun),
             ReleaseReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
         }
     }

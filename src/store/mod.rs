@@ -120,6 +120,9 @@ pub enum Release {
     Kept(Duration),
     /// Not ours: held by this other owner, or by nobody (None).
     NotOwner(Option<String>),
+    /// Ours, but a running `run` holds it: only that run ends it (a release
+    /// by owner, e.g. from its CMD, is refused; nothing was changed).
+    HeldByRun,
 }
 
 /// A snapshot of one lock, as `inspect` and `list` show it.

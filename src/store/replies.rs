@@ -98,6 +98,8 @@ pub(super) enum ReleaseReply {
     Kept(Duration),
     /// `{0}` or `{0, holder}`: not ours; held by `holder`, or by nobody.
     NotOwner(Option<String>),
+    /// `{3}`: ours, but a `run` holds it and only that run may end it.
+    HeldByRun,
     /// `{-1, n}`: in use with `--limit n`.
     LimitMismatch(i64),
 }
@@ -111,6 +113,7 @@ impl FromRedisValue for ReleaseReply {
                 int(left)?.max(0) as u64,
             ))),
             [Value::Int(0)] => Ok(ReleaseReply::NotOwner(None)),
+            [Value::Int(3)] => Ok(ReleaseReply::HeldByRun),
             [Value::Int(0), holder] => Ok(ReleaseReply::NotOwner(string(holder)?)),
             [Value::Int(-1), n] => Ok(ReleaseReply::LimitMismatch(int(n)?)),
             other => Err(unexpected("release", other)),
@@ -159,13 +162,7 @@ impl FromRedisValue for InspectReply {
             return Err(unexpected("inspect", &items));
         };
         let holder = string(holder)?;
-        let token = match string(token)? {
-            Some(t) => Some(
-                t.parse::<u64>()
-                    .map_err(|_| ParsingError::from("fencing counter is not a number"))?,
-            ),
-            None => None,
-        };
+        let token = string(token)?.as_deref().map(counter).transpose()?;
         Ok(InspectReply(LockInfo {
             ttl: holder
                 .as_ref()
@@ -251,7 +248,7 @@ impl FromRedisValue for SlotsReply {
             info: SlotsInfo {
                 limit: string(limit)?.and_then(|l| l.parse().ok()),
                 holders: out,
-                token: string(token)?.and_then(|t| t.parse().ok()),
+                token: string(token)?.as_deref().map(counter).transpose()?,
                 last_run: pairs(last),
             },
             plain: int(plain)? == 1,
@@ -327,18 +324,44 @@ impl FromRedisValue for ServerTime {
     }
 }
 
-/// The `{-2, key, type}` reply of a script that found a foreign key.
+/// The `{-2, key, type}` reply of a script that found a foreign key. The
+/// type `counter` (no Redis type is called so) is a fencing counter the
+/// script cannot read, told in words (see `foreign_key!` in `scripts.rs`).
 pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
     match v {
         Value::Array(items) => match items.as_slice() {
             [Value::Int(-2), key, kind] => Some(ForeignKey {
                 key: string(key).ok()??,
-                kind: string(kind).ok()??,
+                kind: match string(kind).ok()?? {
+                    k if k == "counter" => UNREADABLE_COUNTER.to_owned(),
+                    k => k,
+                },
             }),
             _ => None,
         },
         _ => None,
     }
+}
+
+/// What a fencing counter that distlock cannot read is, as the type in
+/// [`ForeignKey`]'s sentence ("the key … is a Redis {this} written by
+/// something else").
+const UNREADABLE_COUNTER: &str =
+    "string that is no fencing counter distlock can read (a whole number whose next token stays below 2^53),";
+
+/// The largest token a fencing counter may hold: 2^53 - 1, the largest
+/// integer a double (a Lua number, a JSON number in JavaScript) holds
+/// exactly.
+const MAX_TOKEN: u64 = (1 << 53) - 1;
+
+/// A fencing counter read in Rust (`inspect`): the scripts refuse one that
+/// is not an exact integer, so anything else is a protocol error rather
+/// than a wrong number.
+fn counter(s: &str) -> Result<u64, ParsingError> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|t| *t <= MAX_TOKEN)
+        .ok_or_else(|| format!("the fencing counter {s:?} is not an integer below 2^53").into())
 }
 
 fn unexpected(what: &str, items: &[Value]) -> ParsingError {
@@ -555,6 +578,7 @@ mod tests {
             ReleaseReply::Kept(Duration::from_millis(250))
         );
         assert_eq!(r(vec![Value::Int(0)]), ReleaseReply::NotOwner(None));
+        assert_eq!(r(vec![Value::Int(3)]), ReleaseReply::HeldByRun);
         assert_eq!(
             r(vec![Value::Int(0), bulk("other")]),
             ReleaseReply::NotOwner(Some("other".into()))
@@ -589,6 +613,43 @@ mod tests {
             })
         );
         assert_eq!(foreign_key(&Value::Array(vec![Value::Int(1)])), None);
+    }
+
+    #[test]
+    fn a_fencing_counter_is_read_only_when_exact() {
+        assert_eq!(counter("0"), Ok(0));
+        assert_eq!(counter("9007199254740991"), Ok(MAX_TOKEN));
+        for bad in [
+            "9007199254740992",
+            "1796417000000000000",
+            "-1",
+            "1.5",
+            "",
+            "x",
+        ] {
+            assert!(counter(bad).is_err(), "{bad:?}");
+        }
+        let inspect = |token: &str| {
+            InspectReply::from_redis_value(Value::Array(vec![
+                Value::Nil,
+                Value::Int(-2),
+                bulk(token),
+                Value::Array(vec![]),
+                Value::Array(vec![]),
+                Value::Nil,
+                Value::Array(vec![]),
+                Value::Int(-2),
+            ]))
+        };
+        assert_eq!(inspect("41").unwrap().0.token, Some(41));
+        assert!(inspect("1796417000000000000").is_err());
+        let fk = foreign_key(&Value::Array(vec![
+            Value::Int(-2),
+            bulk("p:{n}:fence"),
+            bulk("counter"),
+        ]))
+        .unwrap();
+        assert!(fk.to_string().contains("2^53"), "{fk}");
     }
 
     #[test]

@@ -4,6 +4,17 @@
 //! literals, so each script is one `concat!` and its SHA-1 is computed by
 //! the compiler: a run spends no start-up time on building or hashing
 //! scripts.
+//!
+//! Redis does not roll a script back when a command in it fails (a
+//! WRONGTYPE, an unreadable counter, a command an ACL denies): what it
+//! wrote before stays. So each script first checks every key it will
+//! touch (`foreign_key!`), and the lease's own key (`P:{N}`, or a
+//! semaphore's slot) is the last thing it writes, after every PUBLISH:
+//! an acquisition that fails leaves no lease behind, and a release that
+//! fails leaves the lease whole, to expire by itself as `run`'s warning
+//! says, never deleted yet reported as failed. (Only `acquire --limit`
+//! still sets the expiry of the semaphore's keys after the slot, since it
+//! must count that slot.)
 
 use redis::{ConnectionLike, FromRedisValue, RedisResult, ToRedisArgs};
 
@@ -232,14 +243,37 @@ pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
 /// Returns `{-2, key, its type}` for the first foreign key, or false; a
 /// missing key is never foreign. Each script calls it first, as
 /// `local foreign = foreign_key({...}) if foreign then return foreign end`.
+///
+/// The type `counter` is the fencing counter: a string that must also be
+/// one distlock can read, else `{-2, key, 'counter'}`; `counter+1`, for
+/// the scripts that INCR it, must also leave room for one more token. It
+/// is read as a string because Lua numbers are doubles: past 2^53 INCR's
+/// answer comes back rounded, and every acquisition would hand out the
+/// same token. So a counter must be a decimal integer (as INCR writes it)
+/// below 2^53, and below 2^53 - 1 to be counted on; anything else would
+/// also make INCR fail half way through an acquisition.
 macro_rules! foreign_key {
     () => {
         r"
+-- 9007199254740992 is 2^53: every integer below it is exact in a double.
+local function readable_counter(v, room)
+  if not (v == '0' or string.find(v, '^[1-9]%d*$')) then return false end
+  local limit = room and '9007199254740991' or '9007199254740992'
+  return #v < 16 or (#v == 16 and v < limit)
+end
 local function foreign_key(expected)
   for i = 1, #expected, 2 do
+    local want = expected[i + 1]
+    local counter = string.find(want, '^counter')
+    local room = want == 'counter+1'
+    if counter then want = 'string' end
     local t = redis.call('TYPE', expected[i])['ok']
-    if t ~= 'none' and not string.find('|' .. expected[i + 1] .. '|', '|' .. t .. '|', 1, true) then
+    if t ~= 'none' and not string.find('|' .. want .. '|', '|' .. t .. '|', 1, true) then
       return {-2, expected[i], t}
+    end
+    if counter and t == 'string' then
+      local v = redis.call('GET', expected[i])
+      if not readable_counter(v, room) then return {-2, expected[i], 'counter'} end
     end
   end
   return false
@@ -400,6 +434,26 @@ end
     };
 }
 
+/// Lua for refreshing a held lease (a re-acquire by the same owner; RENEW
+/// spells the same out): a renewal only ever extends. Anyone
+/// who knows the owner id can renew (a CMD has it in `DISTLOCK_OWNER`), so
+/// a shorter `--ttl` must not cut short the lease a `run` counts on, nor a
+/// key that expires with it. A key without expiry (PTTL -1) is left so.
+/// A later expiry is written again all the same (PTTL is exact within a
+/// script, whose clock stands still), so that with `--min-replicas` the
+/// WAIT behind the script counts replicas that have it, even when another
+/// client set it.
+macro_rules! extend {
+    () => {
+        r"
+local function extend(key, ttl)
+  local left = redis.call('PTTL', key)
+  if left >= 0 then redis.call('PEXPIRE', key, math.max(left, tonumber(ttl))) end
+end
+"
+    };
+}
+
 /// `acquire`: take the lease if it is free and no live waiter is ahead, or
 /// refresh it if this owner already holds it (a retry after a lost reply
 /// must not burn a token).
@@ -422,8 +476,9 @@ pub(super) static ACQUIRE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     done_mark!(),
+    extend!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
+local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
 if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
@@ -438,8 +493,8 @@ if holder == false and redis.call('EXISTS', KEYS[6]) == 1 then
   end
 end
 if holder == owner then
-  redis.call('PEXPIRE', lock, ttl)
-  redis.call('PEXPIRE', meta, ttl)
+  extend(lock, ttl)
+  extend(meta, ttl)
   return {1, tonumber(redis.call('GET', fence) or '0')}
 end
 local now = now_us()
@@ -457,17 +512,18 @@ if holder == false and not ahead then
       return done
     end
   end
-  redis.call('SET', lock, owner, 'PX', ttl)
-  local token = redis.call('INCR', fence)
+  -- The lease's own key is written last (see the top of this file).
+  end_turns(turns, chan, owner)
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
-  end_turns(turns, chan, owner)
+  local token = redis.call('INCR', fence)
   redis.call('DEL', meta)
   if #ARGV > 4 then
     redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)),
       'token', token, unpack(ARGV, 5))
     redis.call('PEXPIRE', meta, ttl)
   end
+  redis.call('SET', lock, owner, 'PX', ttl)
   return {1, token}
 end
 local pttl = -2
@@ -518,18 +574,26 @@ return 1
 "
 ));
 
-/// `renew`: compare-and-extend. KEYS: lock, metadata, fence (only for its
-/// type check: a name whose counter was overwritten is refused by every
-/// operation). ARGV: owner, ttl ms.
-/// Returns 1 when extended, 0 when someone else (or nobody) holds the lock.
+/// `renew`: compare-and-extend, never shorten (see `extend!`). KEYS: lock,
+/// metadata, fence (only for its type check: a name whose counter was
+/// overwritten is refused by every operation). ARGV: owner, ttl ms.
+/// Returns 1 when the lease is ours and now lasts at least the ttl, 0 when
+/// someone else (or nobody) holds the lock.
 pub(super) static RENEW: Script = Script::new(concat!(
     foreign_key!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'string'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'counter'})
 if foreign then return foreign end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  -- `extend!` for the lease and its metadata, one command a line.
+  local ttl = tonumber(ARGV[2])
+  local left = {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
+  if left[1] >= 0 then
+    redis.call('PEXPIRE', KEYS[1], math.max(left[1], ttl))
+  end
+  if left[2] >= 0 then
+    redis.call('PEXPIRE', KEYS[2], math.max(left[2], ttl))
+  end
   return 1
 end
 return 0
@@ -573,11 +637,18 @@ end
 /// yet is kept, by the server's clock, until the minimum has passed. `run`
 /// also writes its last-run record here, so ending costs one round trip.
 ///
+/// A lease a `run` holds (`run` in its metadata) is ended only by that
+/// run (the caller `holder`): CMD knows the owner id, and a release by
+/// owner (caller `owner`, the `release` subcommand) would let a second
+/// holder in while CMD still runs. That refusal comes before anything is
+/// written, the minimum hold's expiry included.
+///
 /// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns, fence
 /// (type check only). ARGV: owner,
 /// wake channel prefix, release channel, last-run keep ms ('' for no
-/// record), then the record's field/value pairs. Returns `{1}` when
-/// deleted, `{2, ms}` when kept for the minimum hold, `{-1, N}` when the
+/// record), caller (`holder` or `owner`), then the record's field/value
+/// pairs. Returns `{1}` when deleted, `{2, ms}` when kept for the minimum
+/// hold, `{3}` when refused because a run holds it, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 ///
 /// `run --once-per` whose CMD exited 0 adds KEYS[10], the done mark: it is
@@ -590,7 +661,7 @@ pub(super) static RELEASE: Script = Script::new(concat!(
     semaphore_in_use!(),
     done_mark!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'string'}
+local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'counter'}
 if KEYS[10] then table.insert(expect, KEYS[10]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
@@ -600,18 +671,20 @@ if holder == false then
   if n then return {-1, n} end
 end
 if holder ~= ARGV[1] then return {0, holder} end
+local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms', 'run')
+if m[3] and ARGV[5] ~= 'holder' then return {3} end
 if KEYS[10] then write_done(KEYS[10], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
-if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 5) end
-local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms')
+if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 6) end
 local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
+-- The lease's own key is written last (see the top of this file).
 if tonumber(m[2]) and left > 0 then
-  redis.call('PEXPIRE', KEYS[1], left)
   redis.call('PEXPIRE', KEYS[2], left)
+  redis.call('PEXPIRE', KEYS[1], left)
   return {2, left}
 end
-redis.call('DEL', KEYS[1], KEYS[2])
 wake_next(KEYS[3], KEYS[4], KEYS[8], ARGV[2], false)
 redis.call('PUBLISH', ARGV[3], 'released')
+redis.call('DEL', KEYS[1], KEYS[2])
 return {1}
 "
 ));
@@ -654,17 +727,18 @@ pub(super) static FORCE_RELEASE: Script = Script::new(concat!(
     wake_next!(),
     semaphore_in_use!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'zset', KEYS[8], 'string'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'zset', KEYS[8], 'counter'})
 if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
 if holder == false then
   local n = semaphore_in_use(KEYS[5], KEYS[6])
   if n then return {-1, n} end
 end
+-- The lease's own key is written last (see the top of this file).
 if holder then
-  redis.call('DEL', KEYS[1], KEYS[2])
   wake_next(KEYS[3], KEYS[4], KEYS[7], ARGV[1], false)
   redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('DEL', KEYS[1], KEYS[2])
 end
 return holder
 "
@@ -678,7 +752,7 @@ pub(super) static INSPECT: Script = Script::new(concat!(
     foreign_key!(),
     semaphore_in_use!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'hash'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'counter', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'string', KEYS[7], 'hash'})
 if foreign then return foreign end
 return {
   redis.call('GET', KEYS[1]),
@@ -696,8 +770,10 @@ return {
 /// Lua shared by the semaphore scripts (`--limit N`). Each holder has its
 /// own slot: `slots` is a zset owner → expiry (server ms), so expired slots
 /// are reclaimed on the server's clock, never a client's. `tokens` maps
-/// owner → fencing token; `limit` holds the N every user must agree on.
-/// All three keys expire with the latest slot.
+/// owner → fencing token, and `owner .. ' run'` → 1 for a slot a `run`
+/// holds (an owner id has no spaces), which only that run may release;
+/// `limit` holds the N every user must agree on. All three keys expire
+/// with the latest slot.
 macro_rules! slots {
     () => {
         r"
@@ -708,7 +784,7 @@ end
 local function reclaim(slots, tokens, now)
   for _, o in ipairs(redis.call('ZRANGEBYSCORE', slots, '-inf', now)) do
     redis.call('ZREM', slots, o)
-    redis.call('HDEL', tokens, o)
+    redis.call('HDEL', tokens, o, o .. ' run')
   end
 end
 local function keep(slots, limit, tokens, now)
@@ -722,14 +798,15 @@ end
 }
 
 /// `acquire --limit N`: take a free slot, or refresh ours.
-/// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N.
+/// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N,
+/// `run` when a `run` takes it (else '').
 /// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
 /// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
 pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter+1', KEYS[5], 'string'})
 if foreign then return foreign end
 local slots, limit, tokens, fence, plain = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -739,16 +816,20 @@ if redis.call('EXISTS', plain) == 1 then return {-1, 0} end
 local held = redis.call('ZCARD', slots)
 local agreed = tonumber(redis.call('GET', limit))
 if held > 0 and agreed and agreed ~= n then return {-1, agreed} end
-if redis.call('ZSCORE', slots, owner) then
-  redis.call('ZADD', slots, 'XX', now + ttl, owner)
+local mine = redis.call('ZSCORE', slots, owner)
+if mine then
+  -- A refresh only ever extends, as `extend!` says for a plain lock.
+  redis.call('ZADD', slots, 'XX', math.max(tonumber(mine), now + ttl), owner)
   keep(slots, limit, tokens, now)
   return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
 end
 if held < n then
-  redis.call('ZADD', slots, now + ttl, owner)
+  -- The slot itself is written last (see the top of this file).
   local token = redis.call('INCR', fence)
   redis.call('HSET', tokens, owner, token)
+  if ARGV[4] == 'run' then redis.call('HSET', tokens, owner .. ' run', 1) end
   redis.call('SET', limit, n)
+  redis.call('ZADD', slots, now + ttl, owner)
   keep(slots, limit, tokens, now)
   return {1, token}
 end
@@ -757,19 +838,20 @@ return {0, first[1], tonumber(first[2]) - now}
 "
 ));
 
-/// `renew --limit N`: extend our slot if it is still live.
+/// `renew --limit N`: extend our slot if it is still live (never shorten).
 /// KEYS: slots, limit, tokens, fence and plain lock (these two for the
 /// type check only). ARGV: owner, ttl ms. Returns 1 or 0.
 pub(super) static RENEW_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter', KEYS[5], 'string'})
 if foreign then return foreign end
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then
-  redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+  -- Only ever extends, as `extend!` says for a plain lock.
+  redis.call('ZADD', KEYS[1], 'XX', math.max(tonumber(s), now + tonumber(ARGV[2])), ARGV[1])
   keep(KEYS[1], KEYS[2], KEYS[3], now)
   return 1
 end
@@ -780,14 +862,16 @@ return 0
 
 /// `release --limit N`: free our slot and tell waiters.
 /// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
-/// owner, release channel, N.
-/// Returns `{1}`, `{0}`, or `{-1, the N in use}` when users disagree on N
-/// (`{-1, 0}`: a plain lock); then nothing is released.
+/// owner, release channel, N, caller (`holder` or `owner`, as for
+/// `RELEASE`: a slot a `run` holds is released only by that run).
+/// Returns `{1}`, `{0}`, `{3}` when a run holds it, or `{-1, the N in
+/// use}` when users disagree on N (`{-1, 0}`: a plain lock); then nothing
+/// is released.
 pub(super) static RELEASE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'counter'})
 if foreign then return foreign end
 local now = now_ms()
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -797,10 +881,12 @@ local agreed = tonumber(redis.call('GET', KEYS[2]))
 if agreed and agreed ~= tonumber(ARGV[3]) and redis.call('ZCARD', KEYS[1]) > 0 then
   return {-1, agreed}
 end
+-- The slot itself is written last (see the top of this file).
 if s and tonumber(s) > now then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[3], ARGV[1])
+  if ARGV[4] ~= 'holder' and redis.call('HGET', KEYS[3], ARGV[1] .. ' run') then return {3} end
   redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('HDEL', KEYS[3], ARGV[1], ARGV[1] .. ' run')
+  redis.call('ZREM', KEYS[1], ARGV[1])
   return {1}
 end
 return {0}
@@ -815,7 +901,7 @@ pub(super) static FORCE_RELEASE_SLOTS: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'counter'})
 if foreign then return foreign end
 local now = now_ms()
 reclaim(KEYS[1], KEYS[3], now)
@@ -825,8 +911,9 @@ if agreed and agreed ~= tonumber(ARGV[2]) and redis.call('ZCARD', KEYS[1]) > 0 t
   return {-1, agreed}
 end
 local all = redis.call('ZRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+-- The slots are written last (see the top of this file).
 if #all > 0 then redis.call('PUBLISH', ARGV[1], 'released') end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return all
 "
 ));
@@ -838,7 +925,7 @@ pub(super) static INSPECT_SLOTS: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
     r"
-local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'string', KEYS[5], 'hash', KEYS[6], 'string'})
+local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter', KEYS[5], 'hash', KEYS[6], 'string'})
 if foreign then return foreign end
 local now = now_ms()
 local out = {}

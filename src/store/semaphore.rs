@@ -18,6 +18,7 @@ impl Store {
         owner: &str,
         ttl_ms: u64,
         n: u32,
+        by_run: bool,
     ) -> Result<Acquire> {
         let (reply, acks): (AcquireReply, i64) =
             self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
@@ -28,7 +29,8 @@ impl Store {
                     .key(&keys.lock)
                     .arg(owner)
                     .arg(ttl_ms)
-                    .arg(n);
+                    .arg(n)
+                    .arg(if by_run { "run" } else { "" });
                 inv
             })?;
         // A slot is never promised to a waiter ahead: no queue.
@@ -64,11 +66,13 @@ impl Store {
 
     /// `release_recording` of our slot; the last-run record, if any, is
     /// written by a second call (the slot script does not carry it).
+    /// `caller` as for `RELEASE_SLOT`.
     pub(super) fn release_slot(
         &mut self,
         keys: &LockKeys,
         owner: &str,
         last: Option<(&LastRun, Duration)>,
+        caller: &str,
     ) -> Result<Release> {
         let reply: ReleaseReply = self.call("release", |c| {
             RELEASE_SLOT
@@ -80,6 +84,7 @@ impl Store {
                 .arg(owner)
                 .arg(&keys.released)
                 .arg(keys.limit.unwrap_or(1))
+                .arg(caller)
                 .invoke(c)
         })?;
         if let ReleaseReply::LimitMismatch(n) = reply {
@@ -90,6 +95,7 @@ impl Store {
         }
         Ok(match reply {
             ReleaseReply::Released => Release::Released,
+            ReleaseReply::HeldByRun => Release::HeldByRun,
             _ => Release::NotOwner(None),
         })
     }
