@@ -123,7 +123,8 @@ fn unprinted(g: &Global, t: &Taken, e: std::io::Error) -> anyhow::Error {
             "so it was released again, to end in {} (--min-hold)",
             fmt_duration(left)
         ),
-        Ok(Release::NotOwner(_)) => "and it was already gone".to_owned(),
+        // HeldByRun answers only a release by owner, not the holder's own.
+        Ok(Release::NotOwner(_) | Release::HeldByRun) => "and it was already gone".to_owned(),
         Err(_) => format!(
             "and releasing it failed, so it expires by itself within {}",
             fmt_duration(Duration::from_millis(t.ttl_ms))
