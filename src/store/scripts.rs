@@ -377,12 +377,12 @@ local function wake_next(queue, deadlines, turns, chan, me)
   end
 end
 -- A successful acquire ends the schedule of turns: whoever still waits
--- for a turn is told to forget it.
+-- for a turn is told to forget it. Publishes only (no write): the caller
+-- deletes `turns` once its first write has passed the memory check.
 local function end_turns(turns, chan, me)
   for _, w in ipairs(redis.call('ZRANGE', turns, 0, -1)) do
     if w ~= me then redis.call('PUBLISH', chan .. w, 'claimed') end
   end
-  redis.call('DEL', turns)
 end
 "
     };
@@ -512,11 +512,15 @@ if holder == false and not ahead then
       return done
     end
   end
-  -- The lease's own key is written last (see the top of this file).
+  -- The lease's own key is written last (see the top of this file), and
+  -- the INCR first: Redis refuses a script's write for lack of memory
+  -- only up to its first write, so out of memory (noeviction) ends the
+  -- acquisition here, with nothing changed.
   end_turns(turns, chan, owner)
+  local token = redis.call('INCR', fence)
+  redis.call('DEL', turns)
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
-  local token = redis.call('INCR', fence)
   redis.call('DEL', meta)
   if #ARGV > 4 then
     redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)),
