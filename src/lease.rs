@@ -183,21 +183,23 @@ fn wait_for(
         WaitOrder::Any => Mode::Any,
     };
     let sent_at = now();
-    let (holder, ahead, unacked, mut down) = match store.acquire(keys, owner, ttl_ms, first, meta) {
+    // A server that does not answer the first attempt is a failure (125)
+    // at once, as without --wait: the caller learns of a wrong URL or a
+    // server that is down now, not when the wait runs out. Only a waiter,
+    // one that reached the server, rides out a dropped connection.
+    let (holder, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, first, meta) {
         Ok(Acquire::Acquired { token }) => return Ok(Acquired::Yes { token, sent_at }),
-        Ok(Acquire::Busy { holder, ahead, .. }) => (holder, ahead, false, None),
-        Ok(Acquire::Unacknowledged) => (None, None, true, None),
+        Ok(Acquire::Busy { holder, ahead, .. }) => (holder, ahead, false),
+        Ok(Acquire::Unacknowledged) => (None, None, true),
         Ok(Acquire::Done(mark)) => return Ok(Acquired::Done(mark)),
         Err(e) => {
             if let Some(sig) = sleep.interrupted() {
                 return Ok(Acquired::Interrupted(sig));
             }
-            if !e.is_connectivity() || give_up_at.is_some_and(|t| t <= now()) {
-                return Err(e.into());
-            }
-            (None, None, false, Some(e))
+            return Err(e.into());
         }
     };
+    let mut down = None;
     if give_up_at.is_some_and(|t| t <= now()) {
         return Ok(Acquired::Busy {
             holder,

@@ -1377,3 +1377,26 @@ fn sigquit_sigusr1_and_sigusr2_end_a_wait_at_once() {
         assert!(wait_until(LIMIT, || zcard(&server, &keys("sigs").queue) == 0));
     }
 }
+
+/// A server that does not answer the first attempt is exit 125 at once,
+/// with or without a wait: riding out a dropped connection is for a
+/// waiter that reached the server, not for a wrong URL or a server down
+/// when the job starts (which would otherwise wait out `-w 1h` in silence).
+#[test]
+fn no_server_at_the_first_attempt_is_125_at_once_even_with_a_wait() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    for wait in ["0", "1h", "forever"] {
+        let started = Instant::now();
+        let out = exec(
+            distlock_at(&url).args(["run", "--wait", wait, "nowhere", "--", "true"]),
+            LIMIT,
+        );
+        assert_eq!(out.code, 125, "--wait {wait}: {out:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "--wait {wait}: took {:?}",
+            started.elapsed()
+        );
+        assert!(out.stderr.contains(&url), "{out:?}");
+    }
+}
