@@ -535,8 +535,14 @@ fn split_acks(v: Value, replicas: u32) -> std::result::Result<(Value, i64), Stri
     match v {
         Value::Array(items) => match items.as_slice() {
             [result, acks] => Ok((result.clone(), int(acks).map_err(|e| e.to_string())?)),
-            other => Err(format!("unexpected reply to a script and WAIT: {other:?}")),
+            other => Err(format!(
+                "unexpected reply to a script and WAIT: {}",
+                replies::shape(&Value::Array(other.to_vec()))
+            )),
         },
-        other => Err(format!("unexpected reply to a script and WAIT: {other:?}")),
+        other => Err(format!(
+            "unexpected reply to a script and WAIT: {}",
+            replies::shape(&other)
+        )),
     }
 }

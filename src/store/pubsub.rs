@@ -72,7 +72,10 @@ impl Store {
         if !confirmed {
             return Err(StoreError::protocol(
                 &target.display,
-                format!("unexpected reply from redis: {reply:?}"),
+                format!(
+                    "unexpected reply from redis: {}",
+                    super::replies::shape(&reply)
+                ),
             )
             .during("subscribe"));
         }

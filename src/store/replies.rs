@@ -361,17 +361,55 @@ fn counter(s: &str) -> Result<u64, ParsingError> {
     s.parse::<u64>()
         .ok()
         .filter(|t| *t <= MAX_TOKEN)
-        .ok_or_else(|| format!("the fencing counter {s:?} is not an integer below 2^53").into())
+        .ok_or_else(|| {
+            format!(
+                "the fencing counter ({}) is not an integer below 2^53",
+                shape(&Value::BulkString(s.as_bytes().to_vec()))
+            )
+            .into()
+        })
 }
 
 fn unexpected(what: &str, items: &[Value]) -> ParsingError {
-    format!("unexpected reply to {what}: {items:?}").into()
+    format!(
+        "unexpected reply to {what}: {}",
+        shape(&Value::Array(items.to_vec()))
+    )
+    .into()
+}
+
+/// What a reply is, in words, for an error line: its kind and size, and a
+/// short value where one is short. Never the client's debug dump, which is
+/// Rust syntax and can be as long as whatever another client stored.
+pub(super) fn shape(v: &Value) -> String {
+    const SHORT: usize = 40;
+    let text = |b: &[u8]| {
+        let t = String::from_utf8_lossy(b);
+        if t.chars().count() <= SHORT {
+            format!("\"{t}\"")
+        } else {
+            format!("{} bytes", b.len())
+        }
+    };
+    match v {
+        Value::Nil => "nil".to_owned(),
+        Value::Int(i) => format!("the integer {i}"),
+        Value::BulkString(b) => format!("the string {}", text(b)),
+        Value::SimpleString(s) => format!("the status {}", text(s.as_bytes())),
+        Value::Okay => "OK".to_owned(),
+        Value::Array(a) | Value::Set(a) => format!("a list of {} items", a.len()),
+        Value::Map(m) => format!("a map of {} entries", m.len()),
+        Value::Double(d) => format!("the number {d}"),
+        Value::Boolean(b) => format!("the boolean {b}"),
+        Value::ServerError(e) => format!("the error {}", text(e.to_string().as_bytes())),
+        _ => "a reply of another kind".to_owned(),
+    }
 }
 
 pub(super) fn array(v: Value) -> Result<Vec<Value>, ParsingError> {
     match v {
         Value::Array(a) | Value::Set(a) => Ok(a),
-        other => Err(format!("unexpected reply from redis: {other:?}").into()),
+        other => Err(format!("unexpected reply from redis: {}", shape(&other)).into()),
     }
 }
 
@@ -380,8 +418,8 @@ pub(super) fn int(v: &Value) -> Result<i64, ParsingError> {
         Value::Int(i) => Ok(*i),
         Value::BulkString(b) => std::str::from_utf8(b)?
             .parse()
-            .map_err(|_| format!("expected an integer from redis, got {v:?}").into()),
-        other => Err(format!("expected an integer from redis, got {other:?}").into()),
+            .map_err(|_| format!("expected an integer from redis, got {}", shape(v)).into()),
+        other => Err(format!("expected an integer from redis, got {}", shape(other)).into()),
     }
 }
 
@@ -391,7 +429,7 @@ pub(super) fn string(v: &Value) -> Result<Option<String>, ParsingError> {
         Value::BulkString(b) => Ok(Some(String::from_utf8_lossy(b).into_owned())),
         Value::SimpleString(s) => Ok(Some(s.clone())),
         Value::Int(i) => Ok(Some(i.to_string())),
-        other => Err(format!("expected a string from redis, got {other:?}").into()),
+        other => Err(format!("expected a string from redis, got {}", shape(other)).into()),
     }
 }
 
@@ -419,6 +457,26 @@ fn pttl_to_ttl(pttl: i64) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_in_an_error_line_is_words_not_a_debug_dump() {
+        let long = Value::BulkString(vec![b'x'; 100_000]);
+        assert_eq!(shape(&long), "the string 100000 bytes");
+        assert_eq!(
+            shape(&Value::BulkString(b"abc".to_vec())),
+            "the string \"abc\""
+        );
+        assert_eq!(shape(&Value::Int(-3)), "the integer -3");
+        assert_eq!(
+            shape(&Value::Array(vec![Value::Nil; 3])),
+            "a list of 3 items"
+        );
+        let e = int(&Value::Array(vec![long])).unwrap_err().to_string();
+        assert!(
+            !e.contains("Array(") && !e.contains("BulkString") && e.len() < 200,
+            "{e}"
+        );
+    }
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
