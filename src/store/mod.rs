@@ -46,6 +46,7 @@ pub use connection::{without_password, Target};
 pub use error::{Failure, ForeignKey, StoreError};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
+pub use server::{ClockReading, ReplicaClock};
 
 /// What every store call returns: a typed [`StoreError`] on failure.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
