@@ -574,7 +574,8 @@ fn cluster_routes_each_lock_to_its_master_and_list_finds_them_all() {
         .read_to_string(&mut out)
         .unwrap();
     assert_eq!(st.code(), Some(0));
-    assert_eq!(out.trim(), "4");
+    let woken: u64 = out.trim().parse().unwrap();
+    assert!(woken > infos[0].1, "{woken} after {}", infos[0].1);
     // Its backstop would have been the holder's remaining lease (> 3s).
     assert!(
         woke_after < Duration::from_millis(1500),

@@ -932,7 +932,7 @@ fn two_stopped_waiters_in_a_row_cost_about_a_second_each() {
     for (i, kid) in kids.0.iter_mut().enumerate() {
         assert!(wait_with_timeout(kid, LIMIT).success(), "waiter {i}");
     }
-    let mut tokens = vec![token_in(&files[0]), token_in(&files[1])];
+    let mut tokens = [token_in(&files[0]), token_in(&files[1])];
     tokens.sort();
     let first = later(tokens[0], b_token, "A and A2 ran after B");
     later(tokens[1], first, "A and A2 ran one at a time");
