@@ -11,6 +11,8 @@
 #   sqlite3 ledger.db "CREATE TABLE ledger (id INTEGER PRIMARY KEY,
 #                        value TEXT, fence INTEGER NOT NULL);
 #                      INSERT INTO ledger VALUES (1, NULL, 0);"
+# Tokens are about the server's clock in µs (1.8e15 in 2026), below 2^53:
+# SQLite's INTEGER holds them (64 bits); elsewhere use BIGINT, never INT.
 set -eu
 db=$1
 value=$2

@@ -664,11 +664,13 @@ pub struct InspectArgs {
     long_about = "Check the Redis that the URL points at and print one line per check \
         with a verdict (ok, warn, danger) and advice: reachable and latency; a \
         version with what distlock uses; persistence (without AOF a restart \
-        resets fencing counters, so tokens can go backwards); maxmemory-policy \
-        (an eviction policy can evict a lease or a fencing counter); role (a \
-        replica refuses writes; a master with replicas can lose a lease on \
-        failover); and the server clock. Exit 0 when nothing is dangerous, 1 \
-        otherwise, 125 when Redis cannot be reached.",
+        forgets held leases); maxmemory-policy (an eviction policy can evict a \
+        held lease); role (a replica refuses writes; a master with replicas can \
+        lose a lease on failover); the server clock; and the clock of each \
+        replica the master lists against the master's (a warning above 1 s: \
+        after a failover the promoted replica's clock is the floor of the next \
+        fencing token). Exit 0 when nothing is dangerous, 1 otherwise, 125 \
+        when Redis cannot be reached.",
     after_long_help = DOCTOR_EXAMPLES
 )]
 pub struct DoctorArgs {

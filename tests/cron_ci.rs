@@ -153,6 +153,7 @@ fn run_min_hold_keeps_the_lock_after_cmd_ends_without_any_process_lingering() {
         &["run", "--min-hold", "1500ms", "nightly", "--", "true"],
     );
     assert_eq!(out.code, 0, "{out:?}");
+    let first = fence_of(&server, "nightly");
     // distlock has exited, and so has everything it started...
     let lingering = processes_of(&server);
     assert!(lingering.is_empty(), "processes left behind: {lingering:?}");
@@ -180,7 +181,7 @@ fn run_min_hold_keeps_the_lock_after_cmd_ends_without_any_process_lingering() {
         !exists(&server, &k),
         "a run without --min-hold releases at once"
     );
-    assert_eq!(server.get(&format!("{k}:fence")).as_deref(), Some("2"));
+    assert!(fence_of(&server, "nightly") > first, "two acquisitions");
 }
 
 /// The guardian stands down before distlock exits, not just after: a
@@ -312,7 +313,11 @@ fn last_run_is_recorded_shown_by_inspect_and_kept_for_seven_days() {
         .lines()
         .find(|l| l.contains("last run:"))
         .unwrap_or_else(|| panic!("no last run line: {:?}", text.stdout));
-    for part in [host.as_str(), "exit 3", "token 1", " UTC"] {
+    let token = format!(
+        "token {}",
+        server.get(&format!("{}:fence", key("report"))).unwrap()
+    );
+    for part in [host.as_str(), "exit 3", token.as_str(), " UTC"] {
         assert!(line.contains(part), "{part:?} missing in {line:?}");
     }
 
@@ -320,7 +325,11 @@ fn last_run_is_recorded_shown_by_inspect_and_kept_for_seven_days() {
     let lr = &j["last_run"];
     assert_eq!(lr["host"], host.as_str(), "{j}");
     assert_eq!(lr["exit"], 3, "{j}");
-    assert_eq!(lr["fencing_token"], 1, "{j}");
+    assert_eq!(
+        lr["fencing_token"].to_string(),
+        token["token ".len()..],
+        "{j}"
+    );
     let owner = lr["owner"].as_str().unwrap_or_else(|| panic!("{j}"));
     assert!(
         owner.starts_with(&format!("{host}:")),
@@ -340,6 +349,15 @@ fn last_run_is_recorded_shown_by_inspect_and_kept_for_seven_days() {
     assert_eq!(j["held"], false);
 }
 
+/// The last fencing token issued for NAME.
+fn fence_of(server: &RedisServer, name: &str) -> u64 {
+    server
+        .get(&format!("{}:fence", key(name)))
+        .expect("a counter")
+        .parse()
+        .unwrap()
+}
+
 #[test]
 fn last_run_keep_sets_how_long_the_record_lives() {
     let server = RedisServer::start();
@@ -348,6 +366,7 @@ fn last_run_keep_sets_how_long_the_record_lives() {
         &["run", "--last-run-keep", "1h", "hourly", "--", "true"],
     );
     assert_eq!(out.code, 0, "{out:?}");
+    let first = fence_of(&server, "hourly");
     let keep = pttl(&server, &format!("{}:last", key("hourly")));
     assert!(
         (3_600_000 - 60_000..=3_600_000).contains(&keep),
@@ -358,7 +377,9 @@ fn last_run_keep_sets_how_long_the_record_lives() {
     assert_eq!(out.code, 5);
     let j = json(&dl(&server, &["inspect", "--json", "hourly"]).stdout);
     assert_eq!(j["last_run"]["exit"], 5, "{j}");
-    assert_eq!(j["last_run"]["fencing_token"], 2, "{j}");
+    let second = fence_of(&server, "hourly");
+    assert!(second > first);
+    assert_eq!(j["last_run"]["fencing_token"], second, "{j}");
 }
 
 #[test]
@@ -395,7 +416,11 @@ fn a_run_whose_lease_was_lost_records_exit_124() {
     );
     let j = json(&dl(&server, &["inspect", "--json", "lost"]).stdout);
     assert_eq!(j["last_run"]["exit"], 124, "{j}");
-    assert_eq!(j["last_run"]["fencing_token"], 1, "{j}");
+    assert_eq!(
+        j["last_run"]["fencing_token"],
+        fence_of(&server, "lost"),
+        "{j}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -487,12 +512,12 @@ fn four_concurrent_runs_with_limit_3_exactly_three_run_and_the_fourth_exits_75()
     }
     assert_eq!(max_count(d), 3, "never more than 3 at once");
     let tokens: BTreeSet<u64> = (0..4).filter_map(|i| token_of(d, i)).collect();
+    assert_eq!(tokens.len(), 3, "unique tokens: {tokens:?}");
     assert_eq!(
-        tokens,
-        BTreeSet::from([1, 2, 3]),
-        "unique tokens, none burned"
+        tokens.last().copied(),
+        Some(fence_of(&server, "pool")),
+        "none burned"
     );
-    assert_eq!(server.get("distlock:{pool}:fence").as_deref(), Some("3"));
     assert_eq!(server.cmd::<i64>(&["ZCARD", "distlock:{pool}:slots"]), 0);
 }
 
@@ -556,7 +581,7 @@ fn with_wait_forever_the_fourth_waits_and_runs_once_a_slot_is_released() {
     }
     assert!(max_count(d) <= 3, "never more than 3 at once");
     let tokens: BTreeSet<u64> = (0..4).filter_map(|i| token_of(d, i)).collect();
-    assert_eq!(tokens, BTreeSet::from([1, 2, 3, 4]));
+    assert_eq!(tokens.len(), 4, "four different tokens: {tokens:?}");
 }
 
 #[test]
@@ -564,7 +589,8 @@ fn a_crashed_holders_slot_is_reclaimed_after_its_ttl_on_the_server_clock() {
     let server = RedisServer::start();
     let slots = "distlock:{crash}:slots";
     let mut owners = Vec::new();
-    for expected in 1..=2 {
+    let mut last = 0;
+    for _ in 1..=2 {
         let before = server_now_ms(&server);
         let out = dl(
             &server,
@@ -572,7 +598,9 @@ fn a_crashed_holders_slot_is_reclaimed_after_its_ttl_on_the_server_clock() {
         );
         assert_eq!(out.code, 0, "{out:?}");
         let v = eval_exports(&out.stdout, &["DISTLOCK_OWNER", "DISTLOCK_FENCING_TOKEN"]);
-        assert_eq!(v[1], expected.to_string());
+        let token: u64 = v[1].parse().unwrap();
+        assert!(token > last, "{token} after {last}");
+        last = token;
         // The slot's expiry is the server's clock plus the ttl.
         let score: String = server.cmd(&["ZSCORE", slots, &v[0]]);
         let score: i64 = score.parse().unwrap();
@@ -607,7 +635,7 @@ fn a_crashed_holders_slot_is_reclaimed_after_its_ttl_on_the_server_clock() {
         &fourth.stdout,
         &["DISTLOCK_OWNER", "DISTLOCK_FENCING_TOKEN"],
     );
-    assert_eq!(v[1], "3", "a new, larger token");
+    assert!(v[1].parse::<u64>().unwrap() > last, "a new, larger token");
     // The crashed holders cannot release what was reclaimed; the new one can.
     assert_eq!(
         dl_as(&server, &owners[0], &["release", "--limit", "2", "crash"]).code,
@@ -655,6 +683,7 @@ fn a_crashed_slot_is_reclaimed_while_a_renewed_slot_stays_held() {
     );
     assert_eq!(crashed.code, 0, "{crashed:?}");
     let crashed_owner = eval_exports(&crashed.stdout, &["DISTLOCK_OWNER"]).remove(0);
+    let before = fence_of(&server, "mixed");
     let full = dl(&server, &["acquire", "--limit", "2", "mixed"]);
     assert_eq!(full.code, 75, "{full:?}");
 
@@ -670,7 +699,7 @@ fn a_crashed_slot_is_reclaimed_while_a_renewed_slot_stays_held() {
     );
     assert_eq!(next.code, 0, "the crashed slot is reclaimed: {next:?}");
     let v = eval_exports(&next.stdout, &["DISTLOCK_OWNER", "DISTLOCK_FENCING_TOKEN"]);
-    assert_eq!(v[1], "3");
+    assert!(v[1].parse::<u64>().unwrap() > before, "a new, larger token");
     let score: Option<String> = server.cmd(&["ZSCORE", slots, &crashed_owner]);
     assert_eq!(score, None, "the crashed holder's slot is gone");
     assert_eq!(
@@ -705,6 +734,7 @@ fn users_of_a_name_must_agree_on_its_limit() {
         wait_until(LIMIT, || running(d) == 1),
         "holder never started"
     );
+    let before = fence_of(&server, "pool");
 
     let two = dl(&server, &["run", "--limit", "2", "pool", "--", "true"]);
     assert_eq!(two.code, 2, "{two:?}");
@@ -723,9 +753,10 @@ fn users_of_a_name_must_agree_on_its_limit() {
     let insp = dl(&server, &["inspect", "--limit", "2", "pool"]);
     assert_eq!(insp.code, 2, "{insp:?}");
     // Agreeing users still get in, and the mismatches took no slot or token.
+    assert_eq!(fence_of(&server, "pool"), before);
     let same = dl(&server, &["run", "--limit", "3", "pool", "--", "true"]);
     assert_eq!(same.code, 0, "{same:?}");
-    assert_eq!(server.get("distlock:{pool}:fence").as_deref(), Some("2"));
+    assert!(fence_of(&server, "pool") > before);
 
     std::fs::write(d.join("go.0"), "").unwrap();
     assert_eq!(finish(&mut holder).code(), Some(0));
@@ -802,14 +833,15 @@ fn inspect_with_limit_shows_the_last_run_of_a_semaphore() {
         .lines()
         .find(|l| l.contains("last run:"))
         .unwrap_or_else(|| panic!("no last run line: {:?}", text.stdout));
+    let token = fence_of(&server, "pool");
     assert!(
-        line.contains("exit 4") && line.contains("token 1"),
+        line.contains("exit 4") && line.contains(&format!("token {token}")),
         "{line}"
     );
     let j = json(&dl(&server, &["inspect", "--limit", "3", "--json", "pool"]).stdout);
     assert_eq!(j["last_run"]["exit"], 4, "{j}");
     assert_eq!(j["last_run"]["host"], hostname().as_str(), "{j}");
-    assert_eq!(j["last_run"]["fencing_token"], 1, "{j}");
+    assert_eq!(j["last_run"]["fencing_token"], token, "{j}");
 }
 
 #[test]
@@ -849,10 +881,11 @@ echo "end $DISTLOCK_FENCING_TOKEN $(date +%s%N)" >> log"#;
     }
     assert_eq!(events.len(), 40, "20 starts and 20 ends");
     let starts: BTreeSet<u64> = events.iter().filter(|e| e.1 == 1).map(|e| e.2).collect();
+    assert_eq!(starts.len(), 20, "20 distinct tokens");
     assert_eq!(
-        starts,
-        (1..=20).collect(),
-        "20 distinct tokens, none burned"
+        starts.last().copied(),
+        Some(fence_of(&server, "stress")),
+        "none burned"
     );
     events.sort();
     let (mut now, mut max) = (0i32, 0i32);
@@ -918,7 +951,7 @@ fn hold_renews_across_several_ttls_until_release_then_the_renewer_exits() {
     let k = key("deploy");
     let (h, _guard) = hold(&server, &["--ttl", "600ms", "deploy"]);
     assert_eq!(h.name, "deploy");
-    assert_eq!(h.token, "1");
+    assert_eq!(server.get(&format!("{k}:fence")), Some(h.token.clone()));
     assert!(alive(h.pid), "the renewer runs in the background");
     assert_eq!(server.get(&k).as_deref(), Some(h.owner.as_str()));
 

@@ -1,9 +1,14 @@
 //! `distlock doctor` against redis-servers configured each way: without
 //! persistence, with AOF and noeviction, with an evicting maxmemory
-//! policy, as a replica, as a master with a replica, behind a password,
-//! and unreachable; in both the text and the JSON form.
+//! policy, as a replica, as a master with a replica (whose clock is right,
+//! or, announced as a fake node, 3 s behind), through Sentinel, behind a
+//! password, and unreachable; in both the text and the JSON form.
 
 mod common;
+#[path = "common/ha.rs"]
+mod ha;
+#[path = "common/skewed_clock.rs"]
+mod skewed_clock;
 
 use std::process::Output;
 use std::time::Duration;
@@ -19,6 +24,7 @@ const CHECKS: &[&str] = &[
     "maxmemory-policy",
     "role",
     "clock",
+    "replica-clocks",
 ];
 
 /// A server fit for leases: AOF on, nothing evicted.
@@ -115,8 +121,8 @@ fn a_server_with_appendonly_and_noeviction_is_all_ok_and_exits_0() {
 
 #[test]
 fn an_evicting_maxmemory_policy_is_a_danger() {
-    // allkeys-* can evict a fencing counter; volatile-* a held lease,
-    // which always has a TTL.
+    // Either kind can evict a held lease (it always has a TTL); an
+    // evicted fencing counter no longer matters (tests/tokens.rs).
     for policy in [
         "allkeys-lru",
         "allkeys-random",
@@ -162,6 +168,72 @@ fn a_replica_is_a_danger_and_a_master_with_a_replica_a_warning() {
     assert_eq!(verdict_of(&r, "role"), "warn");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("1 replica"), "{text}");
+    let (_, _, detail) = r.iter().find(|(_, c, _)| c == "replica-clocks").unwrap();
+    assert!(
+        detail.starts_with(&format!("replica 127.0.0.1:{} is ", replica.port))
+            && detail.contains("s from its master (±"),
+        "{detail}"
+    );
+}
+
+/// The offset in `replica HOST:PORT is +0.123s from its master (±…)`.
+fn offset_in(detail: &str) -> f64 {
+    detail
+        .split(" is ")
+        .nth(1)
+        .and_then(|rest| rest.split("s from").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no offset in {detail:?}"))
+}
+
+#[test]
+fn a_replica_clock_3s_behind_its_master_is_a_warning() {
+    // The master lists the replica at the port it announces: a fake node
+    // there answers TIME 3 s behind this host (and the master) clock.
+    let behind = skewed_clock::SkewedClock::start(-3000);
+    let master = RedisServer::start_with(SAFE);
+    let port = master.port.to_string();
+    let announce = behind.port.to_string();
+    let mut replica_args = SAFE.to_vec();
+    replica_args.extend(["--replicaof", "127.0.0.1", &port]);
+    replica_args.extend(["--replica-announce-port", &announce]);
+    let _replica = RedisServer::start_with(&replica_args);
+    let attached = wait_until(Duration::from_secs(20), || {
+        master
+            .cmd::<String>(&["INFO", "replication"])
+            .contains(&format!("port={announce},state=online"))
+    });
+    assert!(attached, "the replica never attached");
+
+    let out = doctor_at(&master.url(), false);
+    assert_eq!(code(&out), 0, "a warning, not a danger: {out:?}");
+    assert_verdicts(&out, &[("role", "warn"), ("replica-clocks", "warn")]);
+    let r = report(&out);
+    let (_, _, detail) = r.iter().find(|(_, c, _)| c == "replica-clocks").unwrap();
+    assert!(
+        detail.starts_with(&format!("replica 127.0.0.1:{announce} is -")),
+        "{detail}"
+    );
+    let offset = offset_in(detail);
+    assert!((-3.5..-2.5).contains(&offset), "{detail}");
+    assert!(
+        detail.contains("fencing token"),
+        "the advice says why: {detail}"
+    );
+}
+
+#[test]
+fn through_sentinel_the_masters_replica_clock_is_compared() {
+    let set = ha::SentinelSet::start();
+    let out = doctor_at(&set.url(), false);
+    let r = report(&out);
+    assert_eq!(verdict_of(&r, "replica-clocks"), "ok", "{r:?}");
+    let (_, _, detail) = r.iter().find(|(_, c, _)| c == "replica-clocks").unwrap();
+    assert!(
+        detail.starts_with(&format!("replica 127.0.0.1:{} is ", set.replica.port)),
+        "{detail}"
+    );
+    assert!(offset_in(detail).abs() < 1.0, "{detail}");
 }
 
 #[test]

@@ -535,6 +535,7 @@ fn healing_a_blackhole_before_the_deadline_keeps_cmd_running_on_the_same_lease()
     let proxy = Proxy::start(server.port);
     let t = Timings::new(1500);
     let mut run = Run::start(&proxy.url(), "heal", &t, &[], "", "sleep 1000", UNTIL_GO);
+    let token = server.get(&fence("heal"));
 
     let aligned = align_on_a_renewal(&proxy);
     proxy.blackhole();
@@ -570,7 +571,7 @@ fn healing_a_blackhole_before_the_deadline_keeps_cmd_running_on_the_same_lease()
     assert_eq!(run.wait(), 0, "{}", run.stderr());
     assert!(!run.stderr().contains("stopping"), "{}", run.stderr());
     assert_eq!(server.get(&key("heal")), None, "released at the end");
-    assert_eq!(server.get(&fence("heal")).as_deref(), Some("1"));
+    assert_eq!(server.get(&fence("heal")), token, "one acquisition only");
 }
 
 #[test]
@@ -793,6 +794,7 @@ fn connection_resets_mid_run_reconnect_and_keep_the_lease() {
     let proxy = Proxy::start(server.port);
     let t = Timings::new(1500);
     let mut run = Run::start(&proxy.url(), "rst", &t, &[], "", "sleep 1000", UNTIL_GO);
+    let token = server.get(&fence("rst"));
 
     align_on_a_renewal(&proxy);
     for round in 0..3 {
@@ -823,7 +825,7 @@ fn connection_resets_mid_run_reconnect_and_keep_the_lease() {
     assert!(err.contains("renewal of rst confirmed again"), "{err}");
     assert!(!err.contains("stopping"), "{err}");
     assert_eq!(server.get(&key("rst")), None);
-    assert_eq!(server.get(&fence("rst")).as_deref(), Some("1"));
+    assert_eq!(server.get(&fence("rst")), token, "one acquisition only");
 }
 
 // ---------------------------------------------------------------------------
@@ -847,6 +849,11 @@ fn redis_restarted_without_persistence_loses_the_lease_renewal_says_not_owner_an
         server.get(&key("amnesia")).as_deref(),
         Some(run.owner.as_str())
     );
+    let first: u64 = server
+        .get(&fence("amnesia"))
+        .expect("a token")
+        .parse()
+        .unwrap();
 
     server.kill();
     server.restart(&[]);
@@ -874,10 +881,11 @@ fn redis_restarted_without_persistence_loses_the_lease_renewal_says_not_owner_an
     );
     assert!(!err.contains("was confirmed in time"), "{err}");
 
-    // The fencing counter went with it: the next holder gets token 1
-    // again (what `distlock doctor` warns about).
+    // The fencing counter went with it, yet the next holder's token is
+    // larger: it is at least the server's clock in µs.
     assert_eq!(server.get(&fence("amnesia")), None);
-    assert_eq!(token_run(&server.url(), &[], "amnesia"), 1);
+    let next = token_run(&server.url(), &[], "amnesia");
+    assert!(next > first, "{next} after {first}");
 }
 
 #[test]
@@ -898,6 +906,11 @@ fn redis_restarted_with_appendonly_keeps_the_lease_when_it_comes_back_in_time() 
         server.get(&key("durable")).as_deref(),
         Some(run.owner.as_str())
     );
+    let first: u64 = server
+        .get(&fence("durable"))
+        .expect("a token")
+        .parse()
+        .unwrap();
 
     server.kill();
     server.restart(&[]);
@@ -925,7 +938,9 @@ fn redis_restarted_with_appendonly_keeps_the_lease_when_it_comes_back_in_time() 
     );
     assert_eq!(server.get(&key("durable")), None, "released at the end");
     // The counter survived too: the next holder gets a larger token.
-    assert_eq!(token_run(&server.url(), &[], "durable"), 2);
+    assert_eq!(server.get(&fence("durable")), Some(first.to_string()));
+    let next = token_run(&server.url(), &[], "durable");
+    assert!(next > first, "{next} after {first}");
 }
 
 // ---------------------------------------------------------------------------
@@ -1029,7 +1044,7 @@ fn distlock_stopped_past_its_ttl_stops_cmd_at_once_on_resume_without_renewing_an
     );
     let t = Timings::new(1500);
     // CMD A keeps running while its distlock is stopped: on `go` it tries
-    // its write (token 1), notes the outcome and carries on.
+    // its write (its token), notes the outcome and carries on.
     let body = format!(
         r#"while [ ! -e "$d/go" ]; do sleep 0.02; done
 '{}' '{}' from-A 2>> "$d/write.err"; echo $? > "$d/write.status"
@@ -1039,6 +1054,11 @@ while :; do sleep 1; done
         db.display()
     );
     let mut a = Run::start(&server.url(), "ledger", &t, &[], "", "sleep 1000", &body);
+    let token_a: u64 = server
+        .get(&fence("ledger"))
+        .expect("a token")
+        .parse()
+        .unwrap();
     let origin = Instant::now();
     let monitor = Monitor::start(server.port);
     let renewals_by_a = || {
@@ -1081,20 +1101,27 @@ while :; do sleep 1; done
         .stdin(Stdio::null())
         .output_within(LIMIT);
     assert_eq!(b.status.code(), Some(0), "{b:?}");
+    let token_b: u64 = server
+        .get(&fence("ledger"))
+        .expect("a token")
+        .parse()
+        .unwrap();
+    assert!(token_b > token_a, "{token_b} after {token_a}");
     assert!(
-        String::from_utf8_lossy(&b.stdout).contains("with token 2"),
+        String::from_utf8_lossy(&b.stdout).contains(&format!("with token {token_b}")),
         "{b:?}"
     );
-    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), "from-B|2\n");
+    let ledger_b = format!("from-B|{token_b}\n");
+    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), ledger_b);
 
-    // The late holder's CMD writes with token 1: the ledger refuses it.
+    // The late holder's CMD writes with its older token: refused.
     a.go();
     let status = wait_for_line(&a.dir.path().join("write.status"), LIMIT)
         .expect("CMD A never tried its write");
     assert_eq!(status, "1", "the stale write must fail");
     let err = std::fs::read_to_string(a.dir.path().join("write.err")).unwrap();
-    assert!(err.contains("token 1 is stale"), "{err}");
-    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), "from-B|2\n");
+    assert!(err.contains(&format!("token {token_a} is stale")), "{err}");
+    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), ledger_b);
     assert!(!a.watch.is_dead(), "CMD A is still running");
 
     // distlock A resumes: its deadline passed long ago, so it stops CMD
@@ -1130,8 +1157,8 @@ while :; do sleep 1; done
     );
     // A's release found B's lease gone and touched nothing; the counter
     // stays at B's token.
-    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), "from-B|2\n");
-    assert_eq!(server.get(&fence("ledger")).as_deref(), Some("2"));
+    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), ledger_b);
+    assert_eq!(server.get(&fence("ledger")), Some(token_b.to_string()));
 }
 
 // ---------------------------------------------------------------------------
@@ -1144,6 +1171,11 @@ fn distlock_killed_with_sigkill_takes_cmd_and_its_child_with_it_and_the_lease_ex
     let proxy = Proxy::start(server.port);
     let t = Timings::new(1500);
     let mut run = Run::start(&proxy.url(), "killed", &t, &[], "", "sleep 1000", UNTIL_GO);
+    let first: u64 = server
+        .get(&fence("killed"))
+        .expect("a token")
+        .parse()
+        .unwrap();
     align_on_a_renewal(&proxy);
 
     // No release, no renewal ever again: the lease lasts until the last
@@ -1170,7 +1202,8 @@ fn distlock_killed_with_sigkill_takes_cmd_and_its_child_with_it_and_the_lease_ex
         "nobody released it"
     );
     assert!(wait_until(LIMIT, || server.get(&key("killed")).is_none()));
-    assert_eq!(token_run(&server.url(), &[], "killed"), 2);
+    let next = token_run(&server.url(), &[], "killed");
+    assert!(next > first, "{next} after {first}");
 }
 
 // ---------------------------------------------------------------------------
@@ -1245,7 +1278,11 @@ echo "end $DISTLOCK_FENCING_TOKEN" >> "$1""#;
         .filter_map(|l| l.strip_prefix("start "))
         .map(|t| t.parse().unwrap())
         .collect();
-    assert_eq!(tokens, (1..=(PROCS * RUNS) as u64).collect());
+    assert_eq!(
+        tokens.len(),
+        PROCS * RUNS,
+        "every acquisition its own token"
+    );
     assert_eq!(
         std::fs::read_to_string(&counter).unwrap().trim(),
         (PROCS * RUNS).to_string(),
@@ -1254,7 +1291,7 @@ echo "end $DISTLOCK_FENCING_TOKEN" >> "$1""#;
     assert_eq!(server.get(&key("crowd")), None);
     assert_eq!(
         server.get(&fence("crowd")),
-        Some((PROCS * RUNS).to_string())
+        tokens.last().map(u64::to_string)
     );
     assert_eq!(
         server.cmd::<i64>(&["ZCARD", "distlock:{crowd}:queue"]),

@@ -61,7 +61,7 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
          INSERT INTO ledger VALUES (1, NULL, 0);",
     );
 
-    // Holder A: takes the lease (token 1), then waits for `go` before it
+    // Holder A: takes the lease (token a), then waits for `go` before it
     // writes.
     let cmd_a = format!(
         "echo $$ > a.pid; while [ ! -e go ]; do sleep 0.01; done; exec '{}' '{}' from-A",
@@ -98,10 +98,11 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
         .unwrap();
     // CMD leads its own process group.
     left.groups.push(cmd_a_pid);
-    assert_eq!(
-        server.get("distlock:{fence-demo}:fence").as_deref(),
-        Some("1")
-    );
+    let token_a: u64 = server
+        .get("distlock:{fence-demo}:fence")
+        .expect("A took a token")
+        .parse()
+        .unwrap();
 
     // Freeze the whole "host": distlock first, so it cannot react to CMD
     // stopping, then its guardian (which would otherwise kill CMD at the
@@ -125,7 +126,7 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
         "the lease of the frozen holder never expired"
     );
 
-    // Holder B takes over and writes with token 2.
+    // Holder B takes over and writes with a larger token.
     let mut b_cmd = distlock(&server);
     b_cmd
         .args(["run", "fence-demo", "--"])
@@ -141,14 +142,23 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
     let b_out = b.wait_with_output().unwrap();
     assert_eq!(st.code(), Some(0), "holder B: {b_out:?}");
     let b_stdout = String::from_utf8_lossy(&b_out.stdout);
+    let token_b: u64 = server
+        .get("distlock:{fence-demo}:fence")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(token_b > token_a, "{token_b} after {token_a}");
     assert!(
-        b_stdout.contains("with token 2"),
-        "holder B writes with token 2: {b_out:?}"
+        b_stdout.contains(&format!("with token {token_b}")),
+        "holder B writes with its token: {b_out:?}"
     );
-    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), "from-B|2\n");
+    assert_eq!(
+        sqlite(&db, "SELECT value, fence FROM ledger"),
+        format!("from-B|{token_b}\n")
+    );
 
     // CMD A wakes up first (its distlock is still frozen) and tries to
-    // write with token 1.
+    // write with its older token.
     std::fs::write(&go, "").unwrap();
     signal(cmd_a_pid, libc::SIGCONT);
     assert!(
@@ -161,7 +171,10 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
         err.contains("stale"),
         "CMD A's write must be refused: {err:?}"
     );
-    assert!(err.contains("token 1"), "CMD A carried token 1: {err:?}");
+    assert!(
+        err.contains(&format!("token {token_a} ")),
+        "CMD A carried its token {token_a}: {err:?}"
+    );
     // CMD A is a zombie of the frozen distlock: its exit status (1) is
     // collected below through distlock's own.
 
@@ -172,12 +185,15 @@ fn a_frozen_holder_that_wakes_after_its_lease_expired_is_fenced_off_by_the_ledge
     let err = std::fs::read_to_string(&a_err).unwrap();
     assert_eq!(st.code(), Some(124), "distlock A: {err}");
 
-    // The ledger still holds B's write; the lock is free, counter at 2.
-    assert_eq!(sqlite(&db, "SELECT value, fence FROM ledger"), "from-B|2\n");
+    // The ledger still holds B's write; the lock is free, counter at B's.
+    assert_eq!(
+        sqlite(&db, "SELECT value, fence FROM ledger"),
+        format!("from-B|{token_b}\n")
+    );
     assert_eq!(server.get("distlock:{fence-demo}"), None);
     assert_eq!(
-        server.get("distlock:{fence-demo}:fence").as_deref(),
-        Some("2")
+        server.get("distlock:{fence-demo}:fence"),
+        Some(token_b.to_string())
     );
     let a_stdout = std::fs::read_to_string(&a_out).unwrap();
     assert!(

@@ -118,6 +118,29 @@ fn runs(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The hosts whose CMD ran, in order, each with its fencing token; the
+/// tokens must be strictly increasing.
+fn runs_by(dir: &Path) -> (Vec<String>, Vec<u64>) {
+    let (labels, tokens): (Vec<String>, Vec<u64>) = runs(dir)
+        .iter()
+        .map(|l| {
+            let (label, token) = l.split_once(' ').unwrap();
+            (label.to_owned(), token.parse::<u64>().unwrap())
+        })
+        .unzip();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    (labels, tokens)
+}
+
+/// The last fencing token issued for NAME.
+fn last_token(server: &RedisServer, name: &str) -> u64 {
+    server
+        .get(&format!("{}:fence", lock_key(name)))
+        .expect("a counter")
+        .parse()
+        .unwrap()
+}
+
 fn open_gate(dir: &Path) {
     std::fs::write(dir.join("gate"), "").unwrap();
 }
@@ -184,26 +207,24 @@ fn three_concurrent_waiting_hosts_run_cmd_once_and_all_exit_0() {
     for o in &outs {
         assert_eq!(o.code, Some(0), "{o:?}");
     }
-    assert_eq!(runs(&dir), ["A 1"], "CMD must run exactly once");
+    let (labels, tokens) = runs_by(&dir);
+    assert_eq!(labels, ["A"], "CMD must run exactly once");
+    let token = tokens[0];
     for o in &outs[1..] {
         assert!(
-            o.stderr.contains("billing: already done") && o.stderr.contains("fencing token 1"),
+            o.stderr.contains("billing: already done")
+                && o.stderr.contains(&format!("fencing token {token}")),
             "{o:?}"
         );
         assert_eq!(o.stderr.lines().count(), 1, "one line: {o:?}");
     }
     // The late hosts took no lease: no token was burnt, nothing is held,
     // nobody is left in the queue.
-    assert_eq!(
-        server
-            .get(&format!("{}:fence", lock_key("billing")))
-            .as_deref(),
-        Some("1")
-    );
+    assert_eq!(last_token(&server, "billing"), token);
     assert_eq!(server.get(&lock_key("billing")), None);
     wait_queued(&server, "billing", 0);
     let m = mark(&server, "billing");
-    assert_eq!(field(&m, "fencing_token").as_deref(), Some("1"), "{m:?}");
+    assert_eq!(field(&m, "fencing_token"), Some(token.to_string()), "{m:?}");
     assert_eq!(field(&m, "host"), Some(hostname()), "{m:?}");
     assert_eq!(
         field(&m, "once_per_ms").as_deref(),
@@ -233,14 +254,17 @@ fn a_failed_first_run_is_retried_by_exactly_one_waiter_and_the_third_skips() {
     assert_eq!(ob.code, Some(0), "{ob:?}");
     assert_eq!(oc.code, Some(0), "{oc:?}");
     // FIFO: B was next in line, so B ran it; C found B's mark.
-    assert_eq!(runs(&dir), ["A 1", "B 2"]);
+    let (labels, tokens) = runs_by(&dir);
+    assert_eq!(labels, ["A", "B"]);
+    let b_token = tokens[1];
     assert!(
-        oc.stderr.contains("already done") && oc.stderr.contains("fencing token 2"),
+        oc.stderr.contains("already done")
+            && oc.stderr.contains(&format!("fencing token {b_token}")),
         "{oc:?}"
     );
     assert_eq!(
-        field(&mark(&server, "nightly"), "fencing_token").as_deref(),
-        Some("2")
+        field(&mark(&server, "nightly"), "fencing_token"),
+        Some(b_token.to_string())
     );
 }
 
@@ -268,7 +292,7 @@ fn a_host_killed_mid_job_is_replaced_by_the_next_waiter() {
     open_gate(&dir);
     let (ob, oc) = (finish(&mut b, &dir, "B"), finish(&mut c, &dir, "C"));
     assert_eq!((ob.code, oc.code), (Some(0), Some(0)), "{ob:?} {oc:?}");
-    assert_eq!(runs(&dir), ["A 1", "B 2"]);
+    assert_eq!(runs_by(&dir).0, ["A", "B"]);
     assert!(oc.stderr.contains("already done"), "{oc:?}");
 }
 
@@ -298,8 +322,8 @@ fn only_a_cmd_that_exits_0_by_itself_writes_the_mark() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(ran(&dir, "ok"));
     assert_eq!(
-        field(&mark(&server, "job"), "fencing_token").as_deref(),
-        Some("5")
+        field(&mark(&server, "job"), "fencing_token"),
+        Some(last_token(&server, "job").to_string())
     );
 }
 
@@ -489,7 +513,8 @@ fn done_exit_code_and_quiet() {
         "{at:?} in {line}"
     );
     assert!(line.contains(&format!(" on {} ", hostname())), "{line}");
-    assert!(line.contains("fencing token 1"), "{line}");
+    let token = last_token(&server, "rep");
+    assert!(line.contains(&format!("fencing token {token}")), "{line}");
     assert!(out.stdout.is_empty());
 
     let out = once(&server, &dir, &["-q"], "rep", "3");
@@ -513,10 +538,12 @@ fn forget_done_deletes_only_the_mark_and_exits_0_either_way() {
         .code,
         Some(0)
     );
+    let token = field(&mark(&server, "fd"), "fencing_token").unwrap();
     let out = dl(&server, &dir, &["release", "--forget-done", "fd"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
-        out.stdout.starts_with("forgot the done mark of fd: ") && out.stdout.contains("token 1"),
+        out.stdout.starts_with("forgot the done mark of fd: ")
+            && out.stdout.contains(&format!("token {token}")),
         "{out:?}"
     );
     assert!(mark(&server, "fd").is_empty());
@@ -554,6 +581,7 @@ fn inspect_and_list_show_the_mark() {
 
     let before = server_ms(&server);
     assert_eq!(once(&server, &dir, &[], "ins", "1").code, Some(0));
+    let token = last_token(&server, "ins");
     let out = dl(&server, &dir, &["inspect", "ins"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let done = out
@@ -562,7 +590,7 @@ fn inspect_and_list_show_the_mark() {
         .find(|l| l.trim_start().starts_with("done: "))
         .unwrap_or_else(|| panic!("{out:?}"));
     assert!(
-        done.contains(&format!(" on {}, token 1, expires in ", hostname())),
+        done.contains(&format!(" on {}, token {token}, expires in ", hostname())),
         "{done}"
     );
 
@@ -576,7 +604,7 @@ fn inspect_and_list_show_the_mark() {
         .as_millis() as u64;
     assert!(at_ms >= before && at_ms <= server_ms(&server), "{d}");
     assert_eq!(d["host"], hostname().as_str());
-    assert_eq!(d["fencing_token"], 1);
+    assert_eq!(d["fencing_token"], token);
     let left = d["expires_in_ms"].as_u64().unwrap();
     assert!(left > 0 && left <= 3_600_000, "{d}");
 
@@ -596,12 +624,12 @@ fn inspect_and_list_show_the_mark() {
     assert!(lines.next().unwrap().ends_with("DONE"), "{out:?}");
     let row = lines.next().unwrap();
     assert!(
-        row.starts_with("ins ") && row.contains(" token 1, expires in "),
+        row.starts_with("ins ") && row.contains(&format!(" token {token}, expires in ")),
         "{row}"
     );
     let out = dl(&server, &dir, &["list", "--json"]);
     let arr = json(&out.stdout);
-    assert_eq!(arr[0]["done"]["fencing_token"], 1, "{arr}");
+    assert_eq!(arr[0]["done"]["fencing_token"], token, "{arr}");
     assert_eq!(arr[0]["owner"], "op");
 }
 

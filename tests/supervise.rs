@@ -306,6 +306,7 @@ fn deleting_the_lease_kills_cmd_and_its_grandchild_and_exits_124() {
     );
     let pids = job.pids("pids", 2);
     assert!(server.get(&key("lost")).is_some());
+    let token = server.get(&(key("lost") + ":fence"));
 
     let _: i64 = server.cmd(&["DEL", &key("lost")]);
     let status = job.wait();
@@ -314,7 +315,11 @@ fn deleting_the_lease_kills_cmd_and_its_grandchild_and_exits_124() {
     assert!(!alive(pids[0]), "CMD {} outlived distlock", pids[0]);
     assert!(!alive(pids[1]), "grandchild {} outlived distlock", pids[1]);
     assert_eq!(server.get(&key("lost")), None, "the lease was recreated");
-    assert_eq!(server.get(&(key("lost") + ":fence")).as_deref(), Some("1"));
+    assert_eq!(
+        server.get(&(key("lost") + ":fence")),
+        token,
+        "one acquisition"
+    );
 }
 
 #[test]
@@ -1732,6 +1737,8 @@ fn renewals_keep_the_lease_while_cmd_runs_three_ttls() {
         &sh("echo \"$DISTLOCK_OWNER\" > owner; sleep 1.8; echo done > done"),
     );
     let owner = wait_for_line(&job.path("owner"), LIMIT).unwrap();
+    let token = server.get(&(key(name) + ":fence"));
+    assert!(token.is_some());
 
     let mut con = server.conn();
     let (mut last_pttl, mut increases) = (i64::MAX, 0);
@@ -1767,5 +1774,9 @@ fn renewals_keep_the_lease_while_cmd_runs_three_ttls() {
         "PTTL went up only {increases} times in 3 ttls"
     );
     assert_eq!(server.get(&key(name)), None);
-    assert_eq!(server.get(&(key(name) + ":fence")).as_deref(), Some("1"));
+    assert_eq!(
+        server.get(&(key(name) + ":fence")),
+        token,
+        "renewals take no token"
+    );
 }

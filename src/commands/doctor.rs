@@ -8,6 +8,7 @@ use anyhow::Result;
 use super::output::{print_json, print_lines};
 use super::{Global, IO_TIMEOUT};
 use crate::exit;
+use crate::store::{ClockReading, ReplicaClock};
 
 /// How worrying one `doctor` finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -114,12 +115,12 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
         detail: if aof {
             "appendonly yes".into()
         } else {
-            "appendonly no: a restart forgets leases and resets fencing counters".into()
+            "appendonly no: a restart forgets held leases (fencing tokens still go up: they are at least the server clock in µs)".into()
         },
         advice: if aof {
             String::new()
         } else {
-            "set appendonly yes (appendfsync everysec or always), or fencing tokens can go backwards after a restart".into()
+            "set appendonly yes (appendfsync everysec or always), or a second holder can start after a restart while the first still runs".into()
         },
     });
 
@@ -134,7 +135,8 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
         verdict: if evicts { Verdict::Danger } else { Verdict::Ok },
         detail: format!("maxmemory-policy {policy}"),
         advice: if evicts {
-            "use noeviction: under memory pressure this policy can evict a held lease (two holders) or a fencing counter (allkeys-*)".into()
+            "use noeviction: under memory pressure this policy can evict a held lease (two holders)"
+                .into()
         } else {
             String::new()
         },
@@ -193,6 +195,8 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
         advice,
     });
 
+    checks.push(replica_clocks(&store.replica_clocks()?));
+
     print_checks(&checks, json)?;
     let worst = checks
         .iter()
@@ -228,4 +232,143 @@ fn print_checks(checks: &[Check], json: bool) -> Result<()> {
         }
         line
     }))
+}
+
+/// Above this, a replica's clock is worth a warning: after a failover the
+/// promoted replica's clock is the floor of the next fencing token, so a
+/// replica behind by more than the failover takes could hand out a token
+/// below one already issued.
+const MAX_OFFSET: Duration = Duration::from_secs(1);
+
+/// How far a replica's clock is ahead of its master's (negative: behind),
+/// in seconds, and the error bound of that figure. Each TIME was taken at
+/// some moment between its request and its reply; taking the midpoints on
+/// this host's monotonic clock, the error is at most half of the two
+/// round trips together.
+fn clock_offset(master: &ClockReading, replica: &ClockReading) -> (f64, f64) {
+    let mid = |r: &ClockReading| r.sent + r.rtt() / 2;
+    let (m_mid, r_mid) = (mid(master), mid(replica));
+    let between = if r_mid >= m_mid {
+        (r_mid - m_mid).as_secs_f64()
+    } else {
+        -(m_mid - r_mid).as_secs_f64()
+    };
+    let offset = replica.time.as_secs_f64() - master.time.as_secs_f64() - between;
+    let error = (master.rtt() + replica.rtt()).as_secs_f64() / 2.0;
+    (offset, error)
+}
+
+/// The `replica-clocks` line: each reachable replica's offset from its
+/// master, a warning above [`MAX_OFFSET`].
+fn replica_clocks(replicas: &[ReplicaClock]) -> Check {
+    if replicas.is_empty() {
+        return Check {
+            name: "replica-clocks",
+            verdict: Verdict::Ok,
+            detail: "no replicas to compare".into(),
+            advice: String::new(),
+        };
+    }
+    let mut verdict = Verdict::Ok;
+    let mut parts = Vec::new();
+    for r in replicas {
+        let of = if r.master == "the master" {
+            String::new()
+        } else {
+            format!(" (of {})", r.master)
+        };
+        match &r.readings {
+            Ok((m, rep)) => {
+                let (offset, error) = clock_offset(m, rep);
+                if offset.abs() > MAX_OFFSET.as_secs_f64() {
+                    verdict = Verdict::Warn;
+                }
+                parts.push(format!(
+                    "replica {}{of} is {offset:+.3}s from its master (±{error:.3}s)",
+                    r.replica
+                ));
+            }
+            Err(e) => parts.push(format!("replica {}{of} not reached: {e}", r.replica)),
+        }
+    }
+    Check {
+        name: "replica-clocks",
+        verdict,
+        detail: parts.join("; "),
+        advice: if verdict == Verdict::Warn {
+            "after a failover the promoted replica's clock is the floor of the next fencing token: a clock behind its master's can hand out a token below one already issued; run NTP on every Redis host".into()
+        } else {
+            String::new()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn reading(base: Instant, sent_ms: u64, rtt_ms: u64, time_ms: u64) -> ClockReading {
+        ClockReading {
+            time: Duration::from_millis(time_ms),
+            sent: base + Duration::from_millis(sent_ms),
+            received: base + Duration::from_millis(sent_ms + rtt_ms),
+        }
+    }
+
+    #[test]
+    fn the_offset_is_taken_between_the_midpoints_with_half_the_round_trips_as_error() {
+        let base = Instant::now();
+        // The master reads 1000 at local 5 (0..10); the replica, 20 ms
+        // later by this host's clock, reads 2520 at local 25 (20..30):
+        // 1.5 s ahead.
+        let (offset, error) =
+            clock_offset(&reading(base, 0, 10, 1000), &reading(base, 20, 10, 2520));
+        assert!((offset - 1.5).abs() < 1e-9, "{offset}");
+        assert!((error - 0.010).abs() < 1e-9, "{error}");
+        // Behind, and read first.
+        let (offset, _) = clock_offset(&reading(base, 40, 2, 5000), &reading(base, 0, 2, 2960));
+        assert!((offset + 2.0).abs() < 1e-9, "{offset}");
+    }
+
+    #[test]
+    fn replica_clocks_warn_above_one_second_and_name_each_replica() {
+        let base = Instant::now();
+        let clock = |master: &str, replica: &str, time_ms| ReplicaClock {
+            master: master.into(),
+            replica: replica.into(),
+            readings: Ok((reading(base, 0, 2, 10_000), reading(base, 2, 2, time_ms))),
+        };
+        let c = replica_clocks(&[clock("the master", "r1:6379", 10_002)]);
+        assert_eq!(c.verdict, Verdict::Ok);
+        assert!(
+            c.detail
+                .contains("replica r1:6379 is +0.000s from its master (±0.002s)"),
+            "{}",
+            c.detail
+        );
+        let c = replica_clocks(&[
+            clock("m:7000", "r1:7001", 10_002),
+            clock("m:7002", "r2:7003", 8_000),
+            ReplicaClock {
+                master: "m:7004".into(),
+                replica: "r3:7005".into(),
+                readings: Err("refused".into()),
+            },
+        ]);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.detail.contains("replica r2:7003 (of m:7002) is -2.002s"),
+            "{}",
+            c.detail
+        );
+        assert!(
+            c.detail
+                .contains("replica r3:7005 (of m:7004) not reached: refused"),
+            "{}",
+            c.detail
+        );
+        assert!(c.advice.contains("fencing token"), "{}", c.advice);
+        assert_eq!(replica_clocks(&[]).detail, "no replicas to compare");
+    }
 }

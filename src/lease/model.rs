@@ -19,8 +19,18 @@
 //! The nemesis may drop a message, pause distlock alone (SIGSTOP: CMD and
 //! the guardian run on), pause a whole host (distlock, CMD and guardian
 //! frozen, its clock running on), pause Redis, restart Redis without
-//! persistence (the lock and the fencing counter are forgotten), and slow
-//! a client's clock by a tick (drift, within the margin).
+//! persistence (the lock and the fencing counter are forgotten, the
+//! server's clock is not), and slow a client's clock by a tick (drift,
+//! within the margin).
+//!
+//! Fencing tokens are the acquire script's: `max(last token + 1, the
+//! server's clock)`, the clock in units finer than a tick ([`SUB`]) that
+//! have always moved on by the next acquisition (a script takes longer than
+//! a microsecond). The resource keeps the largest token it has seen, as the
+//! README's ledger does; a ghost numbers the acquisitions in the order the
+//! server made them, whatever it forgot, and the fencing property demands
+//! that no write is accepted from an acquisition older than one whose
+//! write was accepted before.
 //!
 //! Simplified on purpose: the state where the clock has reached a deadline
 //! and nobody has acted yet is checked, but the work then due runs in one
@@ -46,6 +56,9 @@ const TICK: Duration = Duration::from_millis(2);
 
 /// Clients in the model.
 const CLIENTS: usize = 2;
+
+/// Server clock units per tick (the microseconds of TIME).
+const SUB: u16 = 4;
 
 fn at(ticks: u8) -> Duration {
     TICK * u32::from(ticks)
@@ -97,6 +110,9 @@ struct Lease {
     timings: Timings,
     /// Mutant: t0 counted from when the reply arrived, not from the send.
     t0_from_reply: bool,
+    /// Mutant: the token is a plain `INCR` of the counter, without the
+    /// server clock as its floor.
+    plain_incr: bool,
     /// Also demand the promise of a host that froze (which no lease can
     /// keep), to show the exclusion is not vacuous.
     cover_frozen_host: bool,
@@ -133,6 +149,7 @@ impl Lease {
         Lease {
             timings: timings(),
             t0_from_reply: false,
+            plain_incr: false,
             cover_frozen_host: false,
             faults: ALL_FAULTS,
             budget: 1,
@@ -204,8 +221,14 @@ enum Op {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Reply {
-    Acquired { token: u8 },
-    Busy { pttl: u8 },
+    /// `epoch`: ghost, which acquisition this is (see [`Redis::clock`]).
+    Acquired {
+        token: u16,
+        epoch: u16,
+    },
+    Busy {
+        pttl: u8,
+    },
     Renewed,
     NotOwner,
     Released,
@@ -229,7 +252,8 @@ enum Msg {
     /// out while its host was frozen (ghost facts, for the properties).
     Write {
         from: u8,
-        token: u8,
+        token: u16,
+        epoch: u16,
         live: bool,
         frozen: bool,
     },
@@ -245,7 +269,14 @@ struct InFlight {
 struct Redis {
     /// The lock key: owner and expiry (server ticks).
     holder: Option<(u8, u8)>,
-    fence: u8,
+    fence: u16,
+    /// The server's clock (TIME), read by each new acquisition: at least
+    /// `SUB` per tick, and one more than at the previous acquisition. A
+    /// restart keeps it. Its value at an acquisition also numbers that
+    /// acquisition (the ghost epoch), since it never repeats.
+    clock: u16,
+    /// Ghost: the epoch of the holder's acquisition.
+    held_epoch: u16,
     paused_since: Option<u8>,
 }
 
@@ -279,7 +310,9 @@ struct Holding {
     renew_now: bool,
     /// The guardian's deadline (local clock) while it is armed.
     guardian: Option<Duration>,
-    token: u8,
+    token: u16,
+    /// Ghost: which acquisition gave the token.
+    epoch: u16,
     cmd: Cmd,
 }
 
@@ -314,9 +347,12 @@ struct Client {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Resource {
-    max_token: u8,
-    /// Ghost: accepted a token below one accepted before.
-    lower: bool,
+    max_token: u16,
+    /// Ghost: the newest acquisition whose write it accepted.
+    max_epoch: u16,
+    /// Ghost: accepted a write from an acquisition older than one whose
+    /// write it had accepted (the token did not tell them apart).
+    stale: bool,
     /// Ghost: accepted a write not sent under a live grant.
     unleased: bool,
     /// Ghost: the same, from a host that froze past its lease.
@@ -586,10 +622,11 @@ impl World {
             return;
         }
         h.cmd.wrote = true;
-        let (token, frozen) = (h.token, h.cmd.frozen);
+        let (token, epoch, frozen) = (h.token, h.epoch, h.cmd.frozen);
         self.send(Msg::Write {
             from: c as u8,
             token,
+            epoch,
             live,
             frozen,
         });
@@ -613,11 +650,19 @@ impl World {
         let reply = match op {
             Op::Acquire => match live {
                 None => {
-                    self.redis.fence += 1;
+                    let clock = (self.redis.clock + 1).max(u16::from(now) * SUB);
+                    self.redis.clock = clock;
+                    self.redis.fence = if lease.plain_incr {
+                        self.redis.fence + 1
+                    } else {
+                        (self.redis.fence + 1).max(clock)
+                    };
+                    self.redis.held_epoch = clock;
                     self.redis.holder = Some((from, expiry));
                     self.clients[c].granted = self.clients[c].granted.max(expiry);
                     Reply::Acquired {
                         token: self.redis.fence,
+                        epoch: clock,
                     }
                 }
                 Some((h, _)) if h == from => {
@@ -625,6 +670,7 @@ impl World {
                     self.clients[c].granted = self.clients[c].granted.max(expiry);
                     Reply::Acquired {
                         token: self.redis.fence,
+                        epoch: self.redis.held_epoch,
                     }
                 }
                 Some((_, exp)) => Reply::Busy { pttl: exp - now },
@@ -649,11 +695,15 @@ impl World {
         }
     }
 
-    fn resource_gets(&mut self, token: u8, live: bool, frozen: bool) {
+    fn resource_gets(&mut self, token: u16, epoch: u16, live: bool, frozen: bool) {
         let r = &mut self.resource;
         if token < r.max_token {
             return;
         }
+        if epoch < r.max_epoch {
+            r.stale = true;
+        }
+        r.max_epoch = r.max_epoch.max(epoch);
         if !live {
             if frozen {
                 r.unleased_frozen = true;
@@ -671,7 +721,7 @@ impl World {
                 Phase::Waiting {
                     sent: Some((s, _)), ..
                 },
-                Reply::Acquired { token },
+                Reply::Acquired { token, epoch },
             ) => {
                 let t0 = at(if lease.t0_from_reply { local } else { *s });
                 let t = lease.timings;
@@ -687,6 +737,7 @@ impl World {
                     renew_now: false,
                     guardian: Some(t0 + t.hard_after()),
                     token,
+                    epoch,
                     cmd: Cmd {
                         alive: true,
                         wrote: false,
@@ -806,13 +857,16 @@ impl Model for Lease {
             redis: Redis {
                 holder: None,
                 fence: 0,
+                clock: 0,
+                held_epoch: 0,
                 paused_since: None,
             },
             net: Vec::new(),
             clients: [client.clone(), client],
             resource: Resource {
                 max_token: 0,
-                lower: false,
+                max_epoch: 0,
+                stale: false,
                 unleased: false,
                 unleased_frozen: false,
             },
@@ -904,10 +958,11 @@ impl Model for Lease {
                     Msg::Reply { to, reply } => w.client_gets(self, to as usize, reply),
                     Msg::Write {
                         token,
+                        epoch,
                         live,
                         frozen,
                         ..
-                    } => w.resource_gets(token, live, frozen),
+                    } => w.resource_gets(token, epoch, live, frozen),
                 }
             }
             Step::Drop(i) => {
@@ -974,7 +1029,7 @@ impl Model for Lease {
             }),
             Property::always(FENCING, |lease: &Lease, w: &World| {
                 let r = &w.resource;
-                !r.lower && !r.unleased && (!lease.cover_frozen_host || !r.unleased_frozen)
+                !r.stale && !r.unleased && (!lease.cover_frozen_host || !r.unleased_frozen)
             }),
             Property::eventually(LIVENESS, |_, w: &World| w.clients.iter().all(|c| c.got)),
             Property::sometimes(KILLED, |_, w: &World| w.clients.iter().any(|c| c.killed)),
@@ -1134,4 +1189,43 @@ fn a_frozen_host_is_not_covered() {
     );
     let path = counterexample("frozen host", lease(), FENCING);
     assert!(path.contains("Host"), "a host freeze:\n{path}");
+}
+
+/// The world where a plain `INCR` hands out a token twice: a holder's host
+/// freezes with CMD about to write, Redis restarts without persistence and
+/// forgets the counter, the next holder gets the same token and writes,
+/// then the frozen CMD wakes and writes.
+fn restart_and_freeze() -> Lease {
+    Lease {
+        faults: Faults {
+            restart_redis: true,
+            pause_host: true,
+            ..NO_FAULTS
+        },
+        budget: 2,
+        faults_until: 4,
+        horizon: 24,
+        only: Some(FENCING),
+        ..Lease::new()
+    }
+}
+
+#[test]
+fn fencing_holds_through_a_restart_that_forgets_the_counter() {
+    let run = check(restart_and_freeze());
+    report("restart and freeze", &run);
+    assert_holds(&run, FENCING);
+}
+
+#[test]
+fn mutant_plain_incr_is_caught_through_a_restart() {
+    let path = counterexample(
+        "plain INCR",
+        Lease {
+            plain_incr: true,
+            ..restart_and_freeze()
+        },
+        FENCING,
+    );
+    assert!(path.contains("RestartRedis"), "through a restart:\n{path}");
 }

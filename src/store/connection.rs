@@ -500,6 +500,42 @@ pub(super) fn key_slot(key: &str) -> u16 {
 }
 
 impl Target {
+    /// A connection to another node of the same deployment (a replica its
+    /// master lists), with the URL's credentials and, for `rediss://`, its
+    /// TLS settings.
+    pub(super) fn connect_peer(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> redis::RedisResult<Connection> {
+        let info = if let Some(s) = &self.sentinel {
+            s.master_info(host, port)
+        } else if let Some(c) = &self.cluster {
+            c.node_info(host, port)
+        } else {
+            let base = self.client.get_connection_info().clone();
+            let addr = match base.addr() {
+                redis::ConnectionAddr::TcpTls {
+                    insecure,
+                    tls_params,
+                    ..
+                } => redis::ConnectionAddr::TcpTls {
+                    host: host.to_owned(),
+                    port,
+                    insecure: *insecure,
+                    tls_params: tls_params.clone(),
+                },
+                _ => redis::ConnectionAddr::Tcp(host.to_owned(), port),
+            };
+            base.set_addr(addr)
+        };
+        let c = redis::Client::open(info)?.get_connection_with_timeout(timeout)?;
+        c.set_read_timeout(Some(timeout))?;
+        c.set_write_timeout(Some(timeout))?;
+        Ok(c)
+    }
+
     /// A new connection: through the sentinels when there are some, else
     /// directly (with the DISTLOCK_REDIS_PASSWORD fallback of `Store::conn`).
     pub(super) fn connect(

@@ -48,6 +48,7 @@ pub use connection::{redact_urls_in, url_passwords, without_password, Target};
 pub use error::{Failure, ForeignKey, StoreError};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
+pub use server::{ClockReading, ReplicaClock};
 
 /// What every store call returns: a typed [`StoreError`] on failure.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

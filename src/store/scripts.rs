@@ -454,6 +454,28 @@ end
     };
 }
 
+/// Lua shared by every script that hands out a fencing token: the next
+/// token is `max(last + 1, the server's TIME in µs)`, stored back in the
+/// counter. A counter lost to a restart without persistence, FLUSHALL,
+/// eviction or a failover to a replica that missed it then still moves
+/// past every earlier token, as long as this server's clock is not behind
+/// the one that issued them. Returned as a decimal string: a Lua number
+/// handed to `redis.call` becomes `1.8e+15`; callers reply with
+/// `tonumber(token)`, exact below 2^53 (the year 2255 in µs).
+macro_rules! next_token {
+    () => {
+        r"
+local function next_token(fence)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local token = string.format('%d', math.max((tonumber(redis.call('GET', fence)) or 0) + 1, now))
+  redis.call('SET', fence, token)
+  return token
+end
+"
+    };
+}
+
 /// `acquire`: take the lease if it is free and no live waiter is ahead, or
 /// refresh it if this owner already holds it (a retry after a lost reply
 /// must not burn a token).
@@ -477,6 +499,7 @@ pub(super) static ACQUIRE: Script = Script::new(concat!(
     wake_next!(),
     done_mark!(),
     extend!(),
+    next_token!(),
     r"
 local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
 if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
@@ -513,11 +536,11 @@ if holder == false and not ahead then
     end
   end
   -- The lease's own key is written last (see the top of this file), and
-  -- the INCR first: Redis refuses a script's write for lack of memory
+  -- the new token first: Redis refuses a script's write for lack of memory
   -- only up to its first write, so out of memory (noeviction) ends the
   -- acquisition here, with nothing changed.
   end_turns(turns, chan, owner)
-  local token = redis.call('INCR', fence)
+  local token = next_token(fence)
   redis.call('DEL', turns)
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
@@ -528,7 +551,7 @@ if holder == false and not ahead then
     redis.call('PEXPIRE', meta, ttl)
   end
   redis.call('SET', lock, owner, 'PX', ttl)
-  return {1, token}
+  return {1, tonumber(token)}
 end
 local pttl = -2
 if holder then pttl = redis.call('PTTL', lock) end
@@ -809,6 +832,7 @@ end
 pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
+    next_token!(),
     r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter+1', KEYS[5], 'string'})
 if foreign then return foreign end
@@ -829,13 +853,13 @@ if mine then
 end
 if held < n then
   -- The slot itself is written last (see the top of this file).
-  local token = redis.call('INCR', fence)
+  local token = next_token(fence)
   redis.call('HSET', tokens, owner, token)
   if ARGV[4] == 'run' then redis.call('HSET', tokens, owner .. ' run', 1) end
   redis.call('SET', limit, n)
   redis.call('ZADD', slots, now + ttl, owner)
   keep(slots, limit, tokens, now)
-  return {1, token}
+  return {1, tonumber(token)}
 end
 local first = redis.call('ZRANGE', slots, 0, 0, 'WITHSCORES')
 return {0, first[1], tonumber(first[2]) - now}
