@@ -246,12 +246,12 @@ pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
 ///
 /// The type `counter` is the fencing counter: a string that must also be
 /// one distlock can read, else `{-2, key, 'counter'}`; `counter+1`, for
-/// the scripts that INCR it, must also leave room for one more token. It
-/// is read as a string because Lua numbers are doubles: past 2^53 INCR's
-/// answer comes back rounded, and every acquisition would hand out the
-/// same token. So a counter must be a decimal integer (as INCR writes it)
-/// below 2^53, and below 2^53 - 1 to be counted on; anything else would
-/// also make INCR fail half way through an acquisition.
+/// the scripts that issue a token (`next_token!`), must also leave room
+/// for one more. It is read as a string because Lua numbers are doubles:
+/// past 2^53 a token would come back rounded, and every acquisition would
+/// hand out the same one. So a counter must be a decimal integer below
+/// 2^53, and below 2^53 - 1 to be counted on; anything else is refused
+/// before the script writes anything.
 macro_rules! foreign_key {
     () => {
         r"
