@@ -289,32 +289,46 @@ end
 /// for as long as it waits, so 0 means that waiter is gone: drop it and try
 /// the next. Only one waiter is woken per release: no thundering herd.
 ///
+/// Nothing here loops over the queue (issue 31): a hand-off costs the same
+/// with 1,000 waiters as with 10, and no call blocks the server for long.
+/// Each loop is bounded by a constant or by the waiters it drops, each of
+/// which is dropped once.
+///
 /// Turns (issue 12, point 7): a waiter that is stopped (Ctrl-Z, SIGSTOP) or
 /// frozen still has its connection, so PUBLISH counts it and cannot tell it
 /// from a live one. So a wake-up is a promise for a claim window of
 /// `CLAIM_MS` (server clock): the woken head must take the lock before its
-/// window ends, and every waiter behind it is told, in the same round trip,
-/// when its own turn would start if all those ahead let theirs pass (the
-/// `k`-th behind the head: `k * CLAIM_MS` from now). A live waiter retries
-/// once at that moment; its acquire drops everyone whose window has passed,
-/// so with several stopped waiters in a row the first live one gets the
-/// lock `CLAIM_MS` after the release for each of them, without polling. A
-/// claim (any successful acquire) ends the schedule: those still waiting
-/// for a turn are told `claimed` and go back to sleep. The head's schedule
-/// is built once per hand-over, when it is first woken; it lives in
-/// `turns`, a zset owner → end of that waiter's window (server ms).
+/// window ends. The `AHEAD` waiters right behind it are promised the
+/// windows that follow (`turn MS`: try in MS, when the one ahead's window
+/// has passed, unless told `claimed`), and a live one retries once at that
+/// moment; its acquire drops everyone whose window has passed. Promises go
+/// to the next waiters only, in arrival order, and travel one waiter at a
+/// time: each script that finds the lock free tops them up, so a waiter
+/// far back hears nothing until the queue reaches it. A claim ends them:
+/// those still promised a turn are told `claimed` and go back to sleep.
+/// With more than `AHEAD` stopped waiters in a row the live one behind them
+/// holds no promise and comes in on its own keep-alive backstop (its TTL);
+/// docs/queue.md says why no fixed number of messages per hand-off can do
+/// better. `turns`: zset, owner → end of its claim window (server ms),
+/// never more than `AHEAD` + 1 waiters, the front of the queue.
 ///
 /// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
-/// keep-alive deadline (server ms). `turns`: zset, owner → end of its claim
-/// window (server ms). `chan`: the wake channel prefix. Messages on a
-/// waiter's channel: `wake` (try now), `turn MS` (try in MS unless told
-/// `claimed`), `claimed` (forget the turn).
+/// keep-alive deadline (server ms). `chan`: the wake channel prefix.
+/// Messages on a waiter's channel: `wake` (try now), `turn MS` (try in MS
+/// unless told `claimed`), `claimed` (forget the turn).
 macro_rules! wake_next {
     () => {
         r"
 -- Below one second, so that the contract's 'at most 1 s after the release
 -- for each stopped waiter ahead' holds with the waiter's retry slack.
 local CLAIM_MS = 900
+-- Waiters behind the head promised a turn: covers that many stopped
+-- waiters in a row at a constant cost per hand-off.
+local AHEAD = 2
+-- Waiters past their keep-alive deadline dropped per call at most: they
+-- are dropped once each, and a stopped one left over only costs one claim
+-- window.
+local PRUNE_MAX = 16
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -328,7 +342,7 @@ end
 -- window has passed unclaimed: they lost their turn (they queue again, at
 -- the back, when they come back).
 local function prune(queue, deadlines, turns, now_ms)
-  for _, w in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)) do
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, PRUNE_MAX)) do
     drop(queue, deadlines, turns, w)
   end
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', turns, '-inf', now_ms)) do
@@ -341,20 +355,28 @@ local function keep_turns(queue, turns, last_ms, now_ms)
   local keep = math.max(last_ms - now_ms + CLAIM_MS, redis.call('PTTL', queue))
   if keep > 0 then redis.call('PEXPIRE', turns, keep) end
 end
--- Promises the lock to `head` for one window and tells each waiter behind
--- it when its own turn starts (a dead one is dropped on the spot).
-local function schedule(queue, deadlines, turns, chan, head, now_ms)
-  local ends = now_ms + CLAIM_MS
-  redis.call('ZADD', turns, ends, head)
-  for _, w in ipairs(redis.call('ZRANGE', queue, 1, -1)) do
-    if redis.call('PUBLISH', chan .. w, 'turn ' .. (ends - now_ms)) > 0 then
-      ends = ends + CLAIM_MS
-      redis.call('ZADD', turns, ends, w)
-    else
-      drop(queue, deadlines, turns, w)
+-- Tops up the promises: each of the first AHEAD + 1 waiters without a
+-- turn is told when its turn starts (the end of the last window promised)
+-- and gets the window after it; a dead one is dropped on the spot. The
+-- head must already hold its window. Returns the waiters told.
+local function promise(queue, deadlines, turns, chan, now_ms)
+  local last = redis.call('ZRANGE', turns, -1, -1, 'WITHSCORES')[2]
+  if not last then return {} end
+  last = tonumber(last)
+  local told = {}
+  for _, w in ipairs(redis.call('ZRANGE', queue, 0, AHEAD)) do
+    if not redis.call('ZSCORE', turns, w) then
+      if redis.call('PUBLISH', chan .. w, 'turn ' .. math.max(last - now_ms, 0)) > 0 then
+        last = last + CLAIM_MS
+        redis.call('ZADD', turns, last, w)
+        told[w] = true
+      else
+        drop(queue, deadlines, turns, w)
+      end
     end
   end
-  keep_turns(queue, turns, ends, now_ms)
+  keep_turns(queue, turns, last, now_ms)
+  return told
 end
 -- Drops the waiters that are gone or lost their turn, then wakes the
 -- oldest live waiter other than `me`; returns it, or false. Pruning first
@@ -369,16 +391,17 @@ local function wake_next(queue, deadlines, turns, chan, me)
     if not head or head == me then return false end
     if redis.call('PUBLISH', chan .. head, 'wake') > 0 then
       if not redis.call('ZSCORE', turns, head) then
-        schedule(queue, deadlines, turns, chan, head, now_ms)
+        redis.call('ZADD', turns, now_ms + CLAIM_MS, head)
       end
+      promise(queue, deadlines, turns, chan, now_ms)
       return head
     end
     drop(queue, deadlines, turns, head)
   end
 end
--- A successful acquire ends the schedule of turns: whoever still waits
--- for a turn is told to forget it. Publishes only (no write): the caller
--- deletes `turns` once its first write has passed the memory check.
+-- A successful acquire ends the promises: whoever still holds one is told
+-- to forget it (at most AHEAD + 1 waiters). Publishes only (no write): the
+-- caller deletes `turns` once its first write has passed the memory check.
 local function end_turns(turns, chan, me)
   for _, w in ipairs(redis.call('ZRANGE', turns, 0, -1)) do
     if w ~= me then redis.call('PUBLISH', chan .. w, 'claimed') end
@@ -561,19 +584,17 @@ if mode == 'fair' then
   local keep = 2 * math.max(pttl, tonumber(ttl)) + 2000
   redis.call('ZADD', queue, 'NX', now, owner)
   redis.call('ZADD', deadlines, math.floor(now / 1000) + keep, owner)
-  -- Free but promised to `ahead`: we need a turn of our own (at the end
-  -- of the schedule if we joined after it was made), and we are told on
-  -- our channel when it starts, as the release tells the others.
+  -- Free but promised to `ahead`: if we are among the next few, we hold
+  -- a turn (just given, or given before: the attempt forgot it, so it is
+  -- told again), as the release tells the others.
   if ahead then
     local now_ms = math.floor(now / 1000)
+    local told = promise(queue, deadlines, turns, chan, now_ms)
     local mine = redis.call('ZSCORE', turns, owner)
-    if not mine then
-      local last = redis.call('ZRANGE', turns, -1, -1, 'WITHSCORES')[2]
-      mine = tonumber(last or now_ms) + CLAIM_MS
-      redis.call('ZADD', turns, mine, owner)
+    if mine and not told[owner] then
+      local starts = math.max(tonumber(mine) - CLAIM_MS - now_ms, 0)
+      redis.call('PUBLISH', chan .. owner, 'turn ' .. starts)
     end
-    local starts = math.max(tonumber(mine) - CLAIM_MS - now_ms, 0)
-    redis.call('PUBLISH', chan .. owner, 'turn ' .. starts)
   end
   for _, k in ipairs({queue, deadlines, turns}) do
     if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, keep) end
