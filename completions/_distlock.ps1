@@ -46,6 +46,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend the lease on NAME if OWNER still holds it')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release NAME if OWNER holds it (or whoever holds it, with --force)')
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Show who holds NAME, for how long, and the last fencing token')
+            [CompletionResult]::new('history', 'history', [CompletionResultType]::ParameterValue, 'Show how the last runs of NAME ended, newest first')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List every held lock under the prefix, sorted by name')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the Redis that the URL points at: is it safe for leases?')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions for SHELL on stdout')
@@ -70,6 +71,8 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--once-per', '--once-per', [CompletionResultType]::ParameterName, 'Once per window: after acquiring, start CMD only if no `run --once-per` of NAME succeeded (exited 0) less than D ago, by the Redis server''s clock; otherwise exit with --done-exit-code. A success writes the done mark PREFIX:{NAME}:done, which expires D after that run acquired the lock. Not with --limit above 1')
             [CompletionResult]::new('--done-exit-code', '--done-exit-code', [CompletionResultType]::ParameterName, 'Exit code when --once-per finds the job already done in this window')
             [CompletionResult]::new('--last-run-keep', '--last-run-keep', [CompletionResultType]::ParameterName, 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)')
+            [CompletionResult]::new('--history-keep', '--history-keep', [CompletionResultType]::ParameterName, 'How many records of its runs Redis keeps for NAME (`distlock history`); 0 keeps none')
+            [CompletionResult]::new('--metrics-file', '--metrics-file', [CompletionResultType]::ParameterName, 'When the run ends, write its metrics for node_exporter''s textfile collector (Prometheus text format) to PATH, atomically; a file that cannot be written is a warning')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
@@ -251,6 +254,30 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'distlock;history' {
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Show the newest N records')
+            [CompletionResult]::new('--count', '--count', [CompletionResultType]::ParameterName, 'Show the newest N records')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
+            [CompletionResult]::new('--redis-url', '--redis-url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Key prefix; locks live at PREFIX:{NAME}')
+            [CompletionResult]::new('--redis-password-file', '--redis-password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'Trust the CA(s) in this PEM file for rediss:// instead of the system''s')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Client private key (PEM) for mutual TLS; needs --tls-cert')
+            [CompletionResult]::new('--min-replicas', '--min-replicas', [CompletionResultType]::ParameterName, 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON array of records')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'Do not verify the server''s certificate (testing only; warns every time)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing on stderr except the error line of a failure (exit 2 or 125)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing on stderr except the error line of a failure (exit 2 or 125)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'distlock;list' {
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]')
@@ -347,6 +374,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend the lease on NAME if OWNER still holds it')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release NAME if OWNER holds it (or whoever holds it, with --force)')
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Show who holds NAME, for how long, and the last fencing token')
+            [CompletionResult]::new('history', 'history', [CompletionResultType]::ParameterValue, 'Show how the last runs of NAME ended, newest first')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List every held lock under the prefix, sorted by name')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the Redis that the URL points at: is it safe for leases?')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions for SHELL on stdout')
@@ -373,6 +401,9 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;help;inspect' {
+            break
+        }
+        'distlock;help;history' {
             break
         }
         'distlock;help;list' {

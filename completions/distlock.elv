@@ -43,6 +43,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand renew 'Extend the lease on NAME if OWNER still holds it'
             cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
             cand inspect 'Show who holds NAME, for how long, and the last fencing token'
+            cand history 'Show how the last runs of NAME ended, newest first'
             cand list 'List every held lock under the prefix, sorted by name'
             cand doctor 'Check the Redis that the URL points at: is it safe for leases?'
             cand completions 'Print shell completions for SHELL on stdout'
@@ -66,6 +67,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --once-per 'Once per window: after acquiring, start CMD only if no `run --once-per` of NAME succeeded (exited 0) less than D ago, by the Redis server''s clock; otherwise exit with --done-exit-code. A success writes the done mark PREFIX:{NAME}:done, which expires D after that run acquired the lock. Not with --limit above 1'
             cand --done-exit-code 'Exit code when --once-per finds the job already done in this window'
             cand --last-run-keep 'How long Redis keeps the record of the last run (who, when, how long, exit status, token)'
+            cand --history-keep 'How many records of its runs Redis keeps for NAME (`distlock history`); 0 keeps none'
+            cand --metrics-file 'When the run ends, write its metrics for node_exporter''s textfile collector (Prometheus text format) to PATH, atomically; a file that cannot be written is a warning'
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
             cand --url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
             cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
@@ -240,6 +243,29 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'distlock;history'= {
+            cand -n 'Show the newest N records'
+            cand --count 'Show the newest N records'
+            cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
+            cand --url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
+            cand --redis-url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
+            cand --prefix 'Key prefix; locks live at PREFIX:{NAME}'
+            cand --redis-password-file 'Read the Redis password from the first line of FILE (overrides DISTLOCK_REDIS_PASSWORD and a password in the URL)'
+            cand --tls-ca 'Trust the CA(s) in this PEM file for rediss:// instead of the system''s'
+            cand --tls-cert 'Client certificate (PEM) for mutual TLS; needs --tls-key'
+            cand --tls-key 'Client private key (PEM) for mutual TLS; needs --tls-cert'
+            cand --min-replicas 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter'
+            cand --json 'Print a JSON array of records'
+            cand --tls-insecure 'Do not verify the server''s certificate (testing only; warns every time)'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand --quiet 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'distlock;list'= {
             cand -r 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
             cand --url 'Redis to hold leases in: redis://[user[:pass]@]host[:port][/db], rediss://… (TLS), redis+unix:///path or unix:///path[?db=N], redis+sentinel://host:26379,host:26379/master[/db], redis+cluster://host:port,host:port [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]'
@@ -332,6 +358,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand renew 'Extend the lease on NAME if OWNER still holds it'
             cand release 'Release NAME if OWNER holds it (or whoever holds it, with --force)'
             cand inspect 'Show who holds NAME, for how long, and the last fencing token'
+            cand history 'Show how the last runs of NAME ended, newest first'
             cand list 'List every held lock under the prefix, sorted by name'
             cand doctor 'Check the Redis that the URL points at: is it safe for leases?'
             cand completions 'Print shell completions for SHELL on stdout'
@@ -351,6 +378,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
         &'distlock;help;release'= {
         }
         &'distlock;help;inspect'= {
+        }
+        &'distlock;help;history'= {
         }
         &'distlock;help;list'= {
         }

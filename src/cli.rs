@@ -90,6 +90,11 @@ Examples:
   distlock inspect billing
   distlock inspect --json billing | jq .owner";
 
+const HISTORY_EXAMPLES: &str = "\
+Examples:
+  distlock history nightly-billing
+  distlock history -n 7 --json nightly-billing | jq -r '.[].outcome'";
+
 const LIST_EXAMPLES: &str = "\
 Examples:
   distlock list
@@ -130,7 +135,7 @@ pub struct Cli<C: Subcommand = Command> {
 }
 
 /// The command line, parsed. Only the subcommand `argv[1]` names is built
-/// when that is one of the everyday ones: building all eleven, and copying
+/// when that is one of the everyday ones: building all twelve, and copying
 /// the global options into each, was a third of a `run -- true`'s own
 /// instructions (callgrind) and 44 of its 209 page faults. Anything else (no
 /// subcommand, options before it, help, completions) builds them all.
@@ -142,6 +147,7 @@ pub fn parse(argv: &[OsString]) -> Result<Cli, clap::Error> {
         Some("renew") => parse_with::<OnlyRenew>(argv),
         Some("release") => parse_with::<OnlyRelease>(argv),
         Some("inspect") => parse_with::<OnlyInspect>(argv),
+        Some("history") => parse_with::<OnlyHistory>(argv),
         Some("list") => parse_with::<OnlyList>(argv),
         Some("doctor") => parse_with::<OnlyDoctor>(argv),
         _ => parse_with::<Command>(argv),
@@ -198,6 +204,7 @@ only! {
     OnlyRenew: Renew(RenewArgs);
     OnlyRelease: Release(ReleaseArgs);
     OnlyInspect: Inspect(InspectArgs);
+    OnlyHistory: History(HistoryArgs);
     OnlyList: List(ListArgs);
     OnlyDoctor: Doctor(DoctorArgs);
 }
@@ -327,6 +334,7 @@ pub enum Command {
     Renew(RenewArgs),
     Release(ReleaseArgs),
     Inspect(InspectArgs),
+    History(HistoryArgs),
     List(ListArgs),
     Doctor(DoctorArgs),
 
@@ -467,6 +475,17 @@ pub struct RunArgs {
     /// long, exit status, token)
     #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry, allow_hyphen_values = true, help_heading = HEADING_CRON_CI)]
     pub last_run_keep: Duration,
+
+    /// How many records of its runs Redis keeps for NAME (`distlock
+    /// history`); 0 keeps none
+    #[arg(long, env = "DISTLOCK_HISTORY_KEEP", hide_env_values = true, default_value_t = 100, value_name = "N", help_heading = HEADING_CRON_CI)]
+    pub history_keep: u32,
+
+    /// When the run ends, write its metrics for node_exporter's textfile
+    /// collector (Prometheus text format) to PATH, atomically; a file that
+    /// cannot be written is a warning
+    #[arg(long, env = "DISTLOCK_METRICS_FILE", hide_env_values = true, value_name = "PATH", help_heading = HEADING_CRON_CI)]
+    pub metrics_file: Option<std::path::PathBuf>,
 
     /// The command and its arguments, after --
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -658,6 +677,31 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
+/// Show how the last runs of NAME ended, newest first
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Show how the last runs of NAME ended, newest first: when each \
+        started (the server's clock), on which host, for how long, its outcome \
+        (success, failed, signaled, lease_lost, not_started, skipped_done) and \
+        fencing token. The first line pictures the runs shown, oldest to \
+        newest: + success, x failed or not started, ! lease lost, - skipped \
+        (--once-per found the job done).",
+    after_long_help = HISTORY_EXAMPLES
+)]
+pub struct HistoryArgs {
+    /// Lock name
+    #[arg(value_parser = config::parse_name)]
+    pub name: String,
+
+    /// Show the newest N records
+    #[arg(short = 'n', long = "count", default_value_t = 20, value_name = "N")]
+    pub count: u32,
+
+    /// Print a JSON array of records
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Check the Redis that the URL points at: is it safe for leases?
 #[derive(Debug, Args)]
 #[command(
@@ -743,6 +787,8 @@ impl TryFrom<RunArgs> for config::RunConfig {
             once_per: a.once_per,
             done_exit_code: a.done_exit_code,
             last_run_keep: a.last_run_keep,
+            history_keep: a.history_keep,
+            metrics_file: a.metrics_file,
             command: a.command,
         })
     }
@@ -798,6 +844,16 @@ impl TryFrom<ReleaseArgs> for config::ReleaseConfig {
 
     fn try_from(a: ReleaseArgs) -> Result<Self, Self::Error> {
         config::ReleaseConfig::new(a.name, a.limit, a.owner, a.force, a.forget_done)
+    }
+}
+
+impl From<HistoryArgs> for config::HistoryConfig {
+    fn from(a: HistoryArgs) -> Self {
+        config::HistoryConfig {
+            name: a.name,
+            count: a.count,
+            json: a.json,
+        }
     }
 }
 
@@ -885,6 +941,10 @@ mod tests {
                 ],
             ),
             ("inspect", &[&["job", "--json"], &["job", "--limit", "2"]]),
+            (
+                "history",
+                &[&["job", "-n", "3", "--json"], &["job", "-n", "x"]],
+            ),
             ("list", &[&["--json"], &["extra"]]),
             ("doctor", &[&["--json"], &["extra"]]),
         ];
@@ -921,6 +981,7 @@ mod tests {
         assert_eq!(subs(Cli::<OnlyInspect>::command()), ["inspect"]);
         assert_eq!(subs(Cli::<OnlyList>::command()), ["list"]);
         assert_eq!(subs(Cli::<OnlyDoctor>::command()), ["doctor"]);
-        assert_eq!(subs(<Cli>::command()).len(), 11);
+        assert_eq!(subs(Cli::<OnlyHistory>::command()), ["history"]);
+        assert_eq!(subs(<Cli>::command()).len(), 12);
     }
 }

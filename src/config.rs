@@ -16,8 +16,9 @@ use anyhow::Result;
 mod settings;
 
 pub use settings::{
-    check_once_per, check_ttl, require_owner, AcquireConfig, HoldConfig, HoldRenewerConfig,
-    InspectConfig, LeaseConfig, ReleaseConfig, ReleaseHow, RenewConfig, RunConfig,
+    check_once_per, check_ttl, require_owner, AcquireConfig, HistoryConfig, HoldConfig,
+    HoldRenewerConfig, InspectConfig, LeaseConfig, ReleaseConfig, ReleaseHow, RenewConfig,
+    RunConfig,
 };
 
 /// A mistake in what the user typed. `main` maps it to exit status 2.

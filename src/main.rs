@@ -18,7 +18,7 @@
 //!   reaping; knows no Redis.
 //! - `commands`: the subcommands: `run` (with its supervisor), `acquire`
 //!   (acquire, hold), `release` (renew, release), `inspect` (inspect,
-//!   list), `doctor`, `man`; they take `config`'s checked settings.
+//!   list), `history`, `doctor`, `man`; they take `config`'s checked settings.
 //! - `exit`: the exit status table.
 //!
 //! `tests/architecture.rs` checks these arrows and that there is no cycle.
@@ -184,6 +184,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Renew(args) => commands::renew(&global(cli.global)?, args.try_into()?),
         Command::Release(args) => commands::release(&global(cli.global)?, args.try_into()?),
         Command::Inspect(args) => commands::inspect(&global(cli.global)?, args.into()),
+        Command::History(args) => commands::history(&global(cli.global)?, args.into()),
         Command::Doctor(args) => commands::doctor(&global(cli.global)?, args.json),
         Command::List(args) => commands::list(&global(cli.global)?, args.json),
         Command::Completions { shell } => {

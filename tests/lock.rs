@@ -649,13 +649,17 @@ fn inspect_json_shows_the_host_pid_and_command_of_a_running_holder() {
     assert_eq!(st.code(), Some(0));
     let v = json(&ok(dl(&server, &["inspect", "meta-demo", "--json"])));
     assert_eq!(v["held"], false, "{v}");
-    // Metadata goes with the lease: only the counter and the last-run
-    // record (kept for days on purpose) are left.
+    // Metadata goes with the lease: only the counter, the last-run record
+    // (kept for days on purpose) and the run history are left.
     let mut left: Vec<String> = server.cmd(&["KEYS", "distlock:{meta-demo}*"]);
     left.sort();
     assert_eq!(
         left,
-        vec![fence("meta-demo"), "distlock:{meta-demo}:last".to_owned()]
+        vec![
+            fence("meta-demo"),
+            "distlock:{meta-demo}:history".to_owned(),
+            "distlock:{meta-demo}:last".to_owned()
+        ]
     );
 }
 

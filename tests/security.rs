@@ -1060,6 +1060,7 @@ fn a_least_privilege_user_can_run_every_subcommand() {
     let out = ok(&["list", "--json"]);
     assert!(out.stdout.contains("\"name\":\"a\""), "{out:?}");
     ok(&["list"]);
+    ok(&["history", "r2"]);
     ok(&["release", "--owner", &owner, "a"]);
     let out = run(d().args(["release", "--owner", &owner, "a"]));
     assert_eq!(out.code, 1, "{out:?}");
@@ -1217,6 +1218,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
         ),
         ("+zrange", Box::new(|n| args(&["acquire", n]))),
         ("+zrangebyscore", Box::new(|n| args(&["acquire", n]))),
+        ("+lrange", Box::new(|n| args(&["history", n]))),
         (
             "+publish",
             Box::new(|n| {
@@ -1241,11 +1243,32 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
     ];
     let line = readme_acl_line("x");
     let granted: Vec<&String> = line.iter().filter(|w| w.starts_with('+')).collect();
-    let tested: HashSet<&str> = cases.iter().map(|(c, _)| *c).collect();
+    // The history's writes: a run still ends with CMD's status, and the
+    // release's warning names the command (the lease expires by itself).
+    let history_writes = ["+lpush", "+ltrim"];
+    let tested: HashSet<&str> = cases
+        .iter()
+        .map(|(c, _)| *c)
+        .chain(history_writes)
+        .collect();
     for g in &granted {
         assert!(tested.contains(g.as_str()), "no case shows {g} is needed");
     }
-    assert_eq!(granted.len(), cases.len());
+    assert_eq!(granted.len(), cases.len() + history_writes.len());
+    for cmd in history_writes {
+        let url = acl_user(&server, &format!("h{}", &cmd[1..]), &[cmd], &[]);
+        let out = run(distlock_at(&url).args(["run", "--ttl", "2s", "hw", "--", "true"]));
+        assert_eq!(out.code, 0, "without {cmd}: {out:?}");
+        let named = cmd.trim_start_matches('+').to_uppercase();
+        assert!(
+            out.stderr.contains(&format!("may not run {named}")),
+            "without {cmd}: {out:?}"
+        );
+        // The lease expires by itself.
+        assert!(wait_until(Duration::from_secs(5), || server
+            .get("distlock:{hw}")
+            .is_none()));
+    }
 
     for (i, (cmd, setup)) in cases.iter().enumerate() {
         let user = format!("u{i}");

@@ -5,8 +5,10 @@
 
 mod acquire;
 mod doctor;
+mod history;
 mod inspect;
 mod man;
+mod metrics;
 mod output;
 mod release;
 mod run;
@@ -19,6 +21,7 @@ use crate::store::{LockKeys, Store, Target};
 
 pub use acquire::{acquire, hold, hold_renewer};
 pub use doctor::doctor;
+pub use history::history;
 pub use inspect::{inspect, list};
 pub use man::man;
 pub use output::print;

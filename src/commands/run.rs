@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use super::inspect::readable_done;
+use super::metrics;
 use super::output::rfc3339;
 use super::{busy_line, release_quietly, signal_policy, Global};
 use crate::clock;
@@ -14,7 +15,9 @@ use crate::config::{self, fmt_duration, RunConfig};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Loss, Options, Outcome, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
-use crate::store::{self, DoneMark, LastRun, LockKeys, Release};
+use crate::store::{
+    self, DoneMark, HistoryRecord, LastRun, LockKeys, Release, RunOutcome, RunRecord,
+};
 use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// `distlock run`: acquire, spawn, supervise, release.
@@ -74,15 +77,43 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
         Acquired::Done(mark) => {
-            // Not taken: nothing to release.
+            // Not taken: nothing to release, so the skip is recorded on
+            // its own (one more round trip, on a path taken once per host
+            // and window).
             readable_done(&keys, &mark)?;
+            let skipped = HistoryRecord {
+                started_ms: 0,
+                duration_ms: 0,
+                host: host.clone(),
+                pid: std::process::id(),
+                owner: owner.clone(),
+                token: None,
+                outcome: RunOutcome::SkippedDone,
+                exit_code: args.done_exit_code,
+            };
+            let record = RunRecord {
+                last: None,
+                history: Some((&skipped, args.history_keep)),
+            };
+            if let Err(e) = store.record_run(&keys, record) {
+                g.say(format_args!("warning: {e:#}"));
+            }
             g.say(format_args!(
                 "{}",
                 done_line(&keys.name, &mark, args.once_per.unwrap_or_default())
             ));
+            write_metrics(
+                g,
+                &args,
+                std::time::SystemTime::now(),
+                0,
+                args.done_exit_code,
+                false,
+            );
             return Ok(args.done_exit_code);
         }
     };
+    let acquired_at = std::time::SystemTime::now();
     if g.verbose > 0 {
         g.say(format_args!(
             "acquired {} with fencing token {token} as {owner}",
@@ -128,7 +159,37 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     let pgid = match supervise::spawn(&args.command, &env, &signals, handoff) {
         Ok(pid) => pid,
         Err(e) => {
-            release_quietly(g, &mut store, &keys, &owner);
+            let code = match &e {
+                SpawnError::NotFound(_) => Some(exit::NOT_FOUND),
+                SpawnError::CannotExecute(_) => Some(exit::CANNOT_EXECUTE),
+                SpawnError::Failed(_) => None,
+            };
+            match code {
+                Some(exit_code) => {
+                    let not_started = HistoryRecord {
+                        started_ms: 0,
+                        duration_ms: clock::now().saturating_sub(t0).as_millis() as u64,
+                        host: host.clone(),
+                        pid: std::process::id(),
+                        owner: owner.clone(),
+                        token: Some(token),
+                        outcome: RunOutcome::NotStarted,
+                        exit_code,
+                    };
+                    let record = RunRecord {
+                        last: None,
+                        history: Some((&not_started, args.history_keep)),
+                    };
+                    if let Err(e) = store.release_recording(&keys, &owner, record, false) {
+                        g.say(format_args!("warning: {e:#}"));
+                    }
+                }
+                None => release_quietly(g, &mut store, &keys, &owner),
+            }
+            if let Some(code) = code {
+                let held = clock::now().saturating_sub(t0).as_millis() as u64;
+                write_metrics(g, &args, acquired_at, held, code, false);
+            }
             let (code, err) = match e {
                 SpawnError::NotFound(e) => (exit::NOT_FOUND, e),
                 SpawnError::CannotExecute(e) => (exit::CANNOT_EXECUTE, e),
@@ -205,20 +266,41 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         exit: code,
         token,
     };
+    let entry = HistoryRecord {
+        started_ms: record.started_ms,
+        duration_ms: record.duration_ms,
+        host: record.host.clone(),
+        pid: std::process::id(),
+        owner: owner.clone(),
+        token: Some(token),
+        outcome: history_outcome(&outcome),
+        exit_code: code,
+    };
+    let both = RunRecord {
+        last: Some((&record, args.last_run_keep)),
+        history: Some((&entry, args.history_keep)),
+    };
     match outcome.lost {
         Some(Loss::NotOwner) => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
-            let _ = store.record_last_run(&keys, &record, args.last_run_keep);
+            let _ = store.record_run(&keys, both);
         }
         Some(Loss::Unconfirmed | Loss::MaxHold | Loss::NoGuardian) => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
-            let last = Some((&record, args.last_run_keep));
-            let _ = store.release_recording(&keys, &owner, last, false);
+            // The release writes the records only if the lease is still
+            // ours; if it is not, they go on their own.
+            if let Ok(Release::NotOwner(_)) = store.release_recording(&keys, &owner, both, false) {
+                let _ = store.record_run(&keys, both);
+            }
         }
         None => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(5)));
-            let last = Some((&record, args.last_run_keep));
-            match store.release_recording(&keys, &owner, last, mark_done) {
+            let released = store.release_recording(&keys, &owner, both, mark_done);
+            if let Ok(Release::NotOwner(_)) = released {
+                // Lost after CMD ended: the run happened all the same.
+                let _ = store.record_run(&keys, both);
+            }
+            match released {
                 // HeldByRun only answers a release by owner, not this one.
                 Ok(Release::Released | Release::HeldByRun) => {}
                 Ok(Release::Kept(left)) if g.verbose > 0 => g.say(format_args!(
@@ -244,7 +326,49 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         }
     }
     driver.guardian.wait_gone();
+    let success = entry.outcome == RunOutcome::Success;
+    write_metrics(g, &args, acquired_at, record.duration_ms, code, success);
     Ok(code)
+}
+
+/// `--metrics-file`: the run's metrics for monitoring, once its lease is
+/// released (the next holder need not wait for a disk). A file that
+/// cannot be written is a warning: the job's own status comes first.
+fn write_metrics(
+    g: &Global,
+    args: &RunConfig,
+    started: std::time::SystemTime,
+    duration_ms: u64,
+    exit_code: u8,
+    success: bool,
+) {
+    let Some(path) = &args.metrics_file else {
+        return;
+    };
+    let run = metrics::RunMetrics {
+        name: &args.name,
+        started_s: started
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| (d.as_millis() as f64) / 1000.0),
+        duration_s: duration_ms as f64 / 1000.0,
+        exit_code,
+        success,
+    };
+    if let Err(e) = metrics::write(path, &run) {
+        g.say(format_args!("warning: {e:#}"));
+    }
+}
+
+/// How a run that started CMD ended, in the history's words.
+fn history_outcome(outcome: &Outcome) -> RunOutcome {
+    use std::os::unix::process::ExitStatusExt;
+    match (outcome.lost, outcome.status) {
+        (Some(Loss::NoGuardian), _) | (None, None) => RunOutcome::Failed,
+        (Some(_), _) => RunOutcome::LeaseLost,
+        (None, Some(st)) if st.success() => RunOutcome::Success,
+        (None, Some(st)) if st.signal().is_some() => RunOutcome::Signaled,
+        (None, Some(_)) => RunOutcome::Failed,
+    }
 }
 
 /// The line `run --once-per` prints when the job is already done:

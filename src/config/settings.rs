@@ -72,6 +72,10 @@ pub struct RunConfig {
     pub done_exit_code: u8,
     /// How long Redis keeps the last-run record.
     pub last_run_keep: Duration,
+    /// How many history records Redis keeps for the name (0: none).
+    pub history_keep: u32,
+    /// Where to write the Prometheus metrics when the run ends.
+    pub metrics_file: Option<std::path::PathBuf>,
     /// CMD and its arguments.
     pub command: Vec<OsString>,
 }
@@ -218,6 +222,17 @@ pub struct InspectConfig {
     /// `--limit`.
     pub limit: u32,
     /// One JSON object.
+    pub json: bool,
+}
+
+/// `distlock history`.
+#[derive(Debug, Clone)]
+pub struct HistoryConfig {
+    /// Lock name.
+    pub name: String,
+    /// How many records, newest first.
+    pub count: u32,
+    /// A JSON array.
     pub json: bool,
 }
 

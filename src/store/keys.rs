@@ -29,6 +29,9 @@ pub struct LockKeys {
     pub released: String,
     /// `P:{N}:last`: the last run's record (hash), kept for days.
     pub last: String,
+    /// `P:{N}:history`: `run`'s records, newest first (list of JSON
+    /// objects), capped by `--history-keep`; never expires.
+    pub history: String,
     /// `P:{N}:slots`: semaphore holders (zset, owner → expiry, server ms).
     pub slots: String,
     /// `P:{N}:limit`: the semaphore's N, which every user must agree on.
@@ -60,6 +63,7 @@ impl LockKeys {
             wake_prefix: format!("{lock}:wake:"),
             released: format!("{lock}:released"),
             last: format!("{lock}:last"),
+            history: format!("{lock}:history"),
             slots: format!("{lock}:slots"),
             limit_key: format!("{lock}:limit"),
             tokens: format!("{lock}:tokens"),

@@ -3,14 +3,12 @@
 //! `--limit N` the same calls go to `semaphore.rs`, so callers need not
 //! know which kind of name they hold.
 
-use std::time::Duration;
-
 use super::replies::{
     AcquireReply, ForceReleaseReply, ForgetDoneReply, InspectReply, ReleaseReply, Renewed,
 };
 use super::scripts::*;
 use super::{
-    Acquire, DoneMark, LastRun, LockInfo, LockKeys, Mode, Release, Result, Store, StoreError,
+    Acquire, DoneMark, LockInfo, LockKeys, Mode, Release, Result, RunRecord, Store, StoreError,
 };
 use redis::Value;
 
@@ -128,27 +126,27 @@ impl Store {
     /// Deletes the lease if `owner` holds it (compare-and-delete), as the
     /// process that took it (`run`, `hold`, `acquire` cleaning up).
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        self.release_recording(keys, owner, None, false)
+        self.release_recording(keys, owner, RunRecord::default(), false)
     }
 
     /// `release` by owner for someone who merely knows the owner id (the
     /// `release` subcommand): a lease a `run` holds is not ended so, only
     /// by that run ([`Release::HeldByRun`]).
     pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        self.release_as(keys, owner, None, false, "owner")
+        self.release_as(keys, owner, RunRecord::default(), false, "owner")
     }
 
-    /// `release`, writing `run`'s last-run record (kept for `keep`) in the
+    /// `release`, writing `run`'s last-run and history records in the
     /// same round trip, and with `mark_done` (`run --once-per` whose CMD
     /// exited 0) the done mark, if the lease is still ours.
     pub fn release_recording(
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        last: Option<(&LastRun, Duration)>,
+        record: RunRecord,
         mark_done: bool,
     ) -> Result<Release> {
-        self.release_as(keys, owner, last, mark_done, "holder")
+        self.release_as(keys, owner, record, mark_done, "holder")
     }
 
     /// The release script, for `caller` `holder` (the process that took
@@ -157,13 +155,13 @@ impl Store {
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        last: Option<(&LastRun, Duration)>,
+        record: RunRecord,
         mark_done: bool,
         caller: &str,
     ) -> Result<Release> {
         self.route(keys)?;
         if keys.limit.is_some() {
-            return self.release_slot(keys, owner, last, caller);
+            return self.release_slot(keys, owner, record, caller);
         }
         let reply: ReleaseReply = self.call("release", |c| {
             let mut inv = RELEASE.key(&keys.lock);
@@ -174,23 +172,14 @@ impl Store {
                 .key(&keys.slots)
                 .key(&keys.limit_key)
                 .key(&keys.turns)
-                .key(&keys.fence);
-            // KEYS[10], the done mark, only when it is to be written.
+                .key(&keys.fence)
+                .key(&keys.history);
+            // KEYS[11], the done mark, only when it is to be written.
             if mark_done && keys.once_per.is_some() {
                 inv.key(&keys.done);
             }
             inv.arg(owner).arg(&keys.wake_prefix).arg(&keys.released);
-            match last {
-                Some((record, keep)) => {
-                    inv.arg(keep.as_millis().max(1) as u64).arg(caller);
-                    for (k, v) in record.fields() {
-                        inv.arg(k).arg(v);
-                    }
-                }
-                None => {
-                    inv.arg("").arg(caller);
-                }
-            }
+            record.args(&mut inv, Some(caller));
             inv.invoke(c)
         })?;
         Store::released(keys, reply)
@@ -207,21 +196,17 @@ impl Store {
         }
     }
 
-    /// Writes the last-run record alone (when there is no release to
-    /// carry it).
-    pub fn record_last_run(
-        &mut self,
-        keys: &LockKeys,
-        record: &LastRun,
-        keep: Duration,
-    ) -> Result<()> {
+    /// Writes the last-run and history records alone (when there is no
+    /// release to carry them).
+    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
+        if record.is_empty() {
+            return Ok(());
+        }
         self.route(keys)?;
-        let _: Value = self.call("recording the last run", |c| {
+        let _: Value = self.call("recording the run", |c| {
             let mut inv = LAST_RUN.key(&keys.last);
-            inv.arg(keep.as_millis().max(1) as u64);
-            for (k, v) in record.fields() {
-                inv.arg(k).arg(v);
-            }
+            inv.key(&keys.history);
+            record.args(&mut inv, None);
             inv.invoke(c)
         })?;
         Ok(())

@@ -24,6 +24,7 @@
 mod connection;
 mod deadline;
 mod error;
+mod history;
 mod keys;
 mod lock;
 mod pubsub;
@@ -46,6 +47,7 @@ use scripts::{Invocation, Script};
 
 pub use connection::{redact_urls_in, url_passwords, without_password, Target};
 pub use error::{Failure, ForeignKey, StoreError};
+pub use history::{HistoryRecord, RunOutcome};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
 pub use server::{ClockReading, ReplicaClock};
@@ -184,6 +186,43 @@ pub struct LastRun {
     pub exit: u8,
     /// The fencing token of that run.
     pub token: u64,
+}
+
+/// What `run` leaves behind when it ends, written with its release: the
+/// last-run record (kept for a while) and the history record (the newest
+/// N kept). Either may be absent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunRecord<'a> {
+    pub last: Option<(&'a LastRun, Duration)>,
+    pub history: Option<(&'a HistoryRecord, u32)>,
+}
+
+impl RunRecord<'_> {
+    fn is_empty(&self) -> bool {
+        self.last.is_none() && self.history.is_none()
+    }
+
+    /// ARGV of the scripts that write it (`RELEASE` from its 4th, with
+    /// `caller` in between; `LAST_RUN`): last-run keep ms, history keep,
+    /// duration ms, history record, then the last-run fields.
+    fn args(&self, inv: &mut scripts::Invocation, caller: Option<&str>) {
+        match self.last {
+            Some((_, keep)) => inv.arg(keep.as_millis().max(1) as u64),
+            None => inv.arg(""),
+        };
+        if let Some(caller) = caller {
+            inv.arg(caller);
+        }
+        match self.history {
+            Some((r, keep)) => inv.arg(keep).arg(r.duration_ms).arg(r.tail()),
+            None => inv.arg("").arg("").arg(""),
+        };
+        if let Some((record, _)) = self.last {
+            for (k, v) in record.fields() {
+                inv.arg(k).arg(v);
+            }
+        }
+    }
 }
 
 impl LastRun {

@@ -202,12 +202,13 @@ const fn sha1_hex(data: &[u8]) -> [u8; 40] {
 /// Every script, so that an error raised inside one (Redis names only the
 /// script's SHA-1 and a line) can be told in words, and so the tests can
 /// check each.
-pub(super) static ALL: [&Script; 13] = [
+pub(super) static ALL: [&Script; 14] = [
     &ACQUIRE,
     &LEAVE,
     &RENEW,
     &RELEASE,
     &LAST_RUN,
+    &HISTORY,
     &FORGET_DONE,
     &FORCE_RELEASE,
     &INSPECT,
@@ -662,6 +663,36 @@ end
     };
 }
 
+/// Lua that adds a record to a run history (`P:{N}:history`): a LIST,
+/// newest first, LPUSH then LTRIM to the newest `keep` (0 deletes it). A
+/// list rather than a stream: the log is read newest first and a few at a
+/// time (LRANGE 0 N-1), capped exactly by count (XADD MAXLEN without `~`
+/// costs the same, but stream ids are times of the server, of no use to
+/// a reader who wants the acquisition time), and lists exist on every
+/// Redis distlock supports. Each entry is one JSON object: `tail` is the
+/// record as distlock built it, and the start on the server's clock is
+/// spliced in front as text. (cjson would re-encode every number as a
+/// double with 14 digits, and fencing tokens are longer.) The start is the
+/// lease's acquisition time (`meta`), else now less the duration.
+macro_rules! record_history {
+    () => {
+        r#"
+local function record_history(history, keep, duration_ms, tail, meta)
+  keep = tonumber(keep)
+  if not keep then return end
+  if keep <= 0 then redis.call('DEL', history) return end
+  local t = redis.call('TIME')
+  local at = meta and tonumber(redis.call('HGET', meta, 'acquired_ms'))
+  if not at then
+    at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - (tonumber(duration_ms) or 0)
+  end
+  redis.call('LPUSH', history, '{"started_ms":' .. string.format('%d', at) .. ',' .. string.sub(tail, 2))
+  redis.call('LTRIM', history, 0, keep - 1)
+end
+"#
+    };
+}
+
 /// Lua for the plain-lock scripts that must refuse a name in use as a
 /// semaphore (users must agree on `--limit`): the semaphore's N when one of
 /// its slots is live by the server's clock, else false.
@@ -692,25 +723,28 @@ end
 /// written, the minimum hold's expiry included.
 ///
 /// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns, fence
-/// (type check only). ARGV: owner,
+/// (type check only), history. ARGV: owner,
 /// wake channel prefix, release channel, last-run keep ms ('' for no
-/// record), caller (`holder` or `owner`), then the record's field/value
-/// pairs. Returns `{1}` when deleted, `{2, ms}` when kept for the minimum
+/// record), caller (`holder` or `owner`), history keep count ('' for no
+/// record), duration ms, history record (see `record_history!`), then the
+/// last-run record's field/value pairs. Returns `{1}` when deleted, `{2, ms}` when kept for the minimum
 /// hold, `{3}` when refused because a run holds it, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 ///
-/// `run --once-per` whose CMD exited 0 adds KEYS[10], the done mark: it is
+/// `run --once-per` whose CMD exited 0 adds KEYS[11], the done mark: it is
 /// written from the lease's metadata (see `done_mark!`) only if the lease is
 /// still ours, in the same round trip as the release.
 pub(super) static RELEASE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     record_last_run!(),
+    record_history!(),
     semaphore_in_use!(),
     done_mark!(),
     r"
 local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'counter'}
-if KEYS[10] then table.insert(expect, KEYS[10]) table.insert(expect, 'hash') end
+if ARGV[6] ~= '' then table.insert(expect, KEYS[10]) table.insert(expect, 'list') end
+if KEYS[11] then table.insert(expect, KEYS[11]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
@@ -721,8 +755,9 @@ end
 if holder ~= ARGV[1] then return {0, holder} end
 local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms', 'run')
 if m[3] and ARGV[5] ~= 'holder' then return {3} end
-if KEYS[10] then write_done(KEYS[10], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
-if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 6) end
+if KEYS[11] then write_done(KEYS[11], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
+record_history(KEYS[10], ARGV[6], ARGV[7], ARGV[8], KEYS[2])
+if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 9) end
 local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
 -- The lease's own key is written last (see the top of this file).
 if tonumber(m[2]) and left > 0 then
@@ -737,16 +772,34 @@ return {1}
 "
 ));
 
-/// The last-run record on its own, for a `run` whose lease was lost (no
-/// release to carry it). KEYS: last. ARGV: keep ms, field/value pairs.
+/// The last-run record and the history record on their own, for a `run`
+/// whose lease was lost or was never taken (`--once-per` found the job
+/// done): no release to carry them. KEYS: last, history. ARGV: last-run
+/// keep ms ('' for none), history keep count ('' for none), duration ms,
+/// history record, then the last-run field/value pairs.
 pub(super) static LAST_RUN: Script = Script::new(concat!(
     foreign_key!(),
     record_last_run!(),
+    record_history!(),
     r"
-local foreign = foreign_key({KEYS[1], 'hash'})
+local expect = {}
+if ARGV[1] ~= '' then table.insert(expect, KEYS[1]) table.insert(expect, 'hash') end
+if ARGV[2] ~= '' then table.insert(expect, KEYS[2]) table.insert(expect, 'list') end
+local foreign = foreign_key(expect)
 if foreign then return foreign end
-record_last_run(KEYS[1], ARGV[1], 2)
+record_history(KEYS[2], ARGV[2], ARGV[3], ARGV[4], false)
+if ARGV[1] ~= '' then record_last_run(KEYS[1], ARGV[1], 5) end
 return 1
+"
+));
+
+/// `distlock history`: the newest records. KEYS: history. ARGV: how many.
+pub(super) static HISTORY: Script = Script::new(concat!(
+    foreign_key!(),
+    r"
+local foreign = foreign_key({KEYS[1], 'list'})
+if foreign then return foreign end
+return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 "
 ));
 

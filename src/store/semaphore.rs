@@ -4,11 +4,9 @@
 //! Reached through the same `Store` calls as a plain lock (`lock.rs`
 //! dispatches on `LockKeys::limit`), except `inspect_slots`.
 
-use std::time::Duration;
-
 use super::replies::{AcquireReply, ForceReleaseReply, ReleaseReply, Renewed, SlotsReply};
 use super::scripts::*;
-use super::{Acquire, LastRun, LockKeys, Release, Result, SlotsInfo, Store};
+use super::{Acquire, LockKeys, Release, Result, RunRecord, SlotsInfo, Store};
 
 impl Store {
     /// `acquire` of one of `n` slots.
@@ -71,7 +69,7 @@ impl Store {
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        last: Option<(&LastRun, Duration)>,
+        record: RunRecord,
         caller: &str,
     ) -> Result<Release> {
         let reply: ReleaseReply = self.call("release", |c| {
@@ -90,9 +88,7 @@ impl Store {
         if let ReleaseReply::LimitMismatch(n) = reply {
             return Err(Store::limit_mismatch(keys, n));
         }
-        if let Some((record, keep)) = last {
-            self.record_last_run(keys, record, keep)?;
-        }
+        self.record_run(keys, record)?;
         Ok(match reply {
             ReleaseReply::Released => Release::Released,
             ReleaseReply::HeldByRun => Release::HeldByRun,

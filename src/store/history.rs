@@ -1,0 +1,194 @@
+//! The run history of a name (`P:{N}:history`): how each `run` that took
+//! the lease ended, written with the release (see `RELEASE` and
+//! `record_history!` in `scripts.rs`), read by `distlock history`.
+
+use redis::Value;
+
+use super::scripts::HISTORY;
+use super::{ForeignKey, LockKeys, Result, Store};
+
+/// How a run ended, as its history record names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// CMD exited 0.
+    Success,
+    /// CMD exited non-zero.
+    Failed,
+    /// A signal ended CMD (exit 128+N).
+    Signaled,
+    /// The lease was lost and CMD was stopped (124).
+    LeaseLost,
+    /// CMD could not be started (126, 127).
+    NotStarted,
+    /// `--once-per` found the job already done; CMD never started.
+    SkippedDone,
+}
+
+impl RunOutcome {
+    const ALL: [RunOutcome; 6] = [
+        RunOutcome::Success,
+        RunOutcome::Failed,
+        RunOutcome::Signaled,
+        RunOutcome::LeaseLost,
+        RunOutcome::NotStarted,
+        RunOutcome::SkippedDone,
+    ];
+
+    /// The name in records and output (the contract's words).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Success => "success",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Signaled => "signaled",
+            RunOutcome::LeaseLost => "lease_lost",
+            RunOutcome::NotStarted => "not_started",
+            RunOutcome::SkippedDone => "skipped_done",
+        }
+    }
+
+    fn parse(s: &str) -> Option<RunOutcome> {
+        RunOutcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// One record of a name's run history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRecord {
+    /// When the run acquired the lease (Unix ms, the server's clock); the
+    /// server sets it, so what is written here is ignored.
+    pub started_ms: u64,
+    /// How long the run held the lease (0 for a skipped run).
+    pub duration_ms: u64,
+    pub host: String,
+    /// distlock's pid on that host.
+    pub pid: u32,
+    pub owner: String,
+    /// The run's fencing token; None for a run that took no lease.
+    pub token: Option<u64>,
+    pub outcome: RunOutcome,
+    /// distlock's exit status.
+    pub exit_code: u8,
+}
+
+impl HistoryRecord {
+    /// The record as the script stores it, without `started_ms` (which the
+    /// server puts in front). JSON so other clients can read it; the
+    /// fields in the order `distlock history --json` prints them.
+    pub(super) fn tail(&self) -> String {
+        serde_json::json!({
+            "duration_ms": self.duration_ms,
+            "host": self.host,
+            "pid": self.pid,
+            "owner": self.owner,
+            "fencing_token": self.token,
+            "outcome": self.outcome.as_str(),
+            "exit_code": self.exit_code,
+        })
+        .to_string()
+    }
+
+    /// A stored record, or None for one that is not distlock's.
+    fn parse(text: &[u8]) -> Option<HistoryRecord> {
+        let v: serde_json::Value = serde_json::from_slice(text).ok()?;
+        let u = |f: &str| v.get(f)?.as_u64();
+        let s = |f: &str| Some(v.get(f)?.as_str()?.to_owned());
+        Some(HistoryRecord {
+            started_ms: u("started_ms")?,
+            duration_ms: u("duration_ms")?,
+            host: s("host")?,
+            pid: u32::try_from(u("pid")?).ok()?,
+            owner: s("owner")?,
+            token: match v.get("fencing_token")? {
+                serde_json::Value::Null => None,
+                t => Some(t.as_u64()?),
+            },
+            outcome: RunOutcome::parse(v.get("outcome")?.as_str()?)?,
+            exit_code: u8::try_from(u("exit_code")?).ok()?,
+        })
+    }
+}
+
+impl Store {
+    /// The newest `n` records of `keys`' history, newest first. A record
+    /// distlock cannot read makes the key another program's (as a key of
+    /// another type is): an error naming it.
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<Vec<HistoryRecord>> {
+        self.route(keys)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let items: Vec<Value> = self.call("reading the history", |c| {
+            HISTORY.key(&keys.history).arg(n).invoke(c)
+        })?;
+        items
+            .iter()
+            .map(|v| match v {
+                Value::BulkString(b) => HistoryRecord::parse(b),
+                _ => None,
+            })
+            .map(|r| {
+                r.ok_or_else(|| {
+                    ForeignKey {
+                        key: keys.history.clone(),
+                        kind: "list of records that are not distlock's,".to_owned(),
+                    }
+                    .into()
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_as_written_with_the_servers_start() {
+        let r = HistoryRecord {
+            started_ms: 0,
+            duration_ms: 1500,
+            host: "web-1\n".into(),
+            pid: 42,
+            owner: "web-1:42:ab".into(),
+            token: Some(1_796_417_000_000_123),
+            outcome: RunOutcome::LeaseLost,
+            exit_code: 124,
+        };
+        // As `record_history!` splices it.
+        let stored = format!("{{\"started_ms\":1700000000123,{}", &r.tail()[1..]);
+        let back = HistoryRecord::parse(stored.as_bytes()).unwrap();
+        assert_eq!(
+            back,
+            HistoryRecord {
+                started_ms: 1_700_000_000_123,
+                ..r.clone()
+            }
+        );
+        let skipped = HistoryRecord {
+            token: None,
+            outcome: RunOutcome::SkippedDone,
+            ..r
+        };
+        let stored = format!("{{\"started_ms\":1,{}", &skipped.tail()[1..]);
+        assert_eq!(HistoryRecord::parse(stored.as_bytes()).unwrap().token, None);
+        for o in RunOutcome::ALL {
+            assert_eq!(RunOutcome::parse(o.as_str()), Some(o));
+        }
+    }
+
+    #[test]
+    fn records_of_others_are_refused() {
+        for bad in [
+            &b"not json"[..],
+            b"{}",
+            b"[1]",
+            br#"{"started_ms":-1,"duration_ms":0,"host":"h","pid":1,"owner":"o","fencing_token":1,"outcome":"success","exit_code":0}"#,
+            br#"{"started_ms":1,"duration_ms":0,"host":"h","pid":1,"owner":"o","fencing_token":1,"outcome":"great","exit_code":0}"#,
+            br#"{"started_ms":1,"duration_ms":0,"host":"h","pid":1,"owner":"o","fencing_token":1,"outcome":"success","exit_code":300}"#,
+            br#"{"started_ms":1e400,"duration_ms":0,"host":"h","pid":1,"owner":"o","fencing_token":1,"outcome":"success","exit_code":0}"#,
+        ] {
+            assert_eq!(HistoryRecord::parse(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
