@@ -57,14 +57,15 @@ use crate::store::StoreError;
 /// Redis socket, say) becomes CMD's stdout
 /// (`run_basics::closed_stdin_and_stdout_reach_cmd_as_dev_null_not_as_distlock_descriptors`),
 /// and SIGPIPE ignored, so a closed pipe is an EPIPE to report, not a
-/// death (the caller's own disposition, which CMD gets, was recorded even
-/// earlier: `supervise::signals`). What is lost is std's "has overflowed
+/// death (the caller's own disposition, which CMD gets, is recorded just
+/// before). What is lost is std's "has overflowed
 /// its stack" line: a stack overflow, a bug, is then a plain SIGSEGV. The
 /// arguments are std's as before (glibc hands them to std's initialiser).
 /// `process::exit` flushes stdout, as returning from std's `main` would.
 #[cfg(not(test))]
 #[no_mangle]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    supervise::record_caller_sigpipe();
     start_as_std_would();
     std::process::exit(i32::from(distlock_main()))
 }
