@@ -610,5 +610,4 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "config_props.rs"]
 mod props;

@@ -45,9 +45,10 @@ use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
 
 pub use connection::{redact_urls_in, url_passwords, without_password, Target};
-pub use error::{Failure, ForeignKey, StoreError};
+pub use error::{Failure, StoreError};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
+pub use replies::ForeignKey;
 
 /// What every store call returns: a typed [`StoreError`] on failure.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

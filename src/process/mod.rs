@@ -30,12 +30,16 @@ mod guardian;
 mod reap;
 mod signals;
 mod spawn;
+#[cfg(test)]
+mod test_support;
 mod tty;
 
 pub use guardian::Guardian;
 pub use reap::{
     become_subreaper, group_is_empty, kill_and_reap, reap, signal_group, signal_process, ChildState,
 };
-pub use signals::{record_caller_sigpipe, stop_self, Signals, STOPS, WAIT_ENDERS};
+#[cfg(not(test))]
+pub use signals::record_caller_sigpipe;
+pub use signals::{stop_self, Signals, STOPS, WAIT_ENDERS};
 pub use spawn::{spawn, SpawnError};
 pub use tty::Tty;
