@@ -1,5 +1,5 @@
-//! The module graph of `src/` must match the layout the README describes
-//! (issue 13, point 3). This test reads every `crate::` path in the
+//! The module graph of `src/` must match the layout src/main.rs
+//! describes (and docs/design.md). This test reads every `crate::` path in the
 //! sources (`use crate::x::…`, `use crate::{x, y}`, `crate::x::f()`),
 //! builds the graph of top-level modules, and fails on a cycle or on an
 //! arrow the layout forbids. It also checks the rules that are not arrows:

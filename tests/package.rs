@@ -1,4 +1,4 @@
-//! The Debian package (issue 16): `cargo deb` builds it, `dpkg -i` installs
+//! The Debian package: `cargo deb` builds it, `dpkg -i` installs
 //! it into this machine, and what a fleet host needs works from there: the
 //! binary in /usr/bin, the man pages, bash completion; `dpkg -r` then leaves
 //! nothing behind.
@@ -204,6 +204,20 @@ fn the_debian_package_installs_works_and_removes_cleanly() {
         .filter_map(|l| l.split_whitespace().last())
         .map(|p| Path::new("/").join(p.trim_start_matches("./")))
         .collect();
+    // The README's links into docs/ work on an installed host too.
+    for doc in [
+        "README.md",
+        "docs/guide.md",
+        "docs/guarantees.md",
+        "docs/security.md",
+    ] {
+        let path = Path::new("/usr/share/doc/distlock").join(doc);
+        assert!(
+            contents.contains(&path),
+            "{} not in the package",
+            path.display()
+        );
+    }
     // dpkg would overwrite a file nobody owns without a word (say man pages
     // or completions copied by hand as the old README said), then delete it.
     if let Some(clash) = contents.iter().find(|p| p.exists() && !p.is_dir()) {

@@ -395,7 +395,7 @@ fn acl_refusal(e: &redis::RedisError) -> Option<(String, Option<String>)> {
 /// names only the script's SHA1 and line: the command is looked up on that
 /// line of distlock's own scripts, so every server gets the same sentence.
 fn acl_refusal_of(code: &str, detail: &str) -> Option<(String, Option<String>)> {
-    const HINT: &str = "grant it (see the README's ACL SETUSER line)";
+    const HINT: &str = "grant it (see docs/security.md's ACL SETUSER line)";
     let between = |s: &str, from: &str, to: &str| -> Option<String> {
         let rest = s.split(from).nth(1)?;
         Some(rest.split(to).next()?.to_owned())
@@ -437,9 +437,9 @@ fn acl_refusal_of(code: &str, detail: &str) -> Option<(String, Option<String>)> 
         .map(|w| format!(" with {w}"))
         .unwrap_or_default();
     let sentence = if denied_keys {
-        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see the README's ACL SETUSER line)")
+        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see docs/security.md's ACL SETUSER line)")
     } else if denied_channel {
-        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see the README's ACL SETUSER line)")
+        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see docs/security.md's ACL SETUSER line)")
     } else {
         format!(
             "permission denied: this Redis user may not run {}{in_script}; {HINT}",
