@@ -19,87 +19,12 @@ fn main() {
     };
     println!("cargo:rustc-env=DISTLOCK_VERSION={full}");
     link_the_unwinder_statically();
-    order_the_hot_functions_first();
-}
-
-/// Hands link/symbol-order.txt (written by scripts/gen-symbol-order.sh) to
-/// the linker, which then places the functions an everyday run executes
-/// first and together in `.text`. They were spread over the whole 1.8 MB
-/// of code, so a run mapped most of it; together they are a few hundred
-/// KiB: median peak RSS 3.09 -> 2.13 MiB, page faults 124 -> 103 (issue
-/// 15). Only lld knows `--symbol-ordering-file` (Rust's default linker on
-/// x86_64 Linux since 1.90; a distribution's rustc may link with GNU ld),
-/// so a tiny program is linked with it first, with the same rustc, target
-/// and flags: where that fails the binary is built as before. Release
-/// builds only (the probe costs a fraction of a second, and only the
-/// installed binary's layout matters). A stale list is harmless to
-/// correctness: names no longer present are skipped.
-fn order_the_hot_functions_first() {
-    let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("link/symbol-order.txt");
-    println!("cargo:rerun-if-changed={}", list.display());
-    if var("PROFILE") != "release" || !list.exists() {
-        return;
-    }
-    let args = [
-        format!("-Wl,--symbol-ordering-file={}", list.display()),
-        "-Wl,--no-warn-symbol-ordering".to_string(),
-    ];
-    if links_with(&args) {
-        for arg in args {
-            println!("cargo:rustc-link-arg-bins={arg}");
-        }
-    }
-}
-
-/// Whether rustc, for this target and with this build's flags, links a
-/// program when `link_args` are added.
-fn links_with(link_args: &[String]) -> bool {
-    let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let out = Path::new(&var("OUT_DIR")).join("link-probe");
-    let _ = std::fs::create_dir_all(&out);
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let mut cmd = Command::new(rustc);
-    cmd.args(["--crate-type=bin", "--crate-name=link_probe", "-"])
-        .arg("--target")
-        .arg(var("TARGET"))
-        .arg("--out-dir")
-        .arg(&out);
-    // The linker cargo resolved for this target (`target.*.linker`), which
-    // cargo passes to rustc itself, not through the flags.
-    if let Some(linker) = std::env::var_os("RUSTC_LINKER") {
-        let mut arg = std::ffi::OsString::from("linker=");
-        arg.push(linker);
-        cmd.arg("-C").arg(arg);
-    }
-    for flag in var("CARGO_ENCODED_RUSTFLAGS")
-        .split('\x1f')
-        .filter(|f| !f.is_empty())
-    {
-        cmd.arg(flag);
-    }
-    for arg in link_args {
-        cmd.arg("-C").arg(format!("link-arg={arg}"));
-    }
-    let Ok(mut child) = cmd
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-    else {
-        return false;
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        use std::io::Write;
-        let _ = stdin.write_all(b"fn main() {}");
-    }
-    child.wait().is_ok_and(|s| s.success())
 }
 
 /// On glibc, std links the unwinder as the shared libgcc_s, only for
 /// backtraces and unwinding (the release build aborts on panic). Loading
 /// and relocating a second shared library was 0.15 to 0.3 ms of every
-/// `distlock run`, and 100 KiB of its resident memory (issue 15). The
+/// `distlock run`, and 100 KiB of its resident memory (docs/benchmarks.md). The
 /// same unwinder from libgcc_eh.a, which gcc ships next to libgcc.a and
 /// which every statically linked glibc Rust binary uses, is linked in
 /// instead: `--as-needed` then drops libgcc_s, since nothing is left for

@@ -13,8 +13,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::config::{self, Signal, Wait, WaitOrder};
 
 /// Help headings, so `run --help` reads like a manual: options grouped by
-/// what they are about instead of by which struct declares them (issue 12,
-/// point 6). clap_mangen turns them into sections of the man pages too
+/// what they are about instead of by which struct declares them. clap_mangen turns them into sections of the man pages too
 /// (`commands/man.rs`). Constants, so options added later reuse the same
 /// words and land in the same group.
 pub const HEADING_LEASE: &str = "Lease";

@@ -1,5 +1,5 @@
 //! The one clock distlock judges leases by; a leaf that imports nothing of
-//! ours, so `lease`, `supervise` and `commands` can all read it without
+//! ours, so `lease`, `process` and `commands` can all read it without
 //! importing each other.
 //!
 //! Time is read from CLOCK_BOOTTIME, a monotonic clock that, unlike

@@ -611,5 +611,4 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "config_props.rs"]
 mod props;

@@ -12,7 +12,7 @@ pub const SUCCESS: u8 = 0;
 pub const NOT_OWNER: u8 = 1;
 /// `doctor`: at least one check found a danger. It shares 1 with
 /// `NOT_OWNER` because the README, `doctor --help` and scripts already rely
-/// on "exit 1 otherwise" (CONTRACT.md is silent on doctor); no subcommand
+/// on "exit 1 otherwise" (guarantees.md §9 is silent on doctor); no subcommand
 /// can return both, so 1 is never ambiguous, and the table says both.
 pub const DOCTOR_DANGER: u8 = 1;
 /// Usage error: bad option, name, duration, URL.
@@ -47,7 +47,7 @@ pub struct Row {
     pub meaning: &'static str,
 }
 
-/// The exit table, word for word CONTRACT.md's "Exit codes" (plus doctor's
+/// The exit table, word for word docs/guarantees.md §9 (plus doctor's
 /// use of 1), in ascending order of status.
 pub const TABLE: &[Row] = &[
     Row {

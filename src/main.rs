@@ -3,8 +3,9 @@
 //!
 //! # Layout
 //!
-//! Data flows one way: args → config → acquire → spawn → supervise/renew →
-//! release → exit code.
+//! Data flows one way: args → config → acquire → spawn → renew while the
+//! `Supervisor` decides → release → exit code. Three words, three jobs:
+//! `process` acts, `lease::Supervisor` decides, `commands::run` drives.
 //!
 //! - `cli`: the clap definition; no I/O; uses only `config` and `exit`.
 //! - `config`: checked values (names, durations, signals, timings, owner
@@ -13,10 +14,11 @@
 //! - `store`: the only Redis code: `Store` and its operations, split by job
 //!   (`keys`, `connection`, `scripts`, `replies`, `lock`, `semaphore`,
 //!   `pubsub`, `server`), with typed errors (`error`: `StoreError`).
-//! - `lease`: taking the lease (and waiting), the renewer thread.
-//! - `supervise`: signals, spawning CMD, the terminal, the guardian,
+//! - `lease`: taking the lease (and waiting), the renewer thread, and the
+//!   `Supervisor`, the pure decision machine of a run.
+//! - `process`: signals, spawning CMD, the terminal, the guardian,
 //!   reaping; knows no Redis.
-//! - `commands`: the subcommands: `run` (with its supervisor), `acquire`
+//! - `commands`: the subcommands: `run` (the loop that drives), `acquire`
 //!   (acquire, hold), `release` (renew, release), `inspect` (inspect,
 //!   list), `history`, `doctor`, `man`; they take `config`'s checked settings.
 //! - `exit`: the exit status table.
@@ -37,10 +39,8 @@ mod commands;
 mod config;
 mod exit;
 mod lease;
+mod process;
 mod store;
-mod supervise;
-#[cfg(test)]
-mod test_support;
 
 use clap::CommandFactory;
 
@@ -57,14 +57,15 @@ use crate::store::StoreError;
 /// Redis socket, say) becomes CMD's stdout
 /// (`run_basics::closed_stdin_and_stdout_reach_cmd_as_dev_null_not_as_distlock_descriptors`),
 /// and SIGPIPE ignored, so a closed pipe is an EPIPE to report, not a
-/// death (the caller's own disposition, which CMD gets, was recorded even
-/// earlier: `supervise::signals`). What is lost is std's "has overflowed
+/// death (the caller's own disposition, which CMD gets, is recorded just
+/// before). What is lost is std's "has overflowed
 /// its stack" line: a stack overflow, a bug, is then a plain SIGSEGV. The
 /// arguments are std's as before (glibc hands them to std's initialiser).
 /// `process::exit` flushes stdout, as returning from std's `main` would.
 #[cfg(not(test))]
 #[no_mangle]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    process::record_caller_sigpipe();
     start_as_std_would();
     std::process::exit(i32::from(distlock_main()))
 }

@@ -91,7 +91,7 @@ fn committed_man_pages_are_up_to_date() {
         assert!(run.contains(section), "distlock-run.1 lacks {section}");
     }
     // The help headings are subsections of OPTIONS, in run --help's order,
-    // not sections of their own next to EXAMPLES (issue 12, point 6).
+    // not sections of their own next to EXAMPLES.
     let sections: Vec<&str> = run
         .lines()
         .filter(|l| l.starts_with(".SH ") || l.starts_with(".SS "))
@@ -121,7 +121,7 @@ fn committed_man_pages_are_up_to_date() {
 
 /// The README's exit table is the binary's (`src/exit.rs`), between its
 /// marker comments, so the README cannot drift from `--help` and the man
-/// pages (issue 13, point 5).
+/// pages.
 #[test]
 fn readme_exit_table_is_the_generated_one() {
     let readme =

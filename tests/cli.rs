@@ -141,7 +141,7 @@ fn heading_of<'a>(sections: &'a [(String, Vec<String>)], opt: &str, help: &str) 
     found[0]
 }
 
-/// Issue 12, point 6: `run --help` groups its options under headings, so
+/// `run --help` groups its options under headings, so
 /// the run options and the global connection options are no longer
 /// shuffled together; short and long help alike.
 #[test]

@@ -1,6 +1,6 @@
 //! Fault injection: `distlock run` through the real binary against a real
 //! redis-server, with the network, the server or distlock itself failing
-//! under it (contract, `distlock run` points 5 to 7).
+//! under it (docs/guarantees.md §2 and §4).
 //!
 //! How the timing assertions are built. distlock promises that, with `t0`
 //! the send time of the last confirmed acquire/renew, CMD gets the kill
@@ -1397,8 +1397,7 @@ fn soak_30s_with_a_300ms_ttl() {
 }
 
 // ---------------------------------------------------------------------------
-// Servers that hang or trickle (contract, "What bad servers, bad data and
-// other clients cannot do"; issue 28, point 8)
+// Servers that hang or trickle (guarantees.md §8)
 
 /// Every call has a deadline for the whole call: a server that sends one
 /// byte of a reply every 200 ms (so that no single read ever times out)
@@ -1471,7 +1470,7 @@ fn signals_end_an_acquisition_at_once_whatever_the_server_is_doing() {
 }
 
 // ---------------------------------------------------------------------------
-// What a refusing or wrong server's reply reads like (issue 28, point 9)
+// What a refusing or wrong server's reply reads like (guarantees.md §8)
 // ---------------------------------------------------------------------------
 
 /// A failure told in plain words: exit 125, one `distlock: ` line that

@@ -148,7 +148,7 @@ fn every_subcommand_refuses_a_foreign_key_by_name_and_changes_nothing() {
     }
 }
 
-/// Issue 28, points 2 and 6: a fencing counter distlock cannot read (not
+/// guarantees.md §8: a fencing counter distlock cannot read (not
 /// a decimal integer, or one whose next token would not be below 2^53,
 /// which a Lua number cannot count exactly) is refused like a key of
 /// another type, by every subcommand, before anything is written. An

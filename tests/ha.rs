@@ -846,7 +846,7 @@ fn min_replicas_unacknowledged_renewals_stop_cmd_at_the_deadline() {
 /// only by the 5s call timeout; 2s with an empty script cache.)
 fn unacknowledged_acquire_and_renew(p: &Pair, held: &str, late: &str) {
     let url = p.master.url();
-    // A renewal never shortens a lease (CONTRACT, `renew`): bring `held`
+    // A renewal never shortens a lease (guarantees.md §4): bring `held`
     // down to the 1s the renewal below asks for, so both leases are over
     // about 1s from now.
     let _: i64 = p.master.cmd(&["PEXPIRE", &key(held), "1000"]);

@@ -1,6 +1,6 @@
 //! The manual subcommands (`acquire`, `renew`, `release`, `inspect`, `list`)
 //! and the fencing counter, against a real redis-server, held to
-//! CONTRACT.md ("Words", "Data in Redis", "Manual subcommands", "Exit codes").
+//! docs/data-model.md, docs/guide.md "Manual subcommands" and guarantees.md §9.
 
 mod common;
 #[path = "common/holder.rs"]
@@ -428,7 +428,7 @@ fn renew_takes_the_owner_from_distlock_owner_when_no_option_is_given() {
     );
 }
 
-/// A renewal only ever extends (CONTRACT "Manual subcommands"): a `--ttl`
+/// A renewal only ever extends (guarantees.md §4): a `--ttl`
 /// shorter than what the lease has left leaves it, and the metadata that
 /// expires with it, as they are; so does a re-acquire by the same owner.
 /// Otherwise anyone who knows the owner id (a CMD has it in
@@ -899,7 +899,7 @@ fn ttl_is_not_a_bare_number_for_acquire_and_renew() {
     assert_eq!(server.get(&key("job")), None);
 }
 
-/// CONTRACT.md "Global options": `-r, --url URL` (alias `--redis-url`), env
+/// README "Options and environment": `-r, --url URL` (alias `--redis-url`), env
 /// `DISTLOCK_URL`, else `DISTLOCK_REDIS_URL`. Each case points the losing
 /// source at a port where nothing listens, so only the right precedence
 /// reaches the server and takes the lock.

@@ -162,7 +162,7 @@ fn three_runs_get_increasing_fencing_tokens_and_the_fence_key_holds_the_last() {
     assert_eq!(ttl, -1, "the fence key never expires");
 }
 
-/// Issue 28, point 2: a counter at 2^53 or above cannot be counted exactly
+/// guarantees.md §8: a counter at 2^53 or above cannot be counted exactly
 /// in a Lua number, so five runs used to get the same token. Such a
 /// counter is refused like a key of another type (exit 125, one line
 /// naming it, nothing written, CMD never started); a token just below
@@ -448,7 +448,7 @@ fn closed_stdin_and_stdout_reach_cmd_as_dev_null_not_as_distlock_descriptors() {
 
 /// build.rs links the unwinder from libgcc_eh.a, so a run loads libc and
 /// nothing else: a second shared library cost every run 0.1 ms or more
-/// (issue 15). Read from the running distlock's own map, through CMD.
+/// (docs/benchmarks.md). Read from the running distlock's own map, through CMD.
 #[test]
 fn a_run_maps_no_shared_library_but_libc() {
     let server = RedisServer::start();
@@ -493,7 +493,7 @@ fn lock_is_held_with_a_ttl_at_most_the_lease_while_cmd_runs_and_gone_after() {
     assert_eq!(server.get("distlock:{held}:fence"), Some(token.to_string()));
 }
 
-/// Issue 28, point 1: CMD has `DISTLOCK_OWNER`, so it can call `renew` and
+/// guarantees.md §4: CMD has `DISTLOCK_OWNER`, so it can call `renew` and
 /// `release` as the owner. A renewal only ever extends, and a `release` by
 /// owner of a lease that a running `run` holds is refused (exit 1, one
 /// line saying so): only the `run` itself ends it, when CMD has exited.
@@ -597,7 +597,7 @@ fn cmd_can_neither_shorten_nor_release_the_lease_its_run_holds() {
     assert_eq!(server.get("distlock:{plain}"), None);
 }
 
-/// Issue 28, point 14: Redis does not roll back the writes a script made
+/// guarantees.md §8: Redis does not roll back the writes a script made
 /// before a command in it failed. A user who may not PUBLISH used to have
 /// the lease deleted by a release that then failed, while the warning said
 /// the lease "will expire by itself"; and an acquire that had to tell a
@@ -1039,7 +1039,7 @@ fn wait_5s_acquires_once_the_holder_releases_with_the_next_token() {
     assert_eq!(server.get("distlock:{queue}:fence"), Some(got));
 }
 
-/// The contract: "A waiter must notice a release promptly (milliseconds,
+/// guarantees.md §5: "A waiter must notice a release promptly (milliseconds,
 /// not a polling period), and must not hammer Redis while waiting". The
 /// mechanism, not the milliseconds (those are measured by `cargo bench`):
 /// a waiter subscribes and queues, then sends nothing while the holder

@@ -1,6 +1,6 @@
 //! Security: TLS against a real `redis-server --tls-port` (verified CA,
 //! another CA, another host name, mutual TLS, `--tls-insecure`), passwords
-//! off the command line and their precedence, the README's least-privilege
+//! off the command line and their precedence, docs/security.md's least-privilege
 //! ACL user running every subcommand, refusals that name the missing
 //! command, a scan of every output for the secret, unguessable owner ids,
 //! and names that cannot address another key.
@@ -933,21 +933,21 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
 // Least privilege
 // ---------------------------------------------------------------------------
 
-/// The README's `ACL SETUSER` line for distlock, as printed there, split
+/// docs/security.md's `ACL SETUSER` line for distlock, as printed there, split
 /// into arguments; the password placeholder is replaced by `password`.
 fn readme_acl_line(password: &str) -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/security.md");
     let line = readme
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("ACL SETUSER distlock "))
-        .expect("the README shows the ACL SETUSER line");
+        .expect("docs/security.md shows the ACL SETUSER line");
     line.split_whitespace()
         .map(|w| w.replace(">CHANGE-ME", &format!(">{password}")))
         .collect()
 }
 
-/// Creates the README's user under `name`, minus `without` (commands
+/// Creates docs/security.md's user under `name`, minus `without` (commands
 /// like `+get`), plus `extra` words; returns a URL for it.
 fn acl_user(server: &RedisServer, name: &str, without: &[&str], extra: &[&str]) -> String {
     let pw = format!("pw-{name}");
@@ -1143,7 +1143,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
             .to_owned()
     };
     // (command taken away, what the test sets up as the default user, what
-    // the restricted user then runs.) Every entry of the README's line is
+    // the restricted user then runs.) Every entry of docs/security.md's line is
     // here, so the line is also shown to be minimal: without any one of
     // them, some subcommand fails.
     #[allow(clippy::type_complexity)]
@@ -1428,15 +1428,15 @@ fn names_that_could_reach_another_key_or_break_the_hash_tag_are_refused() {
 }
 
 // ---------------------------------------------------------------------------
-// The README's TLS set-up, run as written
+// docs/security.md's TLS set-up, run as written
 // ---------------------------------------------------------------------------
 
 #[test]
 fn the_readme_tls_set_up_runs_as_written() {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/security.md");
     let start = readme
         .find("<!-- tls-setup -->")
-        .expect("README marks its TLS set-up");
+        .expect("docs/security.md marks its TLS set-up");
     let block = &readme[start..];
     let block = &block[block.find("```sh\n").unwrap() + 6..];
     let block = &block[..block.find("```").unwrap()];

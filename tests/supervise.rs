@@ -1,7 +1,7 @@
 //! Supervision of CMD by `distlock run`: what happens to CMD, its process
 //! group and the lease when the lease is lost, when Redis hangs, when
-//! distlock is signalled, stopped or killed (CONTRACT.md, `distlock run`
-//! points 2 and 5-12).
+//! distlock is signalled, stopped or killed (docs/guarantees.md
+//! §2, §4 and §7).
 //!
 //! Every CMD announces itself by writing pids (and markers) to files in its
 //! working directory; the tests wait for those files instead of sleeping.

@@ -1,8 +1,8 @@
 //! Interactive use, driven through a real pseudo-terminal: an interactive
 //! `bash` is the session leader of a pty of our own, and the tests type into
 //! it the way a user would (Ctrl-C, Ctrl-Z, `fg`, `&`). They hold `run` to
-//! the contract's points 8 (a Ctrl-C reaches CMD once), 10 (interactive use)
-//! and 11 (job control and the lease deadline).
+//! docs/guarantees.md §7 (a Ctrl-C reaches CMD once, interactive use, job
+//! control and the lease deadline).
 //!
 //! Synchronisation is always on something observable: text on the terminal
 //! (`Shell::expect`), the terminal's foreground group, process states in

@@ -773,7 +773,7 @@ fn a_stopped_waiter_past_its_deadline_is_skipped_by_the_release() {
 }
 
 // ---------------------------------------------------------------------------
-// Stopped waiters lose their turn (contract, run 2; issue 12, point 7)
+// Stopped waiters lose their turn (guarantees.md §5)
 
 /// `distlock acquire --ttl 10s --owner OWNER NAME`: a holder that needs no
 /// process, released by the test with `release_as`. OWNER looks like an
@@ -1223,8 +1223,7 @@ fn monitor_lines_are_parsed() {
 }
 
 // ---------------------------------------------------------------------------
-// Dropped connections and signals (contract, "What bad servers, bad data
-// and other clients cannot do"; issue 28, points 7 and 8)
+// Dropped connections and signals (guarantees.md §8)
 
 /// `run --wait 30s NAME -- WRITE_TOKEN FILE` against `url`, stdio away.
 fn spawn_waiter_at(url: &str, name: &str, file: &Path) -> Child {

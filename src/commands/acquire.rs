@@ -11,8 +11,8 @@ use crate::config::{self, fmt_duration, AcquireConfig, HoldConfig, HoldRenewerCo
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired};
+use crate::process::{self, Signals};
 use crate::store::{LockKeys, Release, Store};
-use crate::supervise::{self, Signals};
 
 /// A lease taken by `acquire` or `hold`.
 struct Taken {
@@ -43,7 +43,7 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
         meta.push(("min_hold_ms", ms.as_str()));
     }
     // A signal that ends the wait also cuts short a call in progress.
-    store.set_interrupt_signals(supervise::WAIT_ENDERS);
+    store.set_interrupt_signals(process::WAIT_ENDERS);
     match lease::acquire(
         &mut store,
         &keys,

@@ -15,15 +15,15 @@ use crate::config::{self, fmt_duration, RunConfig};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Loss, Options, Outcome, Supervisor, TtyFacts};
 use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
+use crate::process::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 use crate::store::{
     self, DoneMark, HistoryRecord, LastRun, LockKeys, Release, RunOutcome, RunRecord,
 };
-use crate::supervise::{self, ChildState, Guardian, Signals, SpawnError, Tty};
 
 /// `distlock run`: acquire, spawn, supervise, release.
 pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     let timings = args.timings;
-    // First, before any thread exists (see supervise/signals.rs).
+    // First, before any thread exists (see process/signals.rs).
     let signals = Signals::install()?;
     let keys = LockKeys::new(&g.prefix, &args.name)
         .with_limit(args.lease.limit)
@@ -51,7 +51,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     }
 
     // A signal that ends the wait also cuts short a call in progress.
-    store.set_interrupt_signals(supervise::WAIT_ENDERS);
+    store.set_interrupt_signals(process::WAIT_ENDERS);
     let started = std::time::SystemTime::now();
     let (token, t0) = match lease::acquire(
         &mut store,
@@ -138,7 +138,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
 
     let tty = Tty::open();
     let handoff = tty.as_ref().filter(|t| t.we_are_foreground());
-    supervise::become_subreaper();
+    process::become_subreaper();
     let token_s = token.to_string();
     let mut env = vec![
         ("DISTLOCK_NAME", keys.name.as_str()),
@@ -156,7 +156,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     for (var, u) in &urls_for_cmd {
         env.push((var, u.as_str()));
     }
-    let pgid = match supervise::spawn(&args.command, &env, &signals, handoff) {
+    let pgid = match process::spawn(&args.command, &env, &signals, handoff) {
         Ok(pid) => pid,
         Err(e) => {
             let code = match &e {
@@ -209,7 +209,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     let guardian = match Guardian::start(pgid, t0 + timings.hard_after()) {
         Ok(g) => g,
         Err(e) => {
-            supervise::kill_and_reap(pgid);
+            process::kill_and_reap(pgid);
             release_quietly(g, &mut store, &keys, &owner);
             return Err(e);
         }
@@ -236,7 +236,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         guardian_error: None,
         machine: Supervisor::new(timings, options, t0),
     };
-    let outcome = driver.supervise(&signals, &mut renewer, pending);
+    let outcome = driver.drive(&signals, &mut renewer, pending);
 
     // CMD's group is empty, so the guardian has nothing left to guard: it
     // exits while the release (the next holder is waiting) goes out.
@@ -417,12 +417,7 @@ struct Driver<'a> {
 impl Driver<'_> {
     /// Runs until CMD has ended and its whole process group is gone.
     /// `pending` are signals that arrived before CMD started.
-    fn supervise(
-        &mut self,
-        signals: &Signals,
-        renewer: &mut Renewer,
-        pending: Vec<i32>,
-    ) -> Outcome {
+    fn drive(&mut self, signals: &Signals, renewer: &mut Renewer, pending: Vec<i32>) -> Outcome {
         for sig in pending {
             let tty = self.tty_facts();
             if let Some(o) = self.feed(Input::Signal { sig, tty }, renewer) {
@@ -441,7 +436,7 @@ impl Driver<'_> {
             // deadlines, the end of the run, a stop of our own.
             let tick = Input::Tick {
                 tty: self.tty_facts(),
-                group_empty: supervise::group_is_empty(self.pgid),
+                group_empty: process::group_is_empty(self.pgid),
             };
             if let Some(o) = self.feed(tick, renewer) {
                 return o;
@@ -462,7 +457,7 @@ impl Driver<'_> {
                     return o;
                 }
             }
-            if let Some(state) = supervise::reap(self.pgid) {
+            if let Some(state) = process::reap(self.pgid) {
                 let tty = self.tty_facts();
                 let input = match state {
                     ChildState::Exited(status) => Input::Exited { status, tty },
@@ -503,9 +498,9 @@ impl Driver<'_> {
     fn feed(&mut self, input: Input, renewer: &mut Renewer) -> Option<Outcome> {
         for action in self.machine.step(clock::now(), input) {
             match action {
-                Action::SignalGroup(sig) => supervise::signal_group(self.pgid, sig),
-                Action::SignalCmd(sig) => supervise::signal_process(self.pgid, sig),
-                Action::StopSelf { whole_group } => supervise::stop_self(whole_group),
+                Action::SignalGroup(sig) => process::signal_group(self.pgid, sig),
+                Action::SignalCmd(sig) => process::signal_process(self.pgid, sig),
+                Action::StopSelf { whole_group } => process::stop_self(whole_group),
                 Action::GiveTerminalToCmd => {
                     if let Some(tty) = self.tty {
                         tty.give_to(self.pgid);

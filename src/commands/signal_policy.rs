@@ -12,11 +12,11 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use crate::lease::{Sleep, Wakeup};
-use crate::supervise::{self, Signals};
+use crate::process::{self, Signals};
 
 /// Whether `sig` ends a wait for the lock.
 pub fn ends_wait(sig: i32) -> bool {
-    supervise::WAIT_ENDERS.contains(&sig)
+    process::WAIT_ENDERS.contains(&sig)
 }
 
 impl Sleep for Signals {
@@ -26,8 +26,8 @@ impl Sleep for Signals {
             if ends_wait(sig) {
                 return Wakeup::Interrupted(sig);
             }
-            if supervise::STOPS.contains(&sig) {
-                supervise::stop_self(false);
+            if process::STOPS.contains(&sig) {
+                process::stop_self(false);
             }
         }
         if readable {
@@ -42,8 +42,8 @@ impl Sleep for Signals {
         for sig in self.drain() {
             if ends_wait(sig) {
                 ended = ended.or(Some(sig));
-            } else if supervise::STOPS.contains(&sig) && ended.is_none() {
-                supervise::stop_self(false);
+            } else if process::STOPS.contains(&sig) && ended.is_none() {
+                process::stop_self(false);
             }
         }
         ended

@@ -1,4 +1,4 @@
-//! The README's rules, stepped on a fake clock: plain `Duration`s, no
+//! guarantees.md §2's rules, stepped on a fake clock: plain `Duration`s, no
 //! sleeps, no processes.
 
 use std::os::unix::process::ExitStatusExt;

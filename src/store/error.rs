@@ -9,6 +9,7 @@
 use std::fmt;
 
 use super::connection::Target;
+use super::replies::ForeignKey;
 use super::scripts::script_commands;
 
 /// What went wrong with a call to Redis. Each variant is a kind callers can
@@ -144,29 +145,6 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
-
-/// A key of a lock that holds a value of another Redis type than distlock
-/// gives it (something else wrote it). Every script checks the types of
-/// the keys it touches before it writes anything, and answers
-/// `{-2, key, type}` instead (see `foreign_key!` in `scripts.rs`), so such
-/// a key is never changed and the user learns which key it is, in words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForeignKey {
-    /// The full Redis key, e.g. `distlock:{billing}:fence`.
-    pub key: String,
-    /// Its Redis type, as TYPE names it (`hash`, `list`, ...).
-    pub kind: String,
-}
-
-impl fmt::Display for ForeignKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the key {} is a Redis {} written by something else: it does not hold a distlock lease (distlock left it alone; delete it, or use another name or --prefix)",
-            self.key, self.kind
-        )
-    }
-}
 
 impl From<ForeignKey> for StoreError {
     fn from(fk: ForeignKey) -> StoreError {
@@ -417,7 +395,7 @@ fn acl_refusal(e: &redis::RedisError) -> Option<(String, Option<String>)> {
 /// names only the script's SHA1 and line: the command is looked up on that
 /// line of distlock's own scripts, so every server gets the same sentence.
 fn acl_refusal_of(code: &str, detail: &str) -> Option<(String, Option<String>)> {
-    const HINT: &str = "grant it (see the README's ACL SETUSER line)";
+    const HINT: &str = "grant it (see docs/security.md's ACL SETUSER line)";
     let between = |s: &str, from: &str, to: &str| -> Option<String> {
         let rest = s.split(from).nth(1)?;
         Some(rest.split(to).next()?.to_owned())
@@ -459,9 +437,9 @@ fn acl_refusal_of(code: &str, detail: &str) -> Option<(String, Option<String>)> 
         .map(|w| format!(" with {w}"))
         .unwrap_or_default();
     let sentence = if denied_keys {
-        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see the README's ACL SETUSER line)")
+        format!("permission denied: this Redis user may not access distlock's keys{with}{in_script}; grant the key pattern ~PREFIX:* (see docs/security.md's ACL SETUSER line)")
     } else if denied_channel {
-        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see the README's ACL SETUSER line)")
+        format!("permission denied: this Redis user may not use distlock's channels{with}{in_script}; grant the channel pattern &PREFIX:* (see docs/security.md's ACL SETUSER line)")
     } else {
         format!(
             "permission denied: this Redis user may not run {}{in_script}; {HINT}",

@@ -46,10 +46,11 @@ use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
 
 pub use connection::{redact_urls_in, url_passwords, without_password, Target};
-pub use error::{Failure, ForeignKey, StoreError};
+pub use error::{Failure, StoreError};
 pub use history::{HistoryRecord, RunOutcome};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
+pub use replies::ForeignKey;
 pub use server::{ClockReading, ReplicaClock};
 
 /// What every store call returns: a typed [`StoreError`] on failure.

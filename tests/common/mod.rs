@@ -312,7 +312,7 @@ pub fn guardian_of(distlock: i32) -> i32 {
     found.expect("distlock's guardian process")
 }
 
-/// The lock key of NAME under the default prefix (CONTRACT.md's `P:{N}`).
+/// The lock key of NAME under the default prefix (docs/data-model.md's `P:{N}`).
 pub fn key(name: &str) -> String {
     format!("distlock:{{{name}}}")
 }

@@ -13,7 +13,7 @@
 //! - CMD starts with the caller's signal mask; signals the caller ignored
 //!   stay ignored (ignored dispositions survive exec) and are not forwarded.
 //!   SIGPIPE included: distlock ignores it for itself at start-up, so the
-//!   caller's choice is read even earlier (see `signals`).
+//!   caller's choice is read first (see `signals`).
 //! - distlock is a child subreaper, so whatever CMD leaves behind is
 //!   reparented to it and can be reaped; "the group is empty" is then
 //!   `killpg(pgid, 0)` failing with ESRCH.
@@ -30,12 +30,16 @@ mod guardian;
 mod reap;
 mod signals;
 mod spawn;
+#[cfg(test)]
+mod test_support;
 mod tty;
 
 pub use guardian::Guardian;
 pub use reap::{
     become_subreaper, group_is_empty, kill_and_reap, reap, signal_group, signal_process, ChildState,
 };
+#[cfg(not(test))]
+pub use signals::record_caller_sigpipe;
 pub use signals::{stop_self, Signals, STOPS, WAIT_ENDERS};
 pub use spawn::{spawn, SpawnError};
 pub use tty::Tty;

@@ -110,8 +110,8 @@ mod tests {
     /// some) from under that test's own wait.
     #[test]
     fn a_child_killed_by_a_realtime_signal_is_reaped_with_its_status() {
-        crate::test_support::run_alone(
-            "supervise::reap::tests::reap_a_child_killed_by_a_realtime_signal_alone",
+        crate::process::test_support::run_alone(
+            "process::reap::tests::reap_a_child_killed_by_a_realtime_signal_alone",
             |child| {
                 child.env("DISTLOCK_REAP_TEST_CHILD", "1");
             },

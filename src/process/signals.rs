@@ -1,8 +1,7 @@
 //! The signal mask, the signalfd and boot-time timer `run` and the waiters
-//! sleep on, the caller's dispositions (SIGPIPE's read before `main`), and
+//! sleep on, the caller's dispositions (SIGPIPE's read first thing in `main`), and
 //! stopping distlock itself.
 
-use std::ffi::{c_char, c_int};
 use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -41,26 +40,13 @@ const NOT_FORWARDED: &[i32] = &[
 /// CMD the default. Written once, by `record_caller_sigpipe`.
 static CALLER_IGNORED_SIGPIPE: AtomicBool = AtomicBool::new(false);
 
-/// Runs from the executable's `.init_array`, which the dynamic loader (or,
-/// static, `__libc_start_main`) calls before `main` and so before anything
-/// touches SIGPIPE, whoever's start-up runs (this also holds for the test
-/// harness, whose std `main` sets it too). std uses
-/// the same section to record argv. The arguments are glibc's (argc, argv,
-/// envp), unused.
-extern "C" fn record_caller_sigpipe(
-    _argc: c_int,
-    _argv: *const *const c_char,
-    _envp: *const *const c_char,
-) {
+/// Called by `main` before it ignores SIGPIPE itself, so before anything
+/// else touches it. Under the unit-test harness, whose std start has set it
+/// already, it is never called and CMD gets the default.
+#[cfg_attr(test, allow(dead_code))]
+pub fn record_caller_sigpipe() {
     CALLER_IGNORED_SIGPIPE.store(is_ignored(SIGPIPE as i32), Ordering::Relaxed);
 }
-
-/// Puts `record_caller_sigpipe` in `.init_array`. `#[used]` keeps it
-/// through the linker's garbage collection and LTO.
-#[used]
-#[link_section = ".init_array"]
-static RECORD_CALLER_SIGPIPE: extern "C" fn(c_int, *const *const c_char, *const *const c_char) =
-    record_caller_sigpipe;
 
 /// Whether the caller (whoever exec'd distlock) ignored `sig`: the current
 /// disposition, except for SIGPIPE, which the runtime has changed since.
@@ -74,7 +60,7 @@ pub(super) fn caller_ignored(sig: i32) -> bool {
 /// Whether `sig`'s disposition is SIG_IGN now. Raw, because nix's
 /// `sigaction` always installs an action (a set-and-restore would change
 /// the disposition for a moment) and its `Signal` cannot name realtime
-/// signals; and because it also runs from `.init_array`, before `main`.
+/// signals; and because it runs first thing in `main`, before std's set-up.
 fn is_ignored(sig: i32) -> bool {
     // SAFETY: sigaction with a null new action only writes the current one
     // into a zeroed local; no allocation and no Rust runtime needed. A
