@@ -1,4 +1,4 @@
-//! Fencing tokens never go backwards (issue 29), against real servers: a
+//! Fencing tokens never go backwards (guarantees.md §3), against real servers: a
 //! token is `max(last token + 1, the server's TIME in µs)`, so losing the
 //! counter (a restart without persistence, FLUSHALL, DEL, eviction, a
 //! failover to a replica that missed the last increments) still hands out

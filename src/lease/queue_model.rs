@@ -1,5 +1,5 @@
 //! A model of the fair queue's hand-off, checked exhaustively with
-//! stateright (issue 31).
+//! stateright (docs/queue.md, docs/guarantees.md §11).
 //!
 //! The waiting tests show the queue behaved in the runs we made; this shows
 //! the protocol holds in every interleaving of a small world: three

@@ -290,12 +290,12 @@ end
 /// for as long as it waits, so 0 means that waiter is gone: drop it and try
 /// the next. Only one waiter is woken per release: no thundering herd.
 ///
-/// Nothing here loops over the queue (issue 31): a hand-off costs the same
+/// Nothing here loops over the queue: a hand-off costs the same
 /// with 1,000 waiters as with 10, and no call blocks the server for long.
 /// Each loop is bounded by a constant or by the waiters it drops, each of
 /// which is dropped once.
 ///
-/// Turns (issue 12, point 7): a waiter that is stopped (Ctrl-Z, SIGSTOP) or
+/// Turns (guarantees.md §5): a waiter that is stopped (Ctrl-Z, SIGSTOP) or
 /// frozen still has its connection, so PUBLISH counts it and cannot tell it
 /// from a live one. So a wake-up is a promise for a claim window of
 /// `CLAIM_MS` (server clock): the woken head must take the lock before its
