@@ -9,6 +9,7 @@ use anyhow::{bail, Result};
 use super::inspect::readable_done;
 use super::metrics;
 use super::output::rfc3339;
+use super::status_line::StatusLine;
 use super::{busy_line, release_quietly, signal_policy, Global};
 use crate::clock;
 use crate::config::{self, fmt_duration, RunConfig};
@@ -74,6 +75,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         args.lease.wait,
         args.lease.wait_order,
         &signals,
+        &StatusLine::new(g, &keys.name),
     )? {
         Acquired::Yes { token, sent_at } => (token, sent_at),
         Acquired::Busy {

@@ -80,7 +80,17 @@ impl Store {
                 Ok(Acquire::Unacknowledged)
             }
             AcquireReply::Acquired { token } => Ok(Acquire::Acquired { token }),
-            AcquireReply::Busy { holder, ttl, ahead } => Ok(Acquire::Busy { holder, ttl, ahead }),
+            AcquireReply::Busy {
+                holder,
+                ttl,
+                ahead,
+                watched,
+            } => Ok(Acquire::Busy {
+                holder,
+                ttl,
+                ahead,
+                watched,
+            }),
             AcquireReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
             // No lease was taken, so there is nothing for replicas to keep.
             AcquireReply::Done(mark) => Ok(Acquire::Done(mark)),
