@@ -70,39 +70,37 @@ fn columns() -> usize {
 }
 
 /// What the line says at `now`, cut to fit `cols` columns (0: no limit)
-/// so it never wraps, which would defeat the redraw. Text from other
-/// clients (host, command, owner id) is escaped.
+/// so it never wraps, which would defeat the redraw. The holder's command,
+/// of any length, comes last, so a cut takes it and nothing else. Text
+/// from other clients (host, command, owner id) is escaped.
 pub fn line(name: &str, w: &Waiting, now: Duration, cols: usize) -> String {
     let m = &w.watched;
-    let mut parts = Vec::new();
+    let waited = format!("waited {}", short(now.saturating_sub(w.since)));
+    let ours = match m.place {
+        Some(place) => format!("{} in line, {waited}", ordinal(place + 1)),
+        None => waited,
+    };
+    let mut text = format!("distlock: waiting for {name} ({ours}): ");
     if let Some(holder) = &w.holder {
-        let mut who = format!(
-            "held by {}",
-            escape(m.host.as_deref().unwrap_or(holder.as_str()))
-        );
+        text.push_str("held by ");
+        text.push_str(&escape(m.host.as_deref().unwrap_or(holder.as_str())));
         if let Some(pid) = m.pid {
-            who.push_str(&format!(" pid {pid}"));
-        }
-        if let Some(cmd) = &m.command {
-            who.push_str(&format!(" ({})", escape(cmd)));
+            text.push_str(&format!(" pid {pid}"));
         }
         if let Some(held) = m.held {
             let since_reply = now.saturating_sub(w.seen_at);
-            who.push_str(&format!(" for {}", short(held + since_reply)));
+            text.push_str(&format!(" for {}", short(held + since_reply)));
         }
-        parts.push(who);
+        if let Some(cmd) = &m.command {
+            text.push_str(&format!(": {}", escape(cmd)));
+        }
     } else if w.ahead.is_some() {
-        parts.push("being handed to the next in line".to_owned());
+        text.push_str("being handed to the next in line");
     } else if w.unacked {
-        parts.push("waiting for replicas to acknowledge".to_owned());
+        text.push_str("waiting for replicas to acknowledge");
     } else {
-        parts.push("free, trying again".to_owned());
+        text.push_str("free, trying again");
     }
-    if let Some(place) = m.place {
-        parts.push(format!("{} in line", ordinal(place + 1)));
-    }
-    parts.push(format!("waited {}", short(now.saturating_sub(w.since))));
-    let text = format!("distlock: waiting for {name}: {}", parts.join(", "));
     match cols {
         0 => text,
         n => text.chars().take(n - 1).collect(),
@@ -168,12 +166,12 @@ mod tests {
         let w = waiting(full());
         assert_eq!(
             line("nightly", &w, secs(110), 0),
-            "distlock: waiting for nightly: held by web-1 pid 4242 (./bill --all) for 1m03s, 2nd in line, waited 10s"
+            "distlock: waiting for nightly (2nd in line, waited 10s): held by web-1 pid 4242 for 1m03s: ./bill --all"
         );
         // Redrawn later from the same reply: both clocks move on.
         assert_eq!(
             line("nightly", &w, secs(112), 0),
-            "distlock: waiting for nightly: held by web-1 pid 4242 (./bill --all) for 1m05s, 2nd in line, waited 12s"
+            "distlock: waiting for nightly (2nd in line, waited 12s): held by web-1 pid 4242 for 1m05s: ./bill --all"
         );
     }
 
@@ -182,7 +180,7 @@ mod tests {
         let w = waiting(Watched::default());
         assert_eq!(
             line("n", &w, secs(100), 0),
-            "distlock: waiting for n: held by web-1:4242:ab, waited 0s"
+            "distlock: waiting for n (waited 0s): held by web-1:4242:ab"
         );
         let handed = Waiting {
             holder: None,
@@ -195,7 +193,7 @@ mod tests {
         };
         assert_eq!(
             line("n", &handed, secs(3700), 0),
-            "distlock: waiting for n: being handed to the next in line, 1st in line, waited 1h00m"
+            "distlock: waiting for n (1st in line, waited 1h00m): being handed to the next in line"
         );
     }
 
@@ -212,9 +210,10 @@ mod tests {
             text.contains(r"evil\x1b[2J") && text.contains(r"rm\nx"),
             "{text}"
         );
-        let cut = line("n", &w, secs(110), 30);
-        assert_eq!(cut.chars().count(), 29, "{cut}");
+        let cut = line("n", &w, secs(110), 60);
+        assert_eq!(cut.chars().count(), 59, "{cut}");
         assert!(text.starts_with(&cut));
+        assert!(cut.contains("2nd in line, waited 10s"), "{cut}");
     }
 
     #[test]
