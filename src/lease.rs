@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::config::{Timings, Wait, WaitOrder};
-use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, StoreError, Subscription};
+use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, StoreError, Subscription, Watched};
 
 pub mod supervisor;
 
@@ -60,6 +60,38 @@ pub trait Sleep {
     /// The signal that ends the wait, if one is pending: asked after a
     /// failed attempt, which such a signal cuts short.
     fn interrupted(&self) -> Option<i32>;
+}
+
+/// Someone watching a wait (a person at a terminal): shown what the
+/// waiter knows, while it sleeps, from data it already has. How it is
+/// shown is the caller's business; `lease` prints nothing.
+pub trait Watch {
+    /// How often to show the wait again; None when nobody watches, and
+    /// then the waiter never wakes up for it.
+    fn every(&self) -> Option<Duration>;
+
+    /// Shows the wait as it stands at `now`.
+    fn show(&self, waiting: &Waiting, now: Duration);
+
+    /// The wait is over, however it ended: take away what was shown.
+    fn end(&self);
+}
+
+/// A wait as the last busy reply left it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Waiting {
+    /// The holder's owner id, if held.
+    pub holder: Option<String>,
+    /// The waiter promised the lock, if free but handed over.
+    pub ahead: Option<String>,
+    /// Taken but not acknowledged by enough replicas (and released).
+    pub unacked: bool,
+    /// The reply's part for the status line.
+    pub watched: Watched,
+    /// When that reply came (CLOCK_BOOTTIME).
+    pub seen_at: Duration,
+    /// When the wait started.
+    pub since: Duration,
 }
 
 /// Why [`Sleep::sleep`] returned.
@@ -115,6 +147,7 @@ pub fn acquire(
     wait: Wait,
     order: WaitOrder,
     sleep: &dyn Sleep,
+    watch: &dyn Watch,
 ) -> Result<Acquired> {
     // Semaphore slots have no queue: their waiters listen for any release.
     let order = if keys.limit.is_some() {
@@ -134,8 +167,10 @@ pub fn acquire(
             order,
         },
         sleep,
+        watch,
         &mut queued,
     );
+    watch.end();
     // The acquisition is over: from here on (the leave below, the
     // release, the renewals) a signal is CMD's or the supervisor's.
     store.set_interrupt_signals(&[]);
@@ -173,9 +208,11 @@ fn wait_for(
     store: &mut Store,
     a: &Attempts<'_>,
     sleep: &dyn Sleep,
+    watch: &dyn Watch,
     queued: &mut bool,
 ) -> Result<Acquired> {
     let (keys, owner, ttl_ms, meta) = (a.keys, a.owner, a.ttl_ms, a.meta);
+    let since = now();
     // A wait too long for the clock to count to is a wait without limit.
     let give_up_at = match a.wait {
         Wait::For(d) => now().checked_add(d),
@@ -240,9 +277,18 @@ fn wait_for(
                     ttl,
                     ahead,
                     unacked,
+                    watched,
                 }) => {
                     retry = RETRY_FIRST;
                     let now_t = now();
+                    let waiting = Waiting {
+                        holder: holder.clone(),
+                        ahead: ahead.clone(),
+                        unacked,
+                        watched,
+                        seen_at: now_t,
+                        since,
+                    };
                     let mut wake_at = now_t
                         + match ttl {
                             Some(t) => t + Duration::from_millis(1),
@@ -264,12 +310,20 @@ fn wait_for(
                         wake_at = wake_at.min(t);
                     }
                     let fd = subscriber.as_ref().map_or(idle.as_raw_fd(), Subscriber::fd);
+                    // A watcher is shown the wait from what this reply
+                    // said, redrawn between sleeps of at most `every`:
+                    // no command of its own.
+                    let every = watch.every();
                     loop {
-                        let left = wake_at.saturating_sub(now());
+                        let now_t = now();
+                        let left = wake_at.saturating_sub(now_t);
                         if left.is_zero() {
                             continue 'attempts;
                         }
-                        match sleep.sleep(left, fd) {
+                        if every.is_some() {
+                            watch.show(&waiting, now_t);
+                        }
+                        match sleep.sleep(every.map_or(left, |e| left.min(e)), fd) {
                             Wakeup::Interrupted(sig) => {
                                 break 'attempts Ok(Acquired::Interrupted(sig))
                             }
@@ -322,6 +376,7 @@ enum Step {
         ttl: Option<Duration>,
         ahead: Option<String>,
         unacked: bool,
+        watched: Watched,
     },
 }
 
@@ -359,17 +414,24 @@ fn try_once(
     Ok(
         match store.acquire(a.keys, a.owner, a.ttl_ms, mode, a.meta)? {
             Acquire::Acquired { token } => Step::Done(Acquired::Yes { token, sent_at }),
-            Acquire::Busy { holder, ttl, ahead } => Step::Busy {
+            Acquire::Busy {
+                holder,
+                ttl,
+                ahead,
+                watched,
+            } => Step::Busy {
                 holder,
                 ttl,
                 ahead,
                 unacked: false,
+                watched,
             },
             Acquire::Unacknowledged => Step::Busy {
                 holder: None,
                 ttl: None,
                 ahead: None,
                 unacked: true,
+                watched: Watched::default(),
             },
             // The script left the queue and woke the next waiter itself.
             Acquire::Done(mark) => Step::Done(Acquired::Done(mark)),

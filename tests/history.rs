@@ -244,3 +244,66 @@ fn a_foreign_history_key_is_refused_and_list_survives_it() {
     let t: String = server.cmd(&["TYPE", &history_key("odd")]);
     assert_eq!(t, "hash");
 }
+
+/// Script calls (EVALSHA and EVAL) Redis has run since its last `CONFIG
+/// RESETSTAT`; an EVALSHA refused with NOSCRIPT (a script's first use on
+/// this server) is a failed call and not counted.
+fn script_calls(server: &RedisServer) -> u64 {
+    let info: String = server.cmd(&["INFO", "commandstats"]);
+    let field = |l: &str, f: &str| -> u64 {
+        l.split(&format!("{f}="))
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .map(|l| field(l, "calls") - field(l, "failed_calls"))
+        .sum()
+}
+
+#[test]
+fn a_skipped_run_is_recorded_by_the_acquire_that_found_the_mark() {
+    let server = RedisServer::start();
+    let name = "nightly-once";
+    let once = [
+        "run",
+        name,
+        "--once-per",
+        "1h",
+        "--done-exit-code",
+        "9",
+        "--history-keep",
+        "2",
+        "--",
+        "true",
+    ];
+    assert_eq!(run(distlock(&server).args(once)).code, 0);
+    let _: String = server.cmd(&["CONFIG", "RESETSTAT"]);
+    let out = run(distlock(&server).args(once));
+    assert_eq!(out.code, 9, "{out:?}");
+    assert_eq!(
+        script_calls(&server),
+        1,
+        "the skip is decided and recorded in one round trip"
+    );
+    let recs = records(&server, name);
+    assert_eq!(outcomes(&recs), ["skipped_done", "success"]);
+    let skipped = &recs[0];
+    assert_eq!(skipped["exit_code"], 9, "{skipped}");
+    assert_eq!(skipped["host"], hostname().as_str(), "{skipped}");
+    assert!(skipped["fencing_token"].is_null(), "{skipped}");
+    assert_eq!(skipped["duration_ms"], 0, "{skipped}");
+    let pid = skipped["pid"].as_u64().unwrap();
+    assert!(
+        skipped["owner"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}:{pid}:", hostname())),
+        "{skipped}"
+    );
+    // The cap applies to the skip's record too.
+    assert_eq!(run(distlock(&server).args(once)).code, 9);
+    let len: i64 = server.cmd(&["LLEN", &history_key(name)]);
+    assert_eq!(len, 2);
+}

@@ -1216,6 +1216,13 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
             "+zscore",
             Box::new(|n| args(&["acquire", "--limit", "2", n])),
         ),
+        (
+            "+zrank",
+            Box::new(|n| {
+                run(admin().args(["acquire", n]));
+                args(&["run", "-w", "20s", n, "--", "true"])
+            }),
+        ),
         ("+zrange", Box::new(|n| args(&["acquire", n]))),
         ("+zrangebyscore", Box::new(|n| args(&["acquire", n]))),
         ("+lrange", Box::new(|n| args(&["history", n]))),

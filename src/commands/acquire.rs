@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use super::status_line::StatusLine;
 use super::{busy_line, output, release_quietly, Global, IO_TIMEOUT};
 use crate::clock;
 use crate::config::{self, fmt_duration, AcquireConfig, HoldConfig, HoldRenewerConfig};
@@ -53,6 +54,7 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
         args.lease.wait,
         args.lease.wait_order,
         &signals,
+        &StatusLine::new(g, &keys.name),
     )? {
         Acquired::Yes { token, sent_at } => Ok(Ok(Taken {
             keys,

@@ -13,6 +13,7 @@ mod output;
 mod release;
 mod run;
 mod signal_policy;
+mod status_line;
 
 use std::time::Duration;
 

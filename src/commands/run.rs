@@ -9,6 +9,7 @@ use anyhow::{bail, Result};
 use super::inspect::readable_done;
 use super::metrics;
 use super::output::rfc3339;
+use super::status_line::StatusLine;
 use super::{busy_line, release_quietly, signal_policy, Global};
 use crate::clock;
 use crate::config::{self, fmt_duration, RunConfig};
@@ -25,14 +26,26 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     let timings = args.timings;
     // First, before any thread exists (see process/signals.rs).
     let signals = Signals::install()?;
+    let owner = config::new_owner_id()?;
+    let host = config::hostname();
+    // Written by the acquisition that finds the job done, if one does.
+    let skipped = HistoryRecord {
+        started_ms: 0,
+        duration_ms: 0,
+        host: host.clone(),
+        pid: std::process::id(),
+        owner: owner.clone(),
+        token: None,
+        outcome: RunOutcome::SkippedDone,
+        exit_code: args.done_exit_code,
+    };
     let keys = LockKeys::new(&g.prefix, &args.name)
         .with_limit(args.lease.limit)
-        .with_once_per(args.once_per);
-    let owner = config::new_owner_id()?;
+        .with_once_per(args.once_per)
+        .with_skip_record(&skipped, args.history_keep);
     // The acquisition's reply is useful until the kill deadline it would
     // start; a slow Redis is given that long (at most 5s), not less.
     let mut store = g.store(timings.soft_after().min(Duration::from_secs(5)));
-    let host = config::hostname();
     let pid = std::process::id().to_string();
     let mut passwords = store::url_passwords(&g.url);
     passwords.extend(g.security.password.clone());
@@ -62,6 +75,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         args.lease.wait,
         args.lease.wait_order,
         &signals,
+        &StatusLine::new(g, &keys.name),
     )? {
         Acquired::Yes { token, sent_at } => (token, sent_at),
         Acquired::Busy {
@@ -77,27 +91,8 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),
         Acquired::Done(mark) => {
-            // Not taken: nothing to release, so the skip is recorded on
-            // its own (one more round trip, on a path taken once per host
-            // and window).
+            // The acquisition that found the mark recorded the skip.
             readable_done(&keys, &mark)?;
-            let skipped = HistoryRecord {
-                started_ms: 0,
-                duration_ms: 0,
-                host: host.clone(),
-                pid: std::process::id(),
-                owner: owner.clone(),
-                token: None,
-                outcome: RunOutcome::SkippedDone,
-                exit_code: args.done_exit_code,
-            };
-            let record = RunRecord {
-                last: None,
-                history: Some((&skipped, args.history_keep)),
-            };
-            if let Err(e) = store.record_run(&keys, record) {
-                g.say(format_args!("warning: {e:#}"));
-            }
             g.say(format_args!(
                 "{}",
                 done_line(&keys.name, &mark, args.once_per.unwrap_or_default())

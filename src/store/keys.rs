@@ -44,6 +44,10 @@ pub struct LockKeys {
     /// `run --once-per D`: acquisitions look at the done mark and do not
     /// take a lease that a success less than D ago makes pointless.
     pub once_per: Option<Duration>,
+    /// `run --once-per`: the `skipped_done` history record (keep count,
+    /// stored text) that an acquisition finding the done mark writes in
+    /// the round trip that found it, since no release follows to carry it.
+    pub skip_record: Option<(u32, String)>,
     /// `--limit N`: Some(N) for a semaphore of N > 1 holders; None for a
     /// plain lock (which is what `--limit 1` means).
     pub limit: Option<u32>,
@@ -69,6 +73,7 @@ impl LockKeys {
             tokens: format!("{lock}:tokens"),
             done: format!("{lock}:done"),
             once_per: None,
+            skip_record: None,
             limit: None,
             lock,
         }
@@ -77,6 +82,13 @@ impl LockKeys {
     /// The same lock for `run --once-per window`.
     pub fn with_once_per(mut self, window: Option<Duration>) -> LockKeys {
         self.once_per = window;
+        self
+    }
+
+    /// The same lock, recording `record` (the newest `keep` kept) when
+    /// `--once-per` finds the job done.
+    pub fn with_skip_record(mut self, record: &super::HistoryRecord, keep: u32) -> LockKeys {
+        self.skip_record = Some((keep, record.tail()));
         self
     }
 

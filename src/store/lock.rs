@@ -38,14 +38,19 @@ impl Store {
                 .key(&keys.slots)
                 .key(&keys.limit_key)
                 .key(&keys.turns);
-            // `--once-per`: KEYS[9], the done mark, after every other key.
+            // `--once-per`: KEYS[9], the done mark, and KEYS[10], the
+            // history, after every other key.
             if once_per_ms.is_some() {
-                inv.key(&keys.done);
+                inv.key(&keys.done).key(&keys.history);
             }
             inv.arg(owner)
                 .arg(ttl_ms)
                 .arg(mode.as_arg())
                 .arg(&keys.wake_prefix);
+            match keys.skip_record.as_ref().filter(|_| once_per_ms.is_some()) {
+                Some((keep, record)) => inv.arg(*keep).arg(record),
+                None => inv.arg("").arg(""),
+            };
             for (k, v) in meta {
                 inv.arg(*k).arg(*v);
             }
@@ -75,7 +80,17 @@ impl Store {
                 Ok(Acquire::Unacknowledged)
             }
             AcquireReply::Acquired { token } => Ok(Acquire::Acquired { token }),
-            AcquireReply::Busy { holder, ttl, ahead } => Ok(Acquire::Busy { holder, ttl, ahead }),
+            AcquireReply::Busy {
+                holder,
+                ttl,
+                ahead,
+                watched,
+            } => Ok(Acquire::Busy {
+                holder,
+                ttl,
+                ahead,
+                watched,
+            }),
             AcquireReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
             // No lease was taken, so there is nothing for replicas to keep.
             AcquireReply::Done(mark) => Ok(Acquire::Done(mark)),

@@ -88,6 +88,7 @@ pub enum Acquire {
         holder: Option<String>,
         ttl: Option<Duration>,
         ahead: Option<String>,
+        watched: Watched,
     },
     /// Taken, but fewer than `--min-replicas` replicas acknowledged it in
     /// time, so it was released again: a failover could have lost it.
@@ -96,6 +97,20 @@ pub enum Acquire {
     /// than the window ago; no lease was taken and the next waiter was
     /// woken.
     Done(DoneMark),
+}
+
+/// What a busy reply says for a waiter's status line, read in the same
+/// round trip (the line costs no command): the holder's host, pid and
+/// command (from its metadata), how long it has held the lease by the
+/// server's clock, and this waiter's 0-based place in the queue. Each is
+/// None when unknown (no metadata, another client's, not queued).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watched {
+    pub host: Option<String>,
+    pub pid: Option<u64>,
+    pub command: Option<String>,
+    pub held: Option<Duration>,
+    pub place: Option<u64>,
 }
 
 /// The done mark of `run --once-per`: which run succeeded, and when.

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, ParsingError, Value};
 
-use super::{DoneMark, LockInfo, SlotsInfo};
+use super::{DoneMark, LockInfo, SlotsInfo, Watched};
 
 /// A key of a lock that holds a value of another Redis type than distlock
 /// gives it (something else wrote it). Every script checks the types of
@@ -46,12 +46,15 @@ impl fmt::Display for ForeignKey {
 pub(super) enum AcquireReply {
     /// `{1, token}`: taken (or already ours), with this fencing token.
     Acquired { token: u64 },
-    /// `{0, holder, pttl[, ahead]}`: held by `holder` for `pttl` ms more,
-    /// or free but promised to `ahead`, the next live waiter.
+    /// `{0, holder, pttl[, ahead[, host, pid, command, held ms, place]]}`:
+    /// held by `holder` for `pttl` ms more, or free but promised to
+    /// `ahead`, the next live waiter; then what a waiter's status line
+    /// shows (any of it may be nil).
     Busy {
         holder: Option<String>,
         ttl: Option<Duration>,
         ahead: Option<String>,
+        watched: Watched,
     },
     /// `{-1, n}`: in use with `--limit n` (≤ 1: as a plain lock).
     LimitMismatch(i64),
@@ -74,6 +77,7 @@ impl FromRedisValue for AcquireReply {
                     Some(a) => string(a)?,
                     None => None,
                 },
+                watched: watched(rest.get(1..).unwrap_or_default()),
             }),
             [Value::Int(-1), n] => Ok(AcquireReply::LimitMismatch(int(n)?)),
             [Value::Int(2), at, age, host, token] => Ok(AcquireReply::Done(DoneMark {
@@ -94,6 +98,25 @@ impl FromRedisValue for AcquireReply {
             })),
             other => Err(unexpected("acquire", other)),
         }
+    }
+}
+
+/// The status line's part of a busy reply: another client's metadata,
+/// so what cannot be read is simply not shown (never an error).
+fn watched(items: &[Value]) -> Watched {
+    let text = |i: usize| items.get(i).and_then(|v| string(v).ok().flatten());
+    let number = |i: usize| {
+        items.get(i).and_then(|v| match v {
+            Value::Int(n) => u64::try_from(*n).ok(),
+            v => string(v).ok().flatten()?.parse().ok(),
+        })
+    };
+    Watched {
+        host: text(0),
+        pid: number(1),
+        command: text(2),
+        held: number(3).map(Duration::from_millis),
+        place: number(4),
     }
 }
 
@@ -517,7 +540,8 @@ mod tests {
             AcquireReply::Busy {
                 holder: Some("h:1:ab".into()),
                 ttl: Some(Duration::from_millis(1500)),
-                ahead: None
+                ahead: None,
+                watched: Watched::default(),
             }
         );
         assert_eq!(
@@ -525,8 +549,54 @@ mod tests {
             AcquireReply::Busy {
                 holder: None,
                 ttl: None,
-                ahead: Some("w".into())
+                ahead: Some("w".into()),
+                watched: Watched::default(),
             }
+        );
+        // As ACQUIRE sends the status line's part: strings from the
+        // metadata hash, the time held as a string, the place as a number.
+        assert_eq!(
+            r(vec![
+                Value::Int(0),
+                bulk("web-1:42:ab"),
+                Value::Int(9000),
+                Value::Nil,
+                bulk("web-1"),
+                bulk("42"),
+                bulk("./bill --all"),
+                bulk("65000"),
+                Value::Int(2),
+            ])
+            .unwrap(),
+            AcquireReply::Busy {
+                holder: Some("web-1:42:ab".into()),
+                ttl: Some(Duration::from_millis(9000)),
+                ahead: None,
+                watched: Watched {
+                    host: Some("web-1".into()),
+                    pid: Some(42),
+                    command: Some("./bill --all".into()),
+                    held: Some(Duration::from_secs(65)),
+                    place: Some(2),
+                },
+            }
+        );
+        // Another client's metadata that is no number is not shown.
+        let odd = r(vec![
+            Value::Int(0),
+            bulk("x"),
+            Value::Int(5),
+            Value::Nil,
+            Value::Nil,
+            bulk("-3"),
+            Value::Nil,
+            bulk("1e400"),
+            Value::Nil,
+        ])
+        .unwrap();
+        assert!(
+            matches!(&odd, AcquireReply::Busy { watched, .. } if *watched == Watched::default()),
+            "{odd:?}"
         );
         assert_eq!(
             r(vec![Value::Int(-1), Value::Int(3)]).unwrap(),

@@ -500,33 +500,74 @@ end
     };
 }
 
+/// Lua that adds a record to a run history (`P:{N}:history`): a LIST,
+/// newest first, LPUSH then LTRIM to the newest `keep` (0 deletes it). A
+/// list rather than a stream: the log is read newest first and a few at a
+/// time (LRANGE 0 N-1), capped exactly by count (XADD MAXLEN without `~`
+/// costs the same, but stream ids are times of the server, of no use to
+/// a reader who wants the acquisition time), and lists exist on every
+/// Redis distlock supports. Each entry is one JSON object: `tail` is the
+/// record as distlock built it, and the start on the server's clock is
+/// spliced in front as text. (cjson would re-encode every number as a
+/// double with 14 digits, and fencing tokens are longer.) The start is the
+/// lease's acquisition time (`meta`), else now less the duration.
+macro_rules! record_history {
+    () => {
+        r#"
+local function record_history(history, keep, duration_ms, tail, meta)
+  keep = tonumber(keep)
+  if not keep then return end
+  if keep <= 0 then redis.call('DEL', history) return end
+  local t = redis.call('TIME')
+  local at = meta and tonumber(redis.call('HGET', meta, 'acquired_ms'))
+  if not at then
+    at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - (tonumber(duration_ms) or 0)
+  end
+  redis.call('LPUSH', history, '{"started_ms":' .. string.format('%d', at) .. ',' .. string.sub(tail, 2))
+  redis.call('LTRIM', history, 0, keep - 1)
+end
+"#
+    };
+}
+
 /// `acquire`: take the lease if it is free and no live waiter is ahead, or
 /// refresh it if this owner already holds it (a retry after a lost reply
 /// must not burn a token).
 ///
 /// KEYS: lock, fence, meta, queue, deadlines, slots, limit (those two
 /// only to refuse a name in use as a semaphore), turns, and with
-/// `--once-per` the done mark. ARGV: owner, ttl ms, mode
+/// `--once-per` the done mark and the history. ARGV: owner, ttl ms, mode
 /// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
-/// queue), wake channel prefix, then metadata field/value pairs.
-/// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false}`, or
-/// `{-1, N}` when the name is in use as a semaphore of N.
+/// queue), wake channel prefix, history keep count and record for a
+/// skipped run ('' '' for none), then metadata field/value pairs.
+/// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false,
+/// host, pid, command, held ms, place}`, or `{-1, N}` when the name is in
+/// use as a semaphore of N.
 ///
-/// `run --once-per D` adds KEYS[9], the done mark, and `once_per_ms` among
-/// the metadata: when the lease would be ours but a mark younger than D is
-/// there, the lease is not taken at all (no token burnt, nothing to
-/// release, still one round trip): we leave the queue, wake the next
-/// waiter (who finds the mark too) and return the mark, `{2, at_ms,
+/// The busy reply's tail is what a waiter's status line shows, so that
+/// the line costs no command of its own: the holder's host, pid and
+/// command and how long it has held the lease by the server's clock (false
+/// when unknown: HMGET on the metadata, O(1)), and for a `fair` waiter its
+/// 0-based place in the queue (ZRANK, O(log N)).
+///
+/// `run --once-per D` adds KEYS[9], the done mark, KEYS[10], the history,
+/// and `once_per_ms` among the metadata: when the lease would be ours but a
+/// mark younger than D is there, the lease is not taken at all (no token
+/// burnt, nothing to release, still one round trip): we leave the queue,
+/// wake the next waiter (who finds the mark too), add the `skipped_done`
+/// history record (see `record_history!`) and return the mark, `{2, at_ms,
 /// age_ms, host, token}` (see `done_mark!`).
 pub(super) static ACQUIRE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     done_mark!(),
+    record_history!(),
     extend!(),
     next_token!(),
     r"
 local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
 if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
+if KEYS[10] and ARGV[5] ~= '' then table.insert(expect, KEYS[10]) table.insert(expect, 'list') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
 local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -552,10 +593,11 @@ end
 if holder == false and not ahead then
   -- run --once-per: done already in this window?
   if KEYS[9] then
-    local done = done_within(KEYS[9], math.floor(now / 1000), tonumber(arg_field(5, 'once_per_ms')))
+    local done = done_within(KEYS[9], math.floor(now / 1000), tonumber(arg_field(7, 'once_per_ms')))
     if done then
       drop(queue, deadlines, turns, owner)
       wake_next(queue, deadlines, turns, chan, owner)
+      if KEYS[10] and ARGV[5] ~= '' then record_history(KEYS[10], ARGV[5], 0, ARGV[6], false) end
       return done
     end
   end
@@ -569,9 +611,9 @@ if holder == false and not ahead then
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
   redis.call('DEL', meta)
-  if #ARGV > 4 then
+  if #ARGV > 6 then
     redis.call('HSET', meta, 'acquired_ms', string.format('%d', math.floor(now / 1000)),
-      'token', token, unpack(ARGV, 5))
+      'token', token, unpack(ARGV, 7))
     redis.call('PEXPIRE', meta, ttl)
   end
   redis.call('SET', lock, owner, 'PX', ttl)
@@ -601,7 +643,15 @@ if mode == 'fair' then
     if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, keep) end
   end
 end
-return {0, holder, pttl, ahead}
+local who = {false, false, false, false}
+if holder then
+  who = redis.call('HMGET', meta, 'host', 'pid', 'command', 'acquired_ms')
+  local at = tonumber(who[4])
+  who[4] = at and string.format('%d', math.max(math.floor(now / 1000) - at, 0)) or false
+end
+local place = false
+if mode == 'fair' then place = redis.call('ZRANK', queue, owner) end
+return {0, holder, pttl, ahead, who[1], who[2], who[3], who[4], place}
 "
 ));
 
@@ -660,36 +710,6 @@ local function record_last_run(key, keep, first)
   redis.call('PEXPIRE', key, keep)
 end
 "
-    };
-}
-
-/// Lua that adds a record to a run history (`P:{N}:history`): a LIST,
-/// newest first, LPUSH then LTRIM to the newest `keep` (0 deletes it). A
-/// list rather than a stream: the log is read newest first and a few at a
-/// time (LRANGE 0 N-1), capped exactly by count (XADD MAXLEN without `~`
-/// costs the same, but stream ids are times of the server, of no use to
-/// a reader who wants the acquisition time), and lists exist on every
-/// Redis distlock supports. Each entry is one JSON object: `tail` is the
-/// record as distlock built it, and the start on the server's clock is
-/// spliced in front as text. (cjson would re-encode every number as a
-/// double with 14 digits, and fencing tokens are longer.) The start is the
-/// lease's acquisition time (`meta`), else now less the duration.
-macro_rules! record_history {
-    () => {
-        r#"
-local function record_history(history, keep, duration_ms, tail, meta)
-  keep = tonumber(keep)
-  if not keep then return end
-  if keep <= 0 then redis.call('DEL', history) return end
-  local t = redis.call('TIME')
-  local at = meta and tonumber(redis.call('HGET', meta, 'acquired_ms'))
-  if not at then
-    at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - (tonumber(duration_ms) or 0)
-  end
-  redis.call('LPUSH', history, '{"started_ms":' .. string.format('%d', at) .. ',' .. string.sub(tail, 2))
-  redis.call('LTRIM', history, 0, keep - 1)
-end
-"#
     };
 }
 

@@ -33,10 +33,16 @@ impl Store {
             })?;
         // A slot is never promised to a waiter ahead: no queue.
         let reply = match reply {
-            AcquireReply::Busy { holder, ttl, .. } => AcquireReply::Busy {
+            AcquireReply::Busy {
+                holder,
+                ttl,
+                watched,
+                ..
+            } => AcquireReply::Busy {
                 holder,
                 ttl,
                 ahead: None,
+                watched,
             },
             other => other,
         };
