@@ -13,14 +13,17 @@
 //! - `clock`: the boot-time clock every deadline is on; a leaf.
 //! - `store`: the only Redis code: `Store` and its operations, split by job
 //!   (`keys`, `connection`, `scripts`, `replies`, `lock`, `semaphore`,
-//!   `pubsub`, `server`), with typed errors (`error`: `StoreError`).
+//!   `pubsub`, `server`, `history`, `deadline`), with typed errors
+//!   (`error`: `StoreError`).
 //! - `lease`: taking the lease (and waiting), the renewer thread, and the
 //!   `Supervisor`, the pure decision machine of a run.
 //! - `process`: signals, spawning CMD, the terminal, the guardian,
 //!   reaping; knows no Redis.
 //! - `commands`: the subcommands: `run` (the loop that drives), `acquire`
 //!   (acquire, hold), `release` (renew, release), `inspect` (inspect,
-//!   list), `history`, `doctor`, `man`; they take `config`'s checked settings.
+//!   list), `history` (with `metrics`), `doctor`, `man`, and what they
+//!   share: `output` (stdout, escaping) and `status_line` (a waiter's line);
+//!   they take `config`'s checked settings.
 //! - `exit`: the exit status table.
 //!
 //! `tests/architecture.rs` checks these arrows and that there is no cycle.
