@@ -562,6 +562,8 @@ fn populate(ctx: &Ctx, redis: &RedisServer, from: usize, to: usize) {
     }
 }
 
+// Reaped with wait4 for its rusage, which Child::wait does not give.
+#[allow(clippy::zombie_processes)]
 fn listing(ctx: &Ctx, redis: &RedisServer, locks: usize, json: bool) -> Listing {
     let mut con = redis.conn();
     let s0 = commandstats(&mut con);
