@@ -44,6 +44,11 @@
 //! the others in the overhead, handoff and contention parts, so a before
 //! and after are measured under the same load).
 //!
+//! `DISTLOCK_BENCH_SCALE` (a list of queue lengths, e.g. `1,10,100,1000`)
+//! runs the scale parts instead of these five: N waiters on one lock
+//! against flock(1) and `etcdctl lock`, renewal load with 1,000 names
+//! held, and `list` over 100,000 held locks (see `compare/scale.rs`).
+//!
 //! Exit status: 0 when everything ran, even if a performance target was
 //! missed (the table says PASS/FAIL); 1 when a safety check failed (two
 //! runs overlapped, or tokens went backwards).
@@ -61,6 +66,9 @@ use std::time::{Duration, Instant};
 const HELPER: &str = "__distlock_bench_helper";
 
 const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+
+#[path = "compare/scale.rs"]
+mod scale;
 
 const WORKERS: usize = 8;
 const RUNS_PER_WORKER: usize = 25;
@@ -96,6 +104,9 @@ fn main() {
             .map(|b| installed(Path::new(&b), "distlock-before")),
         dir,
     };
+    let scale: Vec<usize> = std::env::var("DISTLOCK_BENCH_SCALE")
+        .map(|v| scale::parse_counts("DISTLOCK_BENCH_SCALE", &v))
+        .unwrap_or_default();
     let mut con = redis.conn();
     let version: String = redis::cmd("INFO")
         .arg("server")
@@ -110,6 +121,17 @@ fn main() {
         loadavg(),
     );
 
+    if !scale.is_empty() {
+        let ok = scale::run(&ctx, &redis, &scale);
+        println!(
+            "\n(bench ran {:.1}s; load average at the end: {})",
+            started.elapsed().as_secs_f64(),
+            loadavg()
+        );
+        drop(redis);
+        drop(bins);
+        std::process::exit(if ok { 0 } else { 1 });
+    }
     eprintln!("[1/5] overhead …");
     let overhead = bench_overhead(&ctx, n);
     eprintln!("[2/5] handoff …");
@@ -154,6 +176,9 @@ fn main() {
 /// `hold READY GATE [END]`: create READY, wait for GATE to exist, then
 /// write CLOCK_MONOTONIC ns to END just before exiting.
 /// `log FILE`: append `S`/`E` lines (worker, iteration, token, ns).
+/// `work FILE MS`: append `S`/`E` lines (BENCH_ITER, token, ns) around an
+/// MS ms sleep. `park READY GATE`: create READY, then poll for GATE every
+/// 100 ms (a thousand of them must not keep the CPUs busy).
 /// `noop`: exit at once. `ping HOST:PORT`: connect, PING, read +PONG.
 fn helper(args: &[String]) -> ! {
     let now = mono_ns();
@@ -167,6 +192,26 @@ fn helper(args: &[String]) -> ! {
             let mut reply = [0u8; 7];
             s.read_exact(&mut reply).unwrap();
             assert_eq!(&reply, b"+PONG\r\n");
+        }
+        Some("work") => {
+            let var = |k: &str| std::env::var(k).unwrap_or_else(|_| "-".into());
+            let (i, tok) = (var("BENCH_ITER"), var("DISTLOCK_FENCING_TOKEN"));
+            let mut f = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&args[1])
+                .unwrap();
+            f.write_all(format!("S {i} {tok} {now}\n").as_bytes())
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(args[2].parse().unwrap()));
+            f.write_all(format!("E {i} {tok} {}\n", mono_ns()).as_bytes())
+                .unwrap();
+        }
+        Some("park") => {
+            fs::write(&args[1], "").unwrap();
+            while !Path::new(&args[2]).exists() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
         Some("stamp") => {
             fs::write(&args[1], now.to_string()).unwrap();

@@ -1,0 +1,847 @@
+//! `DISTLOCK_BENCH_SCALE=1,10,100,1000`: the queue at scale (issue 31),
+//! instead of the five everyday parts.
+//!
+//! 1. **Queue**: for each N, and for each tool (flock(1) on a file,
+//!    distlock, and `etcdctl lock` against a local etcd when `etcd` and
+//!    `etcdctl` are on PATH), a holder takes the lock, N
+//!    `--wait forever` waiters are started at once with a 10 ms CMD, and
+//!    once all N are blocked (flock: /proc/locks; distlock: the queue's
+//!    ZCARD; etcd: the lock's keys) their private memory (RssAnon) is read
+//!    and the holder lets go. From then until the last waiter exits: server
+//!    commands per hand-off (`INFO commandstats`, which counts commands run
+//!    inside scripts), server CPU per hand-off (redis-server: `INFO cpu`;
+//!    etcd: /proc/PID/stat), SLOWLOG entries of 1 ms or more (the log is
+//!    reset before the waiters start, so joining the queue counts too) and
+//!    the hand-off gap (a CMD's start minus the previous CMD's end, both
+//!    CLOCK_MONOTONIC). Mutual exclusion and strictly increasing fencing
+//!    tokens are checked on the same logs.
+//! 2. **Renewal load**: `DISTLOCK_BENCH_RENEW_NAMES` (default 1000) names
+//!    held at once by `distlock run` with the default --ttl (30s, renewed
+//!    every 10s); server commands/s and CPU over
+//!    `DISTLOCK_BENCH_RENEW_WINDOW` seconds (default 20).
+//! 3. **list**: `DISTLOCK_BENCH_LIST` (default 20000,100000) held locks,
+//!    made by copying one real `distlock acquire`'s keys under new names
+//!    (DUMP/RESTORE: 100,000 acquire processes would take minutes); wall
+//!    time of `distlock list > pipe`, time to its first byte, and its
+//!    peak RSS (`ru_maxrss` of that process, from wait4).
+//!
+//! `DISTLOCK_BENCH_ETCD_MAX` (default 300) caps N for etcdctl: at 1,000
+//! waiters on this 2-core box the etcd run did not get all of them queued
+//! (the waiters had exited and etcd was gone when the 180 s wait ran out).
+//! 0 for RENEW_NAMES or LIST skips that part. Every wait is bounded; a
+//! part that cannot finish in time panics, which kills redis-server and
+//! etcd on the way out.
+
+use super::*;
+
+use std::io::Read;
+
+const CMD_MS: &str = "10";
+const QUEUE_LIMIT: Duration = Duration::from_secs(180);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Locker {
+    Flock,
+    Distlock,
+    Etcd,
+}
+
+impl Locker {
+    fn name(self) -> &'static str {
+        match self {
+            Locker::Flock => "flock",
+            Locker::Distlock => "distlock",
+            Locker::Etcd => "etcdctl lock",
+        }
+    }
+}
+
+/// One drained queue of N waiters.
+struct Drain {
+    n: usize,
+    tool: Locker,
+    gaps_ms: Vec<f64>,
+    rss_anon_kib: Vec<u64>,
+    /// Server commands while the queue drained (None: no such server).
+    cmds: Option<u64>,
+    publish: Option<u64>,
+    /// Commands while the N waiters joined, before the holder let go.
+    join_cmds: Option<u64>,
+    server_cpu: Option<Duration>,
+    slow: Option<(usize, u64)>,
+    wall: Duration,
+    overlaps: usize,
+    token_errors: usize,
+    failed: usize,
+}
+
+/// A single-member etcd on free loopback ports, data on tmpfs (redis-server
+/// here runs without persistence too: the bench compares protocols, not
+/// disks). Killed on drop.
+struct Etcd {
+    child: Child,
+    endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    fn start() -> Result<Etcd, String> {
+        for (tool, version) in [("etcd", "--version"), ("etcdctl", "version")] {
+            let found = Command::new(tool)
+                .arg(version)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !found {
+                return Err(format!(
+                    "{tool} not on PATH (apt-get install etcd-server etcd-client)"
+                ));
+            }
+        }
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm)
+        } else {
+            tempfile::tempdir()
+        }
+        .map_err(|e| e.to_string())?;
+        let port = || {
+            TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port()
+        };
+        let (client, peer) = (port(), port());
+        let endpoint = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let log = fs::File::create(dir.path().join("etcd.log")).map_err(|e| e.to_string())?;
+        let child = Command::new("etcd")
+            .args(["--name", "bench", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &endpoint])
+            .args(["--advertise-client-urls", &endpoint])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("bench={peer_url}")])
+            .args(["--log-level", "error"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let mut etcd = Etcd {
+            child,
+            endpoint,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if etcd.child.try_wait().unwrap().is_some() {
+                return Err("etcd exited at start (see its log)".into());
+            }
+            if etcd.ctl(&["endpoint", "health"]).is_some() {
+                return Ok(etcd);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err("etcd did not become healthy within 20s".into())
+    }
+
+    fn ctl(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .env("ETCDCTL_ENDPOINTS", &self.endpoint)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Keys under `prefix`: the holder's and each waiter's.
+    fn count(&self, prefix: &str) -> usize {
+        self.ctl(&["get", "--prefix", "--keys-only", prefix])
+            .map_or(0, |s| s.lines().filter(|l| !l.trim().is_empty()).count())
+    }
+
+    fn version(&self) -> String {
+        self.ctl(&["version"])
+            .and_then(|s| s.lines().next().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
+    fn cpu(&self) -> Duration {
+        process_cpu(self.child.id())
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// User + system CPU of a live process, from /proc/PID/stat (clock ticks).
+fn process_cpu(pid: u32) -> Duration {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_secs_f64(ticks as f64 / hz)
+}
+
+/// Commands by name from `INFO commandstats`.
+fn commandstats(con: &mut redis::Connection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let (cmd, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((cmd.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Calls between two snapshots, without the bench's own questions.
+fn delta(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> (u64, u64) {
+    let ours = [
+        "info",
+        "config|set",
+        "config|resetstat",
+        "slowlog|reset",
+        "slowlog|get",
+        "slowlog|len",
+        "zcard",
+    ];
+    let mut total = 0;
+    for (k, v) in b {
+        if !ours.contains(&k.as_str()) {
+            total += v - a.get(k).copied().unwrap_or(0);
+        }
+    }
+    let publish = b.get("publish").copied().unwrap_or(0) - a.get("publish").copied().unwrap_or(0);
+    (total, publish)
+}
+
+fn rss_anon(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Waiters blocked in flock(2) among `pids`.
+fn flock_blocked_among(pids: &[u32]) -> usize {
+    let locks = fs::read_to_string("/proc/locks").unwrap_or_default();
+    let pids: std::collections::HashSet<String> = pids.iter().map(u32::to_string).collect();
+    locks
+        .lines()
+        .filter(|l| l.contains("->") && l.split_whitespace().any(|w| pids.contains(w)))
+        .count()
+}
+
+fn command_for(
+    ctx: &Ctx,
+    etcd: Option<&Etcd>,
+    tool: Locker,
+    lock: &str,
+    cmd: &[&str],
+    wait: bool,
+) -> Command {
+    match tool {
+        Locker::Flock => ctx.locked(Tool::Flock, lock, &[], cmd),
+        Locker::Distlock => ctx.locked(
+            Tool::Distlock,
+            lock,
+            if wait { &["--wait", "forever"] } else { &[] },
+            cmd,
+        ),
+        Locker::Etcd => {
+            let mut c = Command::new("etcdctl");
+            c.env("ETCDCTL_API", "3")
+                .env("ETCDCTL_ENDPOINTS", &etcd.expect("etcd").endpoint)
+                .args(["lock", lock])
+                .args(cmd)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null());
+            c
+        }
+    }
+}
+
+fn drain(ctx: &Ctx, redis: &RedisServer, etcd: Option<&Etcd>, tool: Locker, n: usize) -> Drain {
+    let tag = format!("scale-{}-{n}", tool.name().replace(' ', "-"));
+    let lock = tag.clone();
+    let (ready, gate, end, log) = (
+        ctx.path(&format!("{tag}.ready")),
+        ctx.path(&format!("{tag}.gate")),
+        ctx.path(&format!("{tag}.end")),
+        ctx.path(&format!("{tag}.log")),
+    );
+    let mut con = redis.conn();
+    let mut holder = command_for(
+        ctx,
+        etcd,
+        tool,
+        &lock,
+        &ctx.helper_cmd(&["hold", &ready, &gate, &end]),
+        false,
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_until(&format!("{} holder to start", tool.name()), || {
+        Path::new(&ready).exists()
+    });
+
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(1000)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
+    let s0 = commandstats(&mut con);
+    let work = ctx.helper_cmd(&["work", &log, CMD_MS]);
+    let mut kids: Vec<Child> = (0..n)
+        .map(|i| {
+            let mut c = command_for(ctx, etcd, tool, &lock, &work, true);
+            c.env("BENCH_ITER", i.to_string()).stderr(Stdio::null());
+            c.spawn().expect("spawn waiter")
+        })
+        .collect();
+    let pids: Vec<u32> = kids.iter().map(Child::id).collect();
+    let etcd_prefix = format!("{lock}/");
+    let deadline = Instant::now() + QUEUE_LIMIT;
+    loop {
+        let blocked = match tool {
+            Locker::Flock => flock_blocked_among(&pids),
+            Locker::Distlock => queued(&mut con, &lock) as usize,
+            // The holder's key and one per waiter.
+            Locker::Etcd => etcd.unwrap().count(&etcd_prefix).saturating_sub(1),
+        };
+        if blocked >= n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: only {blocked} of {n} waiters blocked after {QUEUE_LIMIT:?}",
+            tool.name()
+        );
+        std::thread::sleep(Duration::from_millis(if n > 100 { 100 } else { 5 }));
+    }
+    let rss_anon_kib: Vec<u64> = pids.iter().filter_map(|&p| rss_anon(p)).collect();
+
+    let s1 = commandstats(&mut con);
+    let cpu0 = match tool {
+        Locker::Etcd => etcd.unwrap().cpu(),
+        _ => redis_cpu(&mut con),
+    };
+    let t = Instant::now();
+    fs::write(&gate, "").unwrap();
+    let mut failed = 0;
+    if !wait_child(&mut holder).success() {
+        failed += 1;
+    }
+    for k in &mut kids {
+        if !wait_child(k).success() {
+            failed += 1;
+        }
+    }
+    let wall = t.elapsed();
+    let cpu1 = match tool {
+        Locker::Etcd => etcd.unwrap().cpu(),
+        _ => redis_cpu(&mut con),
+    };
+    let s2 = commandstats(&mut con);
+    let slow: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1000)
+        .query(&mut con)
+        .unwrap();
+    let slow_max_us = slow
+        .iter()
+        .filter_map(|e| match e {
+            redis::Value::Array(f) => match f.get(2) {
+                Some(redis::Value::Int(us)) => Some(*us as u64),
+                _ => None,
+            },
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+
+    // S/E lines: (start, end, token) per run, in start order.
+    let mut runs: HashMap<String, (u64, u64, Option<u64>)> = HashMap::new();
+    for line in fs::read_to_string(&log).unwrap_or_default().lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let ns: u64 = f[3].parse().unwrap();
+        let r = runs
+            .entry(f[1].to_owned())
+            .or_insert((0, 0, f[2].parse().ok()));
+        if f[0] == "S" {
+            r.0 = ns;
+        } else {
+            r.1 = ns;
+        }
+    }
+    let mut runs: Vec<(u64, u64, Option<u64>)> = runs.into_values().collect();
+    runs.sort_by_key(|r| r.0);
+    let mut prev_end: u64 = fs::read_to_string(&end)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let (mut gaps_ms, mut overlaps, mut token_errors, mut max_end) = (Vec::new(), 0, 0, prev_end);
+    for (k, r) in runs.iter().enumerate() {
+        if r.0 < max_end {
+            overlaps += 1;
+        }
+        gaps_ms.push((r.0 as f64 - prev_end as f64) / 1e6);
+        prev_end = r.1;
+        max_end = max_end.max(r.1);
+        if tool == Locker::Distlock
+            && k > 0
+            && !matches!((runs[k - 1].2, r.2), (Some(a), Some(b)) if b > a)
+        {
+            token_errors += 1;
+        }
+    }
+    failed += n - runs.len().min(n);
+    let redis_side = tool == Locker::Distlock;
+    let (join, _) = delta(&s0, &s1);
+    let (cmds, publish) = delta(&s1, &s2);
+    Drain {
+        n,
+        tool,
+        gaps_ms,
+        rss_anon_kib,
+        cmds: redis_side.then_some(cmds),
+        publish: redis_side.then_some(publish),
+        join_cmds: redis_side.then_some(join),
+        server_cpu: (tool != Locker::Flock).then(|| cpu1.saturating_sub(cpu0)),
+        slow: redis_side.then_some((slow.len(), slow_max_us)),
+        wall,
+        overlaps,
+        token_errors,
+        failed,
+    }
+}
+
+/// Renewal load of `names` locks held at once by `distlock run`.
+struct Renewal {
+    names: usize,
+    window: Duration,
+    cmds_per_s: f64,
+    scripts_per_s: f64,
+    cpu_pct: f64,
+    start_wall: Duration,
+    holder_rss_anon_kib: u64,
+}
+
+fn renewal(ctx: &Ctx, redis: &RedisServer, names: usize, window: Duration) -> Renewal {
+    let mut con = redis.conn();
+    let (readies, gate) = (ctx.path("renew-ready"), ctx.path("renew.gate"));
+    fs::create_dir_all(&readies).unwrap();
+    let t = Instant::now();
+    let mut kids: Vec<Child> = (0..names)
+        .map(|i| {
+            let ready = format!("{readies}/{i}");
+            ctx.locked(
+                Tool::Distlock,
+                &format!("renew-{i}"),
+                &[],
+                &ctx.helper_cmd(&["park", &ready, &gate]),
+            )
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn holder")
+        })
+        .collect();
+    let deadline = Instant::now() + QUEUE_LIMIT;
+    while fs::read_dir(&readies).unwrap().count() < names {
+        assert!(
+            Instant::now() < deadline,
+            "{names} holders did not all start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start_wall = t.elapsed();
+    let mut rss: Vec<u64> = kids.iter().filter_map(|k| rss_anon(k.id())).collect();
+    rss.sort_unstable();
+    let (s0, c0) = (commandstats(&mut con), redis_cpu(&mut con));
+    let t = Instant::now();
+    std::thread::sleep(window);
+    let (s1, c1) = (commandstats(&mut con), redis_cpu(&mut con));
+    let window = t.elapsed();
+    fs::write(&gate, "").unwrap();
+    for k in &mut kids {
+        check(Tool::Distlock, "renewal holder", wait_child(k));
+    }
+    let (cmds, _) = delta(&s0, &s1);
+    let scripts: u64 = ["evalsha", "eval", "fcall"]
+        .iter()
+        .map(|k| s1.get(*k).copied().unwrap_or(0) - s0.get(*k).copied().unwrap_or(0))
+        .sum();
+    let secs = window.as_secs_f64();
+    Renewal {
+        names,
+        window,
+        cmds_per_s: cmds as f64 / secs,
+        scripts_per_s: scripts as f64 / secs,
+        cpu_pct: 100.0 * (c1.saturating_sub(c0)).as_secs_f64() / secs,
+        start_wall,
+        holder_rss_anon_kib: rss.get(rss.len() / 2).copied().unwrap_or(0),
+    }
+}
+
+/// `distlock list` over `locks` held locks.
+struct Listing {
+    locks: usize,
+    json: bool,
+    wall: Duration,
+    first_byte: Duration,
+    lines: usize,
+    max_rss_kib: u64,
+    scans: u64,
+}
+
+/// Copies of one real lock's keys under `count` new names, pipelined.
+fn populate(ctx: &Ctx, redis: &RedisServer, from: usize, to: usize) {
+    let mut con = redis.conn();
+    let tmpl = "listtmpl";
+    if from == 0 {
+        let st = Command::new(&ctx.distlock)
+            .args(["acquire", "--ttl", "1h", "--owner", "bench:0:1", tmpl])
+            .env("DISTLOCK_REDIS_URL", &ctx.url)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        check(Tool::Distlock, "list template", st);
+    }
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("distlock:{{{tmpl}}}*"))
+        .query(&mut con)
+        .unwrap();
+    let dumps: Vec<(String, Vec<u8>, i64)> = keys
+        .iter()
+        .map(|k| {
+            let d: Vec<u8> = redis::cmd("DUMP").arg(k).query(&mut con).unwrap();
+            let ttl: i64 = redis::cmd("PTTL").arg(k).query(&mut con).unwrap();
+            (k.clone(), d, ttl.max(0))
+        })
+        .collect();
+    for chunk in (from..to).collect::<Vec<_>>().chunks(1000) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            for (k, d, ttl) in &dumps {
+                let name = k.replace(&format!("{{{tmpl}}}"), &format!("{{list-{i:06}}}"));
+                p.cmd("RESTORE")
+                    .arg(name)
+                    .arg(*ttl)
+                    .arg(d.as_slice())
+                    .arg("REPLACE")
+                    .ignore();
+            }
+        }
+        let _: () = p.query(&mut con).unwrap();
+    }
+}
+
+// Reaped with wait4 for its rusage, which Child::wait does not give.
+#[allow(clippy::zombie_processes)]
+fn listing(ctx: &Ctx, redis: &RedisServer, locks: usize, json: bool) -> Listing {
+    let mut con = redis.conn();
+    let s0 = commandstats(&mut con);
+    let mut c = Command::new(&ctx.distlock);
+    c.arg("list");
+    if json {
+        c.arg("--json");
+    }
+    let t = Instant::now();
+    let mut child = c
+        .env("DISTLOCK_REDIS_URL", &ctx.url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut first, mut lines) = (None, 0);
+    loop {
+        let k = out.read(&mut buf).unwrap();
+        if k == 0 {
+            break;
+        }
+        first.get_or_insert_with(|| t.elapsed());
+        lines += buf[..k].iter().filter(|&&b| b == b'\n').count();
+    }
+    let mut status = 0;
+    // SAFETY: rusage is plain integers; wait4 reaps our own child and
+    // fills status and ru.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut ru) }, pid);
+    let wall = t.elapsed();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "distlock list failed: {status}"
+    );
+    let s1 = commandstats(&mut con);
+    Listing {
+        locks,
+        json,
+        wall,
+        first_byte: first.unwrap_or(wall),
+        lines,
+        max_rss_kib: ru.ru_maxrss as u64,
+        scans: s1.get("scan").copied().unwrap_or(0) - s0.get("scan").copied().unwrap_or(0),
+    }
+}
+
+fn env_list(name: &str, default: &str) -> Vec<usize> {
+    parse_counts(
+        name,
+        &std::env::var(name).unwrap_or_else(|_| default.into()),
+    )
+}
+
+pub(super) fn parse_counts(name: &str, v: &str) -> Vec<usize> {
+    v.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            s.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: a comma-separated list of counts"))
+        })
+        .filter(|&n| n > 0)
+        .collect()
+}
+
+/// Runs the scale parts and prints their tables; false when a safety
+/// check failed.
+pub(super) fn run(ctx: &Ctx, redis: &RedisServer, ns: &[usize]) -> bool {
+    let etcd_max = env_usize("DISTLOCK_BENCH_ETCD_MAX", 300);
+    let renew_names = env_usize("DISTLOCK_BENCH_RENEW_NAMES", 1000);
+    let renew_window = Duration::from_secs(env_usize("DISTLOCK_BENCH_RENEW_WINDOW", 20) as u64);
+    let list_sizes = env_list("DISTLOCK_BENCH_LIST", "20000,100000");
+    let etcd = Etcd::start();
+    match &etcd {
+        Ok(e) => eprintln!("  etcd: {} at {} (data on tmpfs)", e.version(), e.endpoint),
+        Err(why) => eprintln!("  etcd: not measured: {why}"),
+    }
+    let etcd = etcd.as_ref().ok();
+
+    let mut drains = Vec::new();
+    for &n in ns {
+        let mut tools = vec![Locker::Flock, Locker::Distlock];
+        if etcd.is_some() && n <= etcd_max {
+            tools.push(Locker::Etcd);
+        }
+        for tool in tools {
+            eprintln!("[scale] {} × {n} …", tool.name());
+            let d = drain(ctx, redis, etcd, tool, n);
+            eprintln!(
+                "        {:.1}s, gap p50 {:.2} ms, {} failed",
+                d.wall.as_secs_f64(),
+                pct(&d.gaps_ms, 50.0),
+                d.failed
+            );
+            drains.push(d);
+        }
+    }
+    let renewal = (renew_names > 0).then(|| {
+        eprintln!("[scale] {renew_names} names held by run, renewal load over {renew_window:?} …");
+        renewal(ctx, redis, renew_names, renew_window)
+    });
+    let mut listings = Vec::new();
+    let mut populated = 0;
+    for &size in &list_sizes {
+        eprintln!("[scale] list over {size} held locks …");
+        populate(ctx, redis, populated, size);
+        populated = populated.max(size);
+        // The template lock is held too.
+        listings.push(listing(ctx, redis, size + 1, false));
+        listings.push(listing(ctx, redis, size + 1, true));
+    }
+    report(
+        &drains,
+        renewal.as_ref(),
+        &listings,
+        etcd.is_some(),
+        etcd_max,
+    )
+}
+
+fn report(
+    drains: &[Drain],
+    renewal: Option<&Renewal>,
+    listings: &[Listing],
+    etcd: bool,
+    etcd_max: usize,
+) -> bool {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!();
+    println!("Queue: N `--wait forever` waiters on one lock, CMD {CMD_MS} ms; per hand-off = per waiter served, counted from the holder's release to the last waiter's exit.");
+    println!();
+    println!("| N | tool | gap p50 / p95 / max (ms) | server commands per hand-off (PUBLISH) | joining: commands per waiter | server CPU per hand-off (ms) | SLOWLOG ≥ 1 ms | RssAnon per waiter, median / max (KiB) | drain wall (s) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for d in drains {
+        let n = d.n as f64;
+        let mut rss = d.rss_anon_kib.clone();
+        rss.sort_unstable();
+        let rss = if rss.is_empty() {
+            "—".into()
+        } else {
+            format!("{} / {}", rss[rss.len() / 2], rss[rss.len() - 1])
+        };
+        println!(
+            "| {} | {} | {:.2} / {:.2} / {:.1} | {} | {} | {} | {} | {rss} | {:.2} |",
+            d.n,
+            d.tool.name(),
+            pct(&d.gaps_ms, 50.0),
+            pct(&d.gaps_ms, 95.0),
+            pct(&d.gaps_ms, 100.0),
+            d.cmds.map_or("—".into(), |c| format!(
+                "{:.1} ({:.1})",
+                c as f64 / n,
+                d.publish.unwrap_or(0) as f64 / n
+            )),
+            d.join_cmds
+                .map_or("—".into(), |c| format!("{:.1}", c as f64 / n)),
+            d.server_cpu
+                .map_or("— (kernel)".into(), |c| format!("{:.3}", ms(c) / n)),
+            d.slow.map_or("—".into(), |(k, max)| if k == 0 {
+                "none".into()
+            } else {
+                format!("{k}, max {:.2} ms", max as f64 / 1e3)
+            }),
+            d.wall.as_secs_f64(),
+        );
+    }
+    if !etcd {
+        println!("\n(etcdctl lock: not measured, see the start of the log)");
+    } else if drains.iter().any(|d| d.n > etcd_max) {
+        println!("\n(etcdctl lock: only N ≤ {etcd_max}, DISTLOCK_BENCH_ETCD_MAX)");
+    }
+
+    println!();
+    println!("Targets (issue 31):");
+    let at = |n: usize, t: Locker| drains.iter().find(|d| d.n == n && d.tool == t);
+    let dl: Vec<&Drain> = drains
+        .iter()
+        .filter(|d| d.tool == Locker::Distlock)
+        .collect();
+    if let (Some(small), Some(large)) = (
+        dl.iter().find(|d| d.n == 10),
+        dl.iter().filter(|d| d.n > 10).max_by_key(|d| d.n),
+    ) {
+        let per = |d: &Drain| d.cmds.unwrap_or(0) as f64 / d.n as f64;
+        let cpu = |d: &Drain| ms(d.server_cpu.unwrap_or_default()) / d.n as f64;
+        let r = per(large) / per(small);
+        println!(
+            "- commands per hand-off at {} ÷ at 10: {:.1} / {:.1} = {r:.2}× (target ≤ 1.5×) {}",
+            large.n,
+            per(large),
+            per(small),
+            verdict(r <= 1.5)
+        );
+        let r = cpu(large) / cpu(small);
+        println!(
+            "- server CPU per hand-off at {} ÷ at 10: {:.3} / {:.3} ms = {r:.2}× (target ≤ 1.5×) {}",
+            large.n,
+            cpu(large),
+            cpu(small),
+            verdict(r <= 1.5)
+        );
+        let slow = large.slow.map_or(0, |s| s.0);
+        println!(
+            "- SLOWLOG ≥ 1 ms at {}: {slow} (target 0) {}",
+            large.n,
+            verdict(slow == 0)
+        );
+    }
+    for d in &dl {
+        let g = pct(&d.gaps_ms, 50.0);
+        if let Some(f) = at(d.n, Locker::Flock) {
+            let r = g / pct(&f.gaps_ms, 50.0);
+            print!(
+                "- N={}: gap p50 {g:.2} ms = {r:.2}× flock's (target ≤ 1.5×) {}",
+                d.n,
+                verdict(r <= 1.5)
+            );
+        }
+        match at(d.n, Locker::Etcd) {
+            Some(e) => {
+                let eg = pct(&e.gaps_ms, 50.0);
+                println!("; etcdctl's {eg:.2} ms (target below) {}", verdict(g < eg));
+            }
+            None => println!(),
+        }
+    }
+    let mut safe = true;
+    for d in drains {
+        if d.overlaps + d.token_errors + d.failed > 0 {
+            safe = false;
+            println!(
+                "- {} N={}: {} overlapping runs, {} token errors, {} failed waiters FAIL",
+                d.tool.name(),
+                d.n,
+                d.overlaps,
+                d.token_errors,
+                d.failed
+            );
+        }
+    }
+    if safe {
+        println!("- mutual exclusion, fencing tokens, every waiter served: PASS");
+    }
+
+    if let Some(r) = renewal {
+        println!();
+        println!(
+            "Renewal: {} names held at once by `distlock run` (--ttl 30s, renewed every 10s): {:.1} server commands/s ({:.1} script calls/s), redis-server CPU {:.2}% of one core, over {:.1}s; all {} started in {:.1}s; a holder's RssAnon (median) {} KiB",
+            r.names,
+            r.cmds_per_s,
+            r.scripts_per_s,
+            r.cpu_pct,
+            r.window.as_secs_f64(),
+            r.names,
+            r.start_wall.as_secs_f64(),
+            r.holder_rss_anon_kib
+        );
+    }
+    if !listings.is_empty() {
+        println!();
+        println!("| `distlock list` | held locks | wall (s) | first byte after (s) | lines | peak RSS (MiB) | SCAN calls |");
+        println!("|---|---|---|---|---|---|---|");
+        for l in listings {
+            println!(
+                "| {} | {} | {:.2} | {:.2} | {} | {:.1} | {} |",
+                if l.json { "--json" } else { "table" },
+                l.locks,
+                l.wall.as_secs_f64(),
+                l.first_byte.as_secs_f64(),
+                l.lines,
+                l.max_rss_kib as f64 / 1024.0,
+                l.scans
+            );
+        }
+    }
+    safe
+}
