@@ -11,6 +11,7 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)   # the etcd feature's build
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "demo: please install ${need[*]} (e.g. sudo apt-get install ${need[*]})" >&2

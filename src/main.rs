@@ -11,10 +11,12 @@
 //! - `config`: checked values (names, durations, signals, timings, owner
 //!   ids, the password and TLS settings: the password file is read here).
 //! - `clock`: the boot-time clock every deadline is on; a leaf.
-//! - `store`: the only Redis code: `Store` and its operations, split by job
-//!   (`keys`, `connection`, `scripts`, `replies`, `lock`, `semaphore`,
+//! - `store`: the only Redis and etcd code: `Store`, an enum of the two
+//!   backends, and the types they answer in; `store/redis_store` split by
+//!   job (`keys`, `connection`, `scripts`, `replies`, `lock`, `semaphore`,
 //!   `pubsub`, `server`, `history`, `deadline`), with typed errors
-//!   (`error`: `StoreError`).
+//!   (`error`: `StoreError`); `store/etcd_store` (feature `etcd`, on by
+//!   default).
 //! - `lease`: taking the lease (and waiting), the renewer thread, and the
 //!   `Supervisor`, the pure decision machine of a run.
 //! - `process`: signals, spawning CMD, the terminal, the guardian,
@@ -165,6 +167,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         // and its one error line should not come after a warning.
         let url = g.url()?;
         let target = store::Target::parse(&url, &security)?;
+        if target.is_etcd() && g.min_replicas > 0 {
+            return Err(config::UsageError(
+                "--min-replicas has no meaning on etcd: every commit already reaches a majority of its members".into(),
+            )
+            .into());
+        }
         if g.tls_insecure && !g.quiet {
             commands::stderr_line(format_args!(
                 "warning: --tls-insecure: the server's certificate is not verified; anyone on the path can impersonate it"

@@ -1,57 +1,33 @@
-//! The only module that talks to Redis: nothing outside it names a
-//! `redis::` item, and what it hands out are distlock's own types (lock
-//! snapshots, [`Acquire`], [`Release`], [`Subscription`], [`StoreError`]).
+//! The only module that talks to a store: nothing outside it names a
+//! `redis::` or `etcd_client::` item, and what it hands out are distlock's
+//! own types (lock snapshots, [`Acquire`], [`Release`], [`Subscription`],
+//! [`StoreError`]).
 //!
-//! Every lock operation is one Lua script, run atomically on the node that
-//! owns the lock's hash slot and called by SHA (EVALSHA; `scripts.rs`
-//! loads the script and retries once on NOSCRIPT, e.g. after a restart or
-//! `SCRIPT FLUSH`). In the steady state each operation is one round trip.
-//!
-//! Connections always carry read and write timeouts: redis-rs only bounds
-//! the connect and handshake, then clears the socket timeouts, and a renewal
-//! that hangs on a stalled server must never hold up the supervisor. After
-//! any error the connection is dropped and the next call reconnects, because
-//! after a timeout the outcome of the request (and of anything still in
-//! flight on that socket) is unknown.
-//!
-//! By job: `keys` (the keys of a lock), `connection` (URLs, Sentinel,
-//! Cluster, TLS, connecting), `scripts` (every Lua script), `replies` (their
-//! answers as types), `lock` and `semaphore` (the operations on a plain lock
-//! and on a `--limit N` semaphore), `pubsub` (a waiter's wake-up channel),
-//! `server` (`list`'s SCAN and `doctor`'s questions), `error` (the kinds of
-//! failure). This file holds the `Store` itself and how it calls.
+//! Two backends, side by side: `redis_store` (Redis, Sentinel, Cluster;
+//! Lua scripts) and `etcd_store` (etcd v3 over gRPC, behind the `etcd`
+//! feature). [`Store`] is an enum of the two, not a trait object: the
+//! backend is fixed by the URL at start-up, there is no third one to plug
+//! in from outside, a variant can be compiled out with its feature, and
+//! callers keep calling methods on one concrete type (no boxing, no
+//! object-safety limits on the operations' signatures). This file holds
+//! the types both backends answer in and the dispatch.
 
-mod connection;
-mod deadline;
-mod error;
-mod history;
-mod keys;
-mod lock;
-mod pubsub;
-mod replies;
-mod scripts;
-mod semaphore;
-mod server;
+mod redis_store;
 
+#[cfg(feature = "etcd")]
+mod etcd_store;
+
+use std::collections::HashMap;
 use std::time::Duration;
 
-use redis::{Connection, FromRedisValue, Value};
+use crate::config::Security;
 
-use crate::config::Timings;
-
-use connection::{key_slot, SlotRange};
-use deadline::Call;
-use error::describe;
-use replies::{foreign_key, int};
-use scripts::{Invocation, Script};
-
-pub use connection::{redact_urls_in, url_passwords, without_password, Target};
-pub use error::{Failure, StoreError};
-pub use history::{HistoryRecord, RunOutcome};
-pub use keys::LockKeys;
-pub use pubsub::Subscription;
-pub use replies::ForeignKey;
-pub use server::{ClockReading, ReplicaClock};
+#[cfg(feature = "etcd")]
+use redis_store::redact as redact_url;
+pub use redis_store::{
+    redact_urls_in, url_passwords, without_password, ClockReading, Failure, ForeignKey,
+    HistoryRecord, LockKeys, ReplicaClock, RunOutcome, StoreError, Subscription,
+};
 
 /// What every store call returns: a typed [`StoreError`] on failure.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -213,392 +189,176 @@ pub struct RunRecord<'a> {
     pub history: Option<(&'a HistoryRecord, u32)>,
 }
 
-impl RunRecord<'_> {
-    fn is_empty(&self) -> bool {
-        self.last.is_none() && self.history.is_none()
+/// Where the store is: a Redis deployment or an etcd cluster.
+// One per process, made once: boxing a variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+pub enum Target {
+    Redis(redis_store::Target),
+    #[cfg(feature = "etcd")]
+    Etcd(etcd_store::Target),
+}
+
+impl Target {
+    /// Parses a URL (password redaction, TLS and password settings as the
+    /// scheme allows). An etcd URL in a binary built without the `etcd`
+    /// feature is a usage error that says so.
+    pub fn parse(url: &str, sec: &Security) -> anyhow::Result<Target> {
+        let scheme = url.split("://").next().unwrap_or("").to_ascii_lowercase();
+        if scheme == "etcd" || scheme == "etcds" {
+            #[cfg(feature = "etcd")]
+            return Ok(Target::Etcd(etcd_store::Target::parse(url, sec)?));
+            #[cfg(not(feature = "etcd"))]
+            return Err(crate::config::UsageError(format!(
+                "{scheme}:// URLs need distlock built with its `etcd` feature; this one is Redis-only"
+            ))
+            .into());
+        }
+        Ok(Target::Redis(redis_store::Target::parse(url, sec)?))
     }
 
-    /// ARGV of the scripts that write it (`RELEASE` from its 4th, with
-    /// `caller` in between; `LAST_RUN`): last-run keep ms, history keep,
-    /// duration ms, history record, then the last-run fields.
-    fn args(&self, inv: &mut scripts::Invocation, caller: Option<&str>) {
-        match self.last {
-            Some((_, keep)) => inv.arg(keep.as_millis().max(1) as u64),
-            None => inv.arg(""),
-        };
-        if let Some(caller) = caller {
-            inv.arg(caller);
-        }
-        match self.history {
-            Some((r, keep)) => inv.arg(keep).arg(r.duration_ms).arg(r.tail()),
-            None => inv.arg("").arg("").arg(""),
-        };
-        if let Some((record, _)) = self.last {
-            for (k, v) in record.fields() {
-                inv.arg(k).arg(v);
-            }
-        }
+    /// Whether this is an etcd target (whose options differ: whole-second
+    /// TTLs, no `--min-replicas`).
+    pub fn is_etcd(&self) -> bool {
+        !matches!(self, Target::Redis(_))
     }
 }
 
-impl LastRun {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("host", self.host.clone()),
-            ("owner", self.owner.clone()),
-            ("started_ms", self.started_ms.to_string()),
-            ("duration_ms", self.duration_ms.to_string()),
-            ("exit", self.exit.to_string()),
-            ("token", self.token.to_string()),
-        ]
-    }
+/// A connection to the store, made lazily, with a timeout on every call.
+#[allow(clippy::large_enum_variant)]
+pub enum Store {
+    Redis(redis_store::Store),
+    #[cfg(feature = "etcd")]
+    Etcd(etcd_store::Store),
 }
 
-/// A lazily (re)connected Redis connection with a timeout on every call.
-pub struct Store {
-    target: Target,
-    conn: Option<Connection>,
-    timeout: Duration,
-    /// `--min-replicas`: acquisitions and renewals count only once this
-    /// many replicas have them (WAIT, in the same round trip).
-    min_replicas: u32,
-    /// Redis Cluster: the slot map, learnt on first use and after errors.
-    slot_map: Option<Vec<SlotRange>>,
-    /// Redis Cluster: the node the connection is (to be) open to.
-    node: Option<(String, u16)>,
-    /// Hashes of the scripts loaded through the current connection with
-    /// `--min-replicas` (see `invoke_acked`); cleared on every reconnect.
-    loaded: Vec<&'static str>,
-    /// Signals that end a call at once (see `deadline.rs`): those that
-    /// end an acquisition, while there is one; else none.
-    interrupt_on: &'static [i32],
+/// Runs the same call on whichever backend this is.
+macro_rules! each {
+    ($self:expr, $s:ident => $call:expr) => {
+        match $self {
+            Store::Redis($s) => $call,
+            #[cfg(feature = "etcd")]
+            Store::Etcd($s) => $call,
+        }
+    };
 }
 
 impl Store {
     /// A store for `target` whose connects and calls each give up after
     /// `timeout`. Does no I/O until the first call.
     pub fn new(target: Target, timeout: Duration) -> Store {
-        Store {
-            target,
-            conn: None,
-            timeout,
-            min_replicas: 0,
-            slot_map: None,
-            node: None,
-            loaded: Vec::new(),
-            interrupt_on: &[],
+        match target {
+            Target::Redis(t) => Store::Redis(redis_store::Store::new(t, timeout)),
+            #[cfg(feature = "etcd")]
+            Target::Etcd(t) => Store::Etcd(etcd_store::Store::new(t, timeout)),
         }
     }
 
-    /// Makes every call from now on end at once when one of `sigs`
-    /// arrives (the call then fails, and the signal is left pending for
-    /// the caller to read); `&[]` ends that. Returns the previous set.
     pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
-        std::mem::replace(&mut self.interrupt_on, sigs)
+        each!(self, s => s.set_interrupt_signals(sigs))
     }
 
-    /// Redis Cluster: points the connection at the master that owns the
-    /// slot of `keys` (all of a lock's keys share one hash tag, so one
-    /// slot). Elsewhere a no-op.
-    fn route(&mut self, keys: &LockKeys) -> Result<()> {
-        let Some(cluster) = &self.target.cluster else {
-            return Ok(());
-        };
-        if self.slot_map.is_none() {
-            self.slot_map = Some(
-                cluster
-                    .slot_map(self.timeout)
-                    .map_err(|e| describe(e, &self.target))?,
-            );
-        }
-        let slot = key_slot(&keys.lock);
-        let node = self
-            .slot_map
-            .as_ref()
-            .and_then(|m| m.iter().find(|r| r.0 <= slot && slot <= r.1))
-            .map(|r| (r.2.clone(), r.3));
-        let Some(node) = node else {
-            self.slot_map = None;
-            return Err(StoreError::Unreachable(Failure {
-                op: None,
-                server: self.target.display.clone(),
-                detail: format!("no node serves slot {slot}"),
-            }));
-        };
-        if self.node.as_ref() != Some(&node) {
-            self.conn = None;
-            self.node = Some(node);
-        }
-        Ok(())
-    }
-
-    /// Requires acknowledgement by `n` replicas (0: none) for acquisitions
-    /// and renewals.
     pub fn set_min_replicas(&mut self, n: u32) {
-        self.min_replicas = n;
+        each!(self, s => s.set_min_replicas(n))
     }
 
-    /// Changes the per-call timeout, e.g. to the time left before a
-    /// deadline. Applied at the next call.
     pub fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout.max(Duration::from_millis(1));
+        each!(self, s => s.set_timeout(timeout))
     }
 
-    /// The URL for messages, password redacted.
     pub fn display(&self) -> &str {
-        &self.target.display
+        each!(self, s => s.display())
     }
 
-    /// The connection, opened if need be, its socket timeouts set to what
-    /// is left of `call`.
-    fn conn(&mut self, call: &Call) -> Result<&mut Connection> {
-        if self.conn.is_none() {
-            let conn = self
-                .target
-                .connect(call.left(), self.node.as_ref())
-                .map_err(|e| describe(e, &self.target))?;
-            self.conn = Some(conn);
-            self.loaded.clear();
-        }
-        let target = &self.target;
-        let conn = self.conn.as_mut().expect("connected above");
-        // redis-rs clears the socket timeouts after connecting: set them on
-        // every call, since the timeout may have changed since.
-        conn.set_read_timeout(Some(call.left()))
-            .and_then(|()| conn.set_write_timeout(Some(call.left())))
-            .map_err(|e| describe(e, target))?;
-        Ok(conn)
-    }
-
-    /// Runs one script invocation and reads its reply as `T`; on any error
-    /// drops the connection so the next call starts clean. A script's
-    /// "foreign key" reply becomes [`StoreError::WrongType`].
-    fn call<T: FromRedisValue>(
+    pub fn acquire(
         &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
-    ) -> Result<T> {
-        let v = self.call_raw(what, f)?;
-        if let Some(fk) = foreign_key(&v) {
-            return Err(fk.into());
-        }
-        self.parse(what, v)
-    }
-
-    /// Reads a reply as `T`; a reply of another shape is a protocol error.
-    fn parse<T: FromRedisValue>(&self, what: &str, v: Value) -> Result<T> {
-        T::from_redis_value(v)
-            .map_err(|e| StoreError::protocol(&self.target.display, e.to_string()).during(what))
-    }
-
-    /// `call` for a plain command, whose reply is taken as it is. An error
-    /// while connecting is told as it is; an error of the request itself
-    /// names the request (`renewal failed: ...`).
-    fn call_raw(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
-    ) -> Result<Value> {
-        self.timed(what, f)
-    }
-
-    /// `call_raw` for a pipeline, whose replies come as a list.
-    fn call_pipeline(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Vec<Value>>,
-    ) -> Result<Vec<Value>> {
-        self.timed(what, f)
-    }
-
-    /// Connects if need be and runs `f`, all of it within the timeout (not
-    /// per read: see `deadline.rs`) and, during an acquisition, ended at
-    /// once by a signal in `interrupt_on`. On any error the connection is
-    /// dropped.
-    fn timed<T>(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        let call = Call::start(self.timeout, self.interrupt_on, self.target.kicks());
-        let out = match self.conn(&call) {
-            Ok(conn) => f(conn).map_err(|e| describe(e, &self.target).during(what)),
-            Err(e) => Err(e),
-        };
-        out.map_err(|e| {
-            self.conn = None;
-            self.slot_map = None;
-            // A timeout the error already names (with a TLS hint, say)
-            // keeps its words.
-            if call.expired() && !call.interrupted() && !matches!(e, StoreError::Timeout(_)) {
-                StoreError::Timeout(Failure {
-                    op: None,
-                    server: self.target.display.clone(),
-                    detail: format!("no complete answer within {}", secs(self.timeout)),
-                })
-                .during(what)
-            } else {
-                e
-            }
-        })
-    }
-
-    /// Whether `invoke_acked` should load `script` in the same round trip:
-    /// with `--min-replicas`, on the first use of the script on a
-    /// connection (a new connection may well reach a server that has never
-    /// seen it: restarted, or promoted by a failover).
-    fn needs_load(&self, script: &'static Script) -> bool {
-        self.min_replicas > 0 && (self.conn.is_none() || !self.loaded.contains(&script.get_hash()))
-    }
-
-    /// Records that `script` is loaded on the current connection.
-    fn mark_loaded(&mut self, script: &'static Script) {
-        if self.min_replicas > 0 && !self.loaded.contains(&script.get_hash()) {
-            self.loaded.push(script.get_hash());
-        }
-    }
-
-    /// `--min-replicas` and the WAIT timeout: most of the call's timeout,
-    /// so WAIT answers before the socket gives up, and never longer than
-    /// the lease of `ttl_ms` just set, less the safety margin
-    /// (`Timings::margin_for`, in whole milliseconds): an acknowledgement that comes once the lease may have expired
-    /// must not count as an acquisition or a renewal.
-    fn wait_args(&self, ttl_ms: u64) -> (u32, u64) {
-        let call = self.timeout.as_millis() as u64 * 8 / 10;
-        let margin = Timings::margin_for(Duration::from_millis(ttl_ms)).as_millis() as u64;
-        let lease = ttl_ms.saturating_sub(margin);
-        (self.min_replicas, call.min(lease).max(1))
-    }
-
-    /// Runs a script with `invoke_acked` (WAIT behind it with
-    /// `--min-replicas`) and reads its reply as `T`, with how many replicas
-    /// acknowledged it (0 without `--min-replicas`).
-    fn call_acked<T: FromRedisValue>(
-        &mut self,
-        what: &str,
-        script: &'static Script,
+        keys: &LockKeys,
+        owner: &str,
         ttl_ms: u64,
-        build: impl FnOnce() -> Invocation,
-    ) -> Result<(T, i64)> {
-        let (replicas, wait_ms) = self.wait_args(ttl_ms);
-        let load = self.needs_load(script);
-        let v = self.call_raw(what, |c| {
-            let inv = build();
-            invoke_acked(script, &inv, c, replicas, wait_ms, load)
-        })?;
-        self.mark_loaded(script);
-        let (v, acks) = match split_acks(v, replicas) {
-            Ok(split) => split,
-            Err(detail) => {
-                return Err(StoreError::protocol(&self.target.display, detail).during(what))
-            }
-        };
-        if let Some(fk) = foreign_key(&v) {
-            return Err(fk.into());
-        }
-        Ok((self.parse(what, v)?, acks))
+        mode: Mode,
+        meta: &[(&str, &str)],
+    ) -> Result<Acquire> {
+        each!(self, s => s.acquire(keys, owner, ttl_ms, mode, meta))
     }
 
-    /// The error for a call whose `--limit` disagrees with the one in use
-    /// (`in_use` ≤ 1: a plain lock).
-    fn limit_mismatch(keys: &LockKeys, in_use: i64) -> StoreError {
-        StoreError::LimitMismatch {
-            name: keys.name.clone(),
-            ours: keys.limit.unwrap_or(1),
-            in_use,
-        }
+    pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
+        each!(self, s => s.leave(keys, owner))
     }
-}
 
-/// A timeout in words: `5s`, `1.5s`, `200ms`.
-fn secs(d: Duration) -> String {
-    if d.as_millis().is_multiple_of(1000) {
-        format!("{}s", d.as_secs())
-    } else if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
+    pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
+        each!(self, s => s.renew(keys, owner, ttl_ms))
     }
-}
 
-impl StoreError {
-    /// Whether this failure says nothing about the lock, only that no
-    /// server answered (in time): a waiter reconnects and tries again.
-    /// Also the replies a server gives while it cannot serve yet: loading
-    /// its data after a restart, a replica or a master without its
-    /// replicas during a failover.
-    pub fn is_connectivity(&self) -> bool {
-        match self {
-            StoreError::Timeout(_) | StoreError::Unreachable(_) => true,
-            StoreError::Server(f) => ["LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN"]
-                .iter()
-                .any(|code| f.detail.contains(code)),
-            _ => false,
-        }
+    pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        each!(self, s => s.release(keys, owner))
     }
-}
 
-/// Runs a script; with `replicas` > 0, pipelines `WAIT replicas wait_ms`
-/// behind it (one round trip) and returns `[result, acks]`. Pipelines get
-/// no NOSCRIPT recovery, and a NOSCRIPT reply would cost a
-/// whole WAIT before the retry (WAIT waits for the replicas to catch up
-/// with the server even when our script did not run), so with `load` the
-/// script is loaded first in the same round trip (SCRIPT LOAD is
-/// idempotent). A NOSCRIPT all the same (the cache flushed under an open
-/// connection) is retried once that way.
-fn invoke_acked(
-    script: &Script,
-    inv: &Invocation,
-    c: &mut Connection,
-    replicas: u32,
-    wait_ms: u64,
-    load: bool,
-) -> redis::RedisResult<Value> {
-    if replicas == 0 {
-        return inv.invoke(c);
+    pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        each!(self, s => s.release_by_owner(keys, owner))
     }
-    let send = |c: &mut Connection, load: bool| -> redis::RedisResult<Vec<Value>> {
-        let mut p = redis::pipe();
-        if load {
-            p.add_command(script.load_cmd()).ignore();
-        }
-        p.add_command(inv.eval_cmd())
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(wait_ms)
-            .query(c)
-    };
-    let out = match send(c, load) {
-        Err(e)
-            if matches!(
-                e.kind(),
-                redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-            ) =>
-        {
-            send(c, true)?
-        }
-        other => other?,
-    };
-    Ok(Value::Array(out))
-}
 
-/// Undoes `invoke_acked`: (script result, replicas that acknowledged), or
-/// what is wrong with the reply.
-fn split_acks(v: Value, replicas: u32) -> std::result::Result<(Value, i64), String> {
-    if replicas == 0 {
-        return Ok((v, 0));
+    pub fn release_recording(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        record: RunRecord,
+        mark_done: bool,
+    ) -> Result<Release> {
+        each!(self, s => s.release_recording(keys, owner, record, mark_done))
     }
-    match v {
-        Value::Array(items) => match items.as_slice() {
-            [result, acks] => Ok((result.clone(), int(acks).map_err(|e| e.to_string())?)),
-            other => Err(format!(
-                "unexpected reply to a script and WAIT: {}",
-                replies::shape(&Value::Array(other.to_vec()))
-            )),
-        },
-        other => Err(format!(
-            "unexpected reply to a script and WAIT: {}",
-            replies::shape(&other)
-        )),
+
+    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
+        each!(self, s => s.record_run(keys, record))
+    }
+
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+        each!(self, s => s.forget_done(keys))
+    }
+
+    pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
+        each!(self, s => s.force_release(keys))
+    }
+
+    pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
+        each!(self, s => s.inspect(keys))
+    }
+
+    pub fn inspect_many(
+        &mut self,
+        keys: &[LockKeys],
+    ) -> Result<Vec<std::result::Result<LockInfo, ForeignKey>>> {
+        each!(self, s => s.inspect_many(keys))
+    }
+
+    pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
+        each!(self, s => s.inspect_slots(keys))
+    }
+
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<Vec<HistoryRecord>> {
+        each!(self, s => s.history(keys, n))
+    }
+
+    pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {
+        each!(self, s => s.subscribe(channel))
+    }
+
+    pub fn ping(&mut self) -> Result<()> {
+        each!(self, s => s.ping())
+    }
+
+    pub fn info(&mut self, section: &str) -> Result<HashMap<String, String>> {
+        each!(self, s => s.info(section))
+    }
+
+    pub fn server_time(&mut self) -> Result<Duration> {
+        each!(self, s => s.server_time())
+    }
+
+    pub fn replica_clocks(&mut self) -> Result<Vec<ReplicaClock>> {
+        each!(self, s => s.replica_clocks())
+    }
+
+    pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
+        each!(self, s => s.list_names(prefix))
     }
 }

@@ -50,6 +50,10 @@ pub enum StoreError {
     /// Fewer replicas than `--min-replicas` acknowledged a renewal in
     /// time: it does not count as confirmed.
     Unacknowledged { acks: i64, wanted: u32 },
+    /// What this store cannot do (an option etcd has no meaning for, or
+    /// one not built for etcd yet): the user's to change, exit 2.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    Unsupported(String),
 }
 
 /// Where and during which request a call failed, and why, in words.
@@ -68,7 +72,12 @@ impl fmt::Display for Failure {
         if let Some(op) = &self.op {
             write!(f, "{op} failed: ")?;
         }
-        write!(f, "redis at {}: {}", self.server, self.detail)
+        let store = if self.server.starts_with("etcd") {
+            "etcd"
+        } else {
+            "redis"
+        };
+        write!(f, "{store} at {}: {}", self.server, self.detail)
     }
 }
 
@@ -110,7 +119,10 @@ impl StoreError {
     /// Whether this is the user's mistake rather than Redis failing: the
     /// same name used with different `--limit`s. `main` exits 2 for it.
     pub fn is_usage(&self) -> bool {
-        matches!(self, StoreError::LimitMismatch { .. })
+        matches!(
+            self,
+            StoreError::LimitMismatch { .. } | StoreError::Unsupported(_)
+        )
     }
 }
 
@@ -140,6 +152,7 @@ impl fmt::Display for StoreError {
                 f,
                 "renewal acknowledged by {acks} of --min-replicas {wanted} replicas in time: not confirmed"
             ),
+            StoreError::Unsupported(why) => f.write_str(why),
         }
     }
 }

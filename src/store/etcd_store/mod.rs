@@ -1,0 +1,598 @@
+//! The etcd backend: etcd v3 over gRPC (`etcd-client`, on tokio and
+//! tonic), answering in the store's own types.
+//!
+//! A lock is the key `P:{N}` (the same spelling as on Redis, so
+//! `DISTLOCK_KEY` reads alike), holding the owner id and attached to an
+//! etcd lease of the run's TTL. Taking it is one transaction, "if the key
+//! was never created, put it under our lease", so the fencing token is
+//! the revision at which it was created: Raft orders it, so it never goes
+//! back, whatever restarts or leader changes happen. The same transaction
+//! rewrites `P:{N}:fence` (no lease), whose mod revision is therefore the
+//! last token issued even once the lock is free. Renewal is a lease
+//! keep-alive after checking that the key still holds our owner (a key
+//! deleted by someone else is a lost lease, as on Redis). Release deletes
+//! the key only if it still holds our owner, then revokes the lease.
+//!
+//! The client is async; distlock is not. A current-thread runtime is made
+//! on the first call (so only for an etcd URL), and every call runs on it
+//! to completion within the call's timeout.
+
+mod target;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
+};
+
+use super::{
+    Acquire, DoneMark, Failure, ForeignKey, Found, HistoryRecord, LockInfo, LockKeys, Mode,
+    Release, ReplicaClock, Result, RunRecord, SlotsInfo, StoreError, Subscription, Watched,
+};
+
+pub use target::Target;
+
+/// A lazily connected etcd client with a timeout on every call.
+pub struct Store {
+    target: Target,
+    timeout: Duration,
+    runtime: Option<tokio::runtime::Runtime>,
+    client: Option<Client>,
+    interrupt_on: &'static [i32],
+}
+
+impl Store {
+    /// A store for `target`; does no I/O (and starts no runtime) until the
+    /// first call.
+    pub fn new(target: Target, timeout: Duration) -> Store {
+        Store {
+            target,
+            timeout,
+            runtime: None,
+            client: None,
+            interrupt_on: &[],
+        }
+    }
+
+    /// Kept for the interface; an etcd call is bounded by its timeout.
+    pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
+        std::mem::replace(&mut self.interrupt_on, sigs)
+    }
+
+    /// `--min-replicas` is refused for etcd URLs before a store is made:
+    /// a commit already reaches a majority.
+    pub fn set_min_replicas(&mut self, _n: u32) {}
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    pub fn display(&self) -> &str {
+        &self.target.display
+    }
+
+    /// Runs `f` on a connected client, connecting first if need be, all of
+    /// it within the timeout. On any error the client is dropped, so the
+    /// next call starts clean.
+    fn call<T, F, Fut>(&mut self, what: &str, f: F) -> Result<T>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        if self.runtime.is_none() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| self.failure(StoreError::Unreachable, None, e.to_string()))?;
+            self.runtime = Some(rt);
+        }
+        let timeout = self.timeout;
+        let existing = self.client.clone();
+        let target = self.target.clone();
+        let rt = self.runtime.as_ref().expect("made above");
+        let out = rt.block_on(async move {
+            tokio::time::timeout(timeout, async move {
+                let client = match existing {
+                    Some(c) => c,
+                    None => target.connect(timeout).await.map_err(|e| (true, e))?,
+                };
+                let out = f(client.clone()).await.map_err(|e| (false, e))?;
+                Ok::<_, (bool, etcd_client::Error)>((client, out))
+            })
+            .await
+        });
+        match out {
+            Ok(Ok((client, v))) => {
+                self.client = Some(client);
+                Ok(v)
+            }
+            Ok(Err((connecting, e))) => {
+                self.client = None;
+                let op = (!connecting).then_some(what);
+                Err(self.describe(op, e))
+            }
+            Err(_elapsed) => {
+                self.client = None;
+                Err(self.failure(
+                    StoreError::Timeout,
+                    Some(what),
+                    format!("no complete answer within {}", secs(timeout)),
+                ))
+            }
+        }
+    }
+
+    fn failure(
+        &self,
+        kind: fn(Failure) -> StoreError,
+        op: Option<&str>,
+        detail: String,
+    ) -> StoreError {
+        kind(Failure {
+            op: op.map(str::to_owned),
+            server: self.target.display.clone(),
+            detail,
+        })
+    }
+
+    /// An etcd-client error as a [`StoreError`] of the right kind. The
+    /// detail is the server's or tonic's words, which carry no password
+    /// (the password is only ever sent in an Authenticate request).
+    fn describe(&self, op: Option<&str>, e: etcd_client::Error) -> StoreError {
+        use etcd_client::Error as E;
+        use tonic::Code;
+        match e {
+            E::GRpcStatus(s) => {
+                let detail = one_line(s.message());
+                let kind: fn(Failure) -> StoreError = match s.code() {
+                    Code::Unauthenticated => StoreError::Auth,
+                    Code::PermissionDenied => {
+                        return StoreError::Denied {
+                            failure: Failure {
+                                op: op.map(str::to_owned),
+                                server: self.target.display.clone(),
+                                detail,
+                            },
+                            command: None,
+                        }
+                    }
+                    Code::InvalidArgument if detail.contains("authentication failed") => {
+                        StoreError::Auth
+                    }
+                    Code::FailedPrecondition if detail.contains("authentication failed") => {
+                        StoreError::Auth
+                    }
+                    Code::DeadlineExceeded => StoreError::Timeout,
+                    Code::Unavailable => {
+                        if looks_like_tls(&detail) {
+                            StoreError::Tls
+                        } else {
+                            StoreError::Unreachable
+                        }
+                    }
+                    _ => StoreError::Server,
+                };
+                self.failure(kind, op, detail)
+            }
+            E::TransportError(t) => {
+                let detail = one_line(&error_chain(&t));
+                let kind: fn(Failure) -> StoreError = if looks_like_tls(&detail) {
+                    StoreError::Tls
+                } else {
+                    StoreError::Unreachable
+                };
+                self.failure(kind, op, detail)
+            }
+            E::IoError(io) => self.failure(StoreError::Unreachable, op, io.to_string()),
+            other => self.failure(StoreError::Server, op, one_line(&other.to_string())),
+        }
+    }
+
+    fn unsupported(what: &str) -> StoreError {
+        StoreError::Unsupported(format!("{what} is not supported on etcd yet"))
+    }
+
+    pub fn acquire(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl_ms: u64,
+        mode: Mode,
+        _meta: &[(&str, &str)],
+    ) -> Result<Acquire> {
+        if keys.limit.is_some() {
+            return Err(Self::unsupported("--limit"));
+        }
+        if keys.once_per.is_some() {
+            return Err(Self::unsupported("--once-per"));
+        }
+        // Waiting needs `subscribe`, refused below: a first attempt in any
+        // order is one try.
+        if mode == Mode::Fair {
+            return Err(Self::unsupported("--wait"));
+        }
+        let ttl = lease_secs(ttl_ms)?;
+        let (key, fence, me) = (keys.lock.clone(), keys.fence.clone(), owner.to_owned());
+        let (outcome, stale_lease) = self.call("acquire", |mut c| async move {
+            let lease = c.lease_grant(ttl, None).await?.id();
+            let txn = Txn::new()
+                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                .and_then([
+                    TxnOp::put(
+                        key.clone(),
+                        me.clone(),
+                        Some(PutOptions::new().with_lease(lease)),
+                    ),
+                    TxnOp::put(fence, me.clone(), None),
+                ])
+                .or_else([TxnOp::get(key, None)]);
+            let resp = c.txn(txn).await?;
+            if resp.succeeded() {
+                let rev = resp.header().map_or(0, |h| h.revision());
+                return Ok((Ok(rev), None));
+            }
+            let kv = first_kv(&resp.op_responses());
+            // Not taken: our new lease is of no use.
+            let _ = c.lease_revoke(lease).await;
+            let Some(kv) = kv else {
+                // Deleted between the compare and now: busy for a moment.
+                return Ok((Err((None, None)), None));
+            };
+            if kv.value() == me.as_bytes() {
+                // A retry after a lost reply: ours already, same token.
+                c.lease_keep_alive(kv.lease()).await?;
+                return Ok((Ok(kv.create_revision()), None));
+            }
+            let ttl = match c.lease_time_to_live(kv.lease(), None).await {
+                Ok(r) if r.ttl() > 0 => Some(Duration::from_secs(r.ttl() as u64)),
+                _ => None,
+            };
+            Ok((
+                Err((Some(kv.value().to_vec()), ttl)),
+                Some(kv.key().to_vec()),
+            ))
+        })?;
+        let _ = stale_lease;
+        match outcome {
+            Ok(rev) => Ok(Acquire::Acquired {
+                token: self.token(keys, rev)?,
+            }),
+            Err((holder, ttl)) => Ok(Acquire::Busy {
+                holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                ttl,
+                ahead: None,
+                watched: Watched::default(),
+            }),
+        }
+    }
+
+    /// A revision as a fencing token: positive, below 2^53.
+    fn token(&self, keys: &LockKeys, rev: i64) -> Result<u64> {
+        match u64::try_from(rev) {
+            Ok(t) if t > 0 && t < 1 << 53 => Ok(t),
+            _ => Err(ForeignKey {
+                key: keys.lock.clone(),
+                kind: format!("key at revision {rev}, not a fencing token,"),
+            }
+            .into()),
+        }
+    }
+
+    /// A value of ours as text; one that is not UTF-8 is someone else's.
+    fn text(&self, _keys: &LockKeys, key: &str, v: Vec<u8>) -> Result<String> {
+        String::from_utf8(v).map_err(|_| {
+            ForeignKey {
+                key: key.to_owned(),
+                kind: "value that is not an owner id,".to_owned(),
+            }
+            .into()
+        })
+    }
+
+    /// Waiting is not there yet on etcd, so there is no queue to leave.
+    pub fn leave(&mut self, _keys: &LockKeys, _owner: &str) -> Result<()> {
+        Ok(())
+    }
+
+    /// Renews our lease: the key must still hold our owner (deleted or
+    /// taken over is a lost lease), then one keep-alive on its lease, whose
+    /// reply must confirm it (TTL > 0). The lease's TTL is the one it was
+    /// granted with: etcd cannot change it.
+    pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
+        lease_secs(ttl_ms)?;
+        let (key, me) = (keys.lock.clone(), owner.to_owned());
+        self.call("renewal", |mut c| async move {
+            let got = c.get(key, None).await?;
+            let Some(kv) = got.kvs().first() else {
+                return Ok(false);
+            };
+            if kv.value() != me.as_bytes() || kv.lease() == 0 {
+                return Ok(false);
+            }
+            match c.lease_keep_alive(kv.lease()).await {
+                Ok(_) => Ok(true),
+                Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.release_recording(keys, owner, RunRecord::default(), false)
+    }
+
+    /// As `release`: etcd keeps no mark of a running `run` yet.
+    pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.release(keys, owner)
+    }
+
+    /// Deletes the key if it still holds our owner, then revokes its lease
+    /// (so nothing else under it lingers). The run record is not kept on
+    /// etcd yet.
+    pub fn release_recording(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        _record: RunRecord,
+        _mark_done: bool,
+    ) -> Result<Release> {
+        let (key, me) = (keys.lock.clone(), owner.to_owned());
+        let found = self.call("release", |mut c| async move {
+            let txn = Txn::new()
+                .when([Compare::value(key.clone(), CompareOp::Equal, me)])
+                .and_then([
+                    TxnOp::get(key.clone(), None),
+                    TxnOp::delete(key.clone(), None),
+                ])
+                .or_else([TxnOp::get(key, None)]);
+            let resp = c.txn(txn).await?;
+            let kv = first_kv(&resp.op_responses());
+            if resp.succeeded() {
+                if let Some(kv) = &kv {
+                    let _ = c.lease_revoke(kv.lease()).await;
+                }
+                return Ok(Ok(()));
+            }
+            Ok(Err(kv.map(|kv| kv.value().to_vec())))
+        })?;
+        match found {
+            Ok(()) => Ok(Release::Released),
+            Err(holder) => Ok(Release::NotOwner(
+                holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+            )),
+        }
+    }
+
+    /// The run history and last-run record are not kept on etcd yet.
+    pub fn record_run(&mut self, _keys: &LockKeys, _record: RunRecord) -> Result<()> {
+        Ok(())
+    }
+
+    /// No done marks exist on etcd (`--once-per` is refused there).
+    pub fn forget_done(&mut self, _keys: &LockKeys) -> Result<Option<DoneMark>> {
+        Ok(None)
+    }
+
+    /// Deletes the key whoever holds it and revokes its lease; the holder
+    /// evicted, if any. The fence key is left as it is.
+    pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
+        let key = keys.lock.clone();
+        let holder = self.call("release --force", |mut c| async move {
+            let txn =
+                Txn::new().and_then([TxnOp::get(key.clone(), None), TxnOp::delete(key, None)]);
+            let resp = c.txn(txn).await?;
+            let kv = first_kv(&resp.op_responses());
+            if let Some(kv) = &kv {
+                if kv.lease() != 0 {
+                    let _ = c.lease_revoke(kv.lease()).await;
+                }
+            }
+            Ok(kv.map(|kv| kv.value().to_vec()))
+        })?;
+        holder.map(|h| self.text(keys, &keys.lock, h)).transpose()
+    }
+
+    pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
+        let (key, fence) = (keys.lock.clone(), keys.fence.clone());
+        let (lock, fence_rev, ttl) = self.call("inspect", |mut c| async move {
+            let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None)]);
+            let resp = c.txn(txn).await?;
+            let ops = resp.op_responses();
+            let kv = first_kv(&ops);
+            let fence_rev = ops.get(1).and_then(|r| match r {
+                TxnOpResponse::Get(g) => g.kvs().first().map(KeyValue::mod_revision),
+                _ => None,
+            });
+            let ttl = match &kv {
+                Some(kv) if kv.lease() != 0 => match c.lease_time_to_live(kv.lease(), None).await {
+                    Ok(r) if r.ttl() >= 0 => Some(Duration::from_secs(r.ttl() as u64)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl))
+        })?;
+        let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
+        let token = fence_rev.map(|r| self.token(keys, r)).transpose()?;
+        Ok(LockInfo {
+            ttl: holder.as_ref().and(ttl),
+            holder,
+            token,
+            meta: Vec::new(),
+            last_run: Vec::new(),
+            semaphore: None,
+            done: None,
+        })
+    }
+
+    pub fn inspect_many(
+        &mut self,
+        keys: &[LockKeys],
+    ) -> Result<Vec<std::result::Result<LockInfo, ForeignKey>>> {
+        keys.iter()
+            .map(|k| match self.inspect(k) {
+                Ok(info) => Ok(Ok(info)),
+                Err(StoreError::WrongType(fk)) => Ok(Err(fk)),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
+    pub fn inspect_slots(&mut self, _keys: &LockKeys) -> Result<SlotsInfo> {
+        Err(Self::unsupported("--limit"))
+    }
+
+    pub fn history(&mut self, _keys: &LockKeys, _n: u32) -> Result<Vec<HistoryRecord>> {
+        Err(Self::unsupported("the run history"))
+    }
+
+    pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
+        Err(Self::unsupported("--wait"))
+    }
+
+    pub fn ping(&mut self) -> Result<()> {
+        self.call(
+            "status",
+            |mut c| async move { c.status().await.map(|_| ()) },
+        )
+    }
+
+    pub fn info(&mut self, _section: &str) -> Result<HashMap<String, String>> {
+        Err(Self::unsupported("doctor"))
+    }
+
+    pub fn server_time(&mut self) -> Result<Duration> {
+        Err(Self::unsupported("doctor"))
+    }
+
+    pub fn replica_clocks(&mut self) -> Result<Vec<ReplicaClock>> {
+        Err(Self::unsupported("doctor"))
+    }
+
+    /// Every held lock under `prefix`: the keys `P:{N}` (a range read of
+    /// the prefix, keys only); other keys under it are not locks.
+    pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
+        let start = format!("{prefix}:{{");
+        let keys = self.call("list", |mut c| async move {
+            let got = c
+                .get(
+                    start,
+                    Some(GetOptions::new().with_prefix().with_keys_only()),
+                )
+                .await?;
+            Ok(got
+                .kvs()
+                .iter()
+                .map(|kv| kv.key().to_vec())
+                .collect::<Vec<_>>())
+        })?;
+        let mut found: Vec<Found> = keys
+            .iter()
+            .filter_map(|k| std::str::from_utf8(k).ok())
+            .filter_map(|k| lock_name(prefix, k))
+            .map(|name| Found {
+                name,
+                semaphore: false,
+            })
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+}
+
+/// The name in a lock key `P:{N}`, or None for any other key.
+fn lock_name(prefix: &str, key: &str) -> Option<String> {
+    let name = key
+        .strip_prefix(prefix)?
+        .strip_prefix(":{")?
+        .strip_suffix('}')?;
+    (!name.is_empty() && !name.contains(['{', '}'])).then(|| name.to_owned())
+}
+
+/// The first key-value of the first Get among a transaction's responses.
+fn first_kv(ops: &[TxnOpResponse]) -> Option<KeyValue> {
+    ops.iter().find_map(|r| match r {
+        TxnOpResponse::Get(g) => Some(g.kvs().first().cloned()),
+        _ => None,
+    })?
+}
+
+/// A lease TTL in etcd's whole seconds; anything else is the user's to
+/// change (etcd's smallest lease is 2 s with default election timings).
+fn lease_secs(ttl_ms: u64) -> Result<i64> {
+    if !ttl_ms.is_multiple_of(1000) || ttl_ms < 2000 {
+        return Err(StoreError::Unsupported(format!(
+            "--ttl {}: on etcd a TTL must be a whole number of seconds and at least 2s",
+            crate::config::fmt_duration(Duration::from_millis(ttl_ms))
+        )));
+    }
+    i64::try_from(ttl_ms / 1000).map_err(|_| StoreError::Unsupported("--ttl too long".into()))
+}
+
+fn looks_like_tls(detail: &str) -> bool {
+    let d = detail.to_ascii_lowercase();
+    [
+        "tls",
+        "certificate",
+        "handshake",
+        "invalidcontenttype",
+        "corrupt message",
+    ]
+    .iter()
+    .any(|w| d.contains(w))
+}
+
+/// An error and its sources, joined: tonic's transport errors say only
+/// "transport error" at the top.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out.push_str(": ");
+            out.push_str(&s_text);
+        }
+        src = s.source();
+    }
+    out
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+fn secs(d: Duration) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_names_come_only_from_lock_keys() {
+        assert_eq!(
+            lock_name("distlock", "distlock:{a/b}").as_deref(),
+            Some("a/b")
+        );
+        assert_eq!(lock_name("distlock", "distlock:{a}:fence"), None);
+        assert_eq!(lock_name("distlock", "other:{a}"), None);
+        assert_eq!(lock_name("distlock", "distlock:{}"), None);
+    }
+
+    #[test]
+    fn ttls_are_whole_seconds_of_at_least_two() {
+        assert_eq!(lease_secs(2000).unwrap(), 2);
+        assert_eq!(lease_secs(30_000).unwrap(), 30);
+        assert!(lease_secs(1000).is_err());
+        assert!(lease_secs(2500).is_err());
+        assert!(lease_secs(2500).unwrap_err().is_usage());
+    }
+}

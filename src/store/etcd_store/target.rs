@@ -1,0 +1,243 @@
+//! Where etcd is: `etcd://[user[:password]@]host[:port][,host[:port]…]`
+//! and `etcds://…` (TLS), default port 2379; connecting with a timeout.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+
+use crate::config::{Security, UsageError};
+
+/// etcd's client port when the URL names none.
+const DEFAULT_PORT: u16 = 2379;
+
+/// Where etcd is, parsed once; the password never leaves this struct.
+#[derive(Clone)]
+pub struct Target {
+    /// The URL with any password replaced by `***`, for messages.
+    pub display: String,
+    /// `http://host:port` or `https://host:port`, one per member named.
+    endpoints: Vec<String>,
+    /// User and password for etcd's authentication.
+    user: Option<(String, String)>,
+    /// etcds://: the CA to trust (None: the system's roots are not loaded
+    /// by tonic, so a CA file is required) and a client identity.
+    tls: Option<Tls>,
+}
+
+#[derive(Clone)]
+struct Tls {
+    ca: Vec<u8>,
+    identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+impl Target {
+    /// Parses an etcd URL and applies `sec`. Errors are usage errors and
+    /// never echo a password.
+    pub fn parse(url: &str, sec: &Security) -> Result<Target> {
+        let display = super::super::redact_url(url);
+        let (scheme, rest) = url.split_once("://").expect("checked by the caller");
+        let tls = scheme.eq_ignore_ascii_case("etcds");
+        if !tls && sec.uses_tls() {
+            bail!(UsageError(format!(
+                "--tls-ca, --tls-cert, --tls-key and --tls-insecure need an etcds:// URL, not {display}"
+            )));
+        }
+        if sec.tls_insecure {
+            bail!(UsageError(
+                "--tls-insecure is not supported with etcd: give the server's CA with --tls-ca"
+                    .into()
+            ));
+        }
+        if sec.tls_cert.is_some() != sec.tls_key.is_some() {
+            bail!(UsageError(
+                "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
+            ));
+        }
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if rest.len() > authority.len() && !matches!(&rest[authority.len()..], "/" | "") {
+            bail!(UsageError(format!(
+                "invalid etcd URL {display}: no path or query is allowed (etcd://host[:port][,host[:port]...])"
+            )));
+        }
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let mut user = userinfo.map(|u| match u.split_once(':') {
+            Some((name, pass)) => (decode(name), Some(decode(pass))),
+            None => (decode(u), None),
+        });
+        if let Some(p) = &sec.password {
+            match &mut user {
+                Some((_, pass)) => *pass = Some(p.clone()),
+                // A password from the environment may be meant for Redis
+                // servers; without a user etcd has no use for it.
+                None if sec.password_from_env => {}
+                None => bail!(UsageError(format!(
+                    "etcd authenticates a user: put the user name in the URL (etcds://USER@host), not only a password ({display})"
+                ))),
+            }
+        }
+        let user = match user {
+            Some((name, _)) if name.is_empty() => bail!(UsageError(format!(
+                "etcd authenticates a user: the URL {display} has a password but no user name"
+            ))),
+            Some((name, Some(pass))) => Some((name, pass)),
+            Some((name, None)) => bail!(UsageError(format!(
+                "etcd user {name} needs a password (in the URL, --redis-password-file or DISTLOCK_REDIS_PASSWORD)"
+            ))),
+            None => None,
+        };
+        let mut endpoints = Vec::new();
+        for h in hosts.split(',') {
+            let (host, port) = split_host_port(h).ok_or_else(|| {
+                UsageError(format!(
+                    "invalid etcd URL {display}: expected host[:port][,host[:port]...]"
+                ))
+            })?;
+            let http = if tls { "https" } else { "http" };
+            endpoints.push(format!("{http}://{host}:{port}"));
+        }
+        let tls = if tls {
+            let read = |what: &str, p: &std::path::Path| -> Result<Vec<u8>> {
+                std::fs::read(p).map_err(|e| {
+                    UsageError(format!("cannot read {what} {}: {e}", p.display())).into()
+                })
+            };
+            let Some(ca) = &sec.tls_ca else {
+                bail!(UsageError(format!(
+                    "etcds:// needs --tls-ca FILE: the CA that signed the etcd servers' certificates ({display})"
+                )));
+            };
+            let identity = match (&sec.tls_cert, &sec.tls_key) {
+                (Some(c), Some(k)) => Some((read("--tls-cert", c)?, read("--tls-key", k)?)),
+                _ => None,
+            };
+            Some(Tls {
+                ca: read("--tls-ca", ca)?,
+                identity,
+            })
+        } else {
+            None
+        };
+        Ok(Target {
+            display,
+            endpoints,
+            user,
+            tls,
+        })
+    }
+
+    /// A connected client (with a user: authenticated). tonic connects
+    /// lazily, so an unreachable member shows at the first request.
+    pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
+        let mut opts = ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            .with_timeout(timeout);
+        if let Some((name, pass)) = &self.user {
+            opts = opts.with_user(name.clone(), pass.clone());
+        }
+        if let Some(tls) = &self.tls {
+            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(Identity::from_pem(cert, key));
+            }
+            opts = opts.with_tls(t);
+        }
+        Client::connect(&self.endpoints, Some(opts)).await
+    }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`; None if malformed.
+fn split_host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = if let Some(v6) = s.strip_prefix('[') {
+        let (h, after) = v6.split_once(']')?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        (format!("[{h}]"), port)
+    } else {
+        match s.split_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p)),
+            None => (s.to_owned(), None),
+        }
+    };
+    let valid = |c: char| c.is_ascii_alphanumeric() || ".-_[]:".contains(c);
+    if host.is_empty() || host == "[]" || !host.chars().all(valid) {
+        return None;
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(p) => p.parse().ok().filter(|&p| p > 0)?,
+    };
+    Some((host, port))
+}
+
+/// `%XX` escapes undone (user names and passwords in URLs).
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sec() -> Security {
+        Security::new(Default::default(), None).unwrap()
+    }
+
+    #[test]
+    fn hosts_ports_and_users() {
+        let t = Target::parse("etcd://a,b:2380,[::1]:1", &sec()).unwrap();
+        assert_eq!(
+            t.endpoints,
+            ["http://a:2379", "http://b:2380", "http://[::1]:1"]
+        );
+        let t = Target::parse("etcd://me:s%40cret@h", &sec()).unwrap();
+        assert_eq!(t.user, Some(("me".into(), "s@cret".into())));
+        assert!(!t.display.contains("cret"));
+        assert!(!format!("{t:?}").contains("cret"));
+    }
+
+    #[test]
+    fn malformed_urls_are_usage_errors() {
+        for url in [
+            "etcd://",
+            "etcd://h:0",
+            "etcd://h:x",
+            "etcd://h/db",
+            "etcd://a,,b",
+            "etcd://:pw@h",
+        ] {
+            let e = Target::parse(url, &sec()).unwrap_err();
+            assert!(e.is::<UsageError>(), "{url}: {e:#}");
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! A real `etcd` (Debian's etcd-server) on free loopback ports with its own
+//! data dir, for the etcd backend's tests. One member per test binary is
+//! shared ([`shared`]): tests that use it pick names of their own and do
+//! not stop it.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::{free_port, poll, Bounded};
+
+/// An etcd member of our own, killed and reaped on drop.
+pub struct EtcdServer {
+    child: Child,
+    /// Client port on 127.0.0.1.
+    pub port: u16,
+    /// Data directory (and etcd.log), removed on drop.
+    _dir: tempfile::TempDir,
+}
+
+impl EtcdServer {
+    /// Starts a one-member cluster and waits until it answers.
+    pub fn start() -> EtcdServer {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, peer) = (free_port(), free_port());
+        let child = spawn_member(dir.path(), port, peer);
+        let server = EtcdServer {
+            child,
+            port,
+            _dir: dir,
+        };
+        assert!(
+            poll(Duration::from_secs(20), Duration::from_millis(50), || {
+                server.try_ctl(&["endpoint", "health"]).is_some()
+            }),
+            "etcd on port {port} did not become healthy"
+        );
+        server
+    }
+
+    /// `etcd://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("etcd://127.0.0.1:{}", self.port)
+    }
+
+    /// `etcdctl ARGS` against this member: its stdout, or None on failure.
+    pub fn try_ctl(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints=127.0.0.1:{}", self.port))
+            .arg("--dial-timeout=2s")
+            .args(args)
+            .output_within(Duration::from_secs(10));
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `etcdctl ARGS`, which must succeed.
+    pub fn ctl(&self, args: &[&str]) -> String {
+        self.try_ctl(args)
+            .unwrap_or_else(|| panic!("etcdctl {args:?} failed"))
+    }
+
+    /// The value of `key`, if it exists.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let v = self.ctl(&["get", key, "--print-value-only"]);
+        let v = v.strip_suffix('\n').unwrap_or(&v);
+        (!v.is_empty()).then(|| v.to_owned())
+    }
+
+    /// The store's current revision.
+    pub fn revision(&self) -> u64 {
+        let out = self.ctl(&["get", "x", "-w", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["header"]["revision"].as_u64().unwrap()
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `etcd` as a one-member cluster on `port` (clients) and `peer`.
+/// It dies with the test process (PR_SET_PDEATHSIG), so a shared member
+/// held in a static never outlives the test binary.
+fn spawn_member(dir: &Path, port: u16, peer: u16) -> Child {
+    use std::os::unix::process::CommandExt;
+    let client = format!("http://127.0.0.1:{port}");
+    let peer = format!("http://127.0.0.1:{peer}");
+    let mut cmd = Command::new("etcd");
+    cmd.arg("--name=m")
+        .arg(format!("--data-dir={}", dir.join("data").display()))
+        .arg(format!("--listen-client-urls={client}"))
+        .arg(format!("--advertise-client-urls={client}"))
+        .arg(format!("--listen-peer-urls={peer}"))
+        .arg(format!("--initial-advertise-peer-urls={peer}"))
+        .arg(format!("--initial-cluster=m={peer}"))
+        .arg("--logger=zap")
+        .arg("--log-level=error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("etcd.log")).unwrap());
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .expect("cannot start etcd (apt-get install etcd-server etcd-client)")
+}
+
+/// The member this test binary shares. Started by a thread that lives as
+/// long as the process: a parent-death signal follows the thread that
+/// spawned the child, and test threads end.
+pub fn shared() -> &'static EtcdServer {
+    static SHARED: OnceLock<EtcdServer> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let server = EtcdServer::start();
+            tx.send(server).unwrap();
+            loop {
+                std::thread::park();
+            }
+        });
+        rx.recv().expect("the etcd starter thread died")
+    })
+}
