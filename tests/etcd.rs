@@ -210,3 +210,34 @@ fn the_password_never_shows() {
     assert_eq!(out.code, 125, "{out:?}");
     assert!(!out.all().contains("hunter2secret"), "{}", out.all());
 }
+
+/// As on Redis (guarantees.md §4): CMD has `DISTLOCK_OWNER`, but a
+/// `release` by owner of the lease its `run` holds is refused (exit 1,
+/// nothing changed), so no second holder can start while CMD runs; the
+/// run's own release still ends it.
+#[test]
+fn cmd_cannot_release_the_lease_its_run_holds() {
+    let e = shared();
+    let out = at(&e.url())
+        .args(["run", "etcd-own", "--ttl", "5s", "--", "sh", "-c"])
+        .arg(format!(
+            "{} release etcd-own; echo \"release=$?\"; {} inspect etcd-own --json",
+            bin().display(),
+            bin().display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("release=1"), "{stdout}");
+    assert!(
+        stdout.contains("\"held\":true"),
+        "still held after CMD's release: {stdout}"
+    );
+    assert_eq!(e.get("distlock:{etcd-own}"), None, "released after CMD");
+    // A lease taken by `acquire` is released by owner as before.
+    let taken = run(&["acquire", "etcd-own2", "--owner", "me", "--ttl", "5s"]);
+    assert_eq!(taken.code, 0, "{taken:?}");
+    let freed = run(&["release", "etcd-own2", "--owner", "me"]);
+    assert_eq!(freed.code, 0, "{freed:?}");
+}

@@ -1625,3 +1625,27 @@ fn a_port_where_something_else_answers_is_not_a_redis_server() {
     let out = against(&http.url("rediss"), &["acquire", "--ttl", "1s", "x"]);
     assert_plain_failure(&out, "TLS");
 }
+
+/// The whole-call deadline rests on a realtime signal that kicks a blocked
+/// read. A caller that ignored SIGRTMAX-1 (which CMD must inherit ignored)
+/// must not take the deadline away: another realtime signal is used.
+/// Before the fix the timer sent the ignored signal and `inspect` against
+/// a trickling server hung until killed.
+#[test]
+fn an_ignored_realtime_signal_does_not_take_the_whole_call_deadline_away() {
+    use std::os::unix::process::CommandExt;
+    let _s = serial();
+    let fake = FakeServer::trickling();
+    let mut cmd = distlock_at(&fake.url());
+    cmd.args(["inspect", "t"]);
+    // SAFETY: signal(2) is async-signal-safe, run in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGRTMAX() - 1, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = exec(&mut cmd, ms(20_000));
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.took < ms(8_000), "took {:?}", out.took);
+}

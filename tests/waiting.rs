@@ -1403,3 +1403,67 @@ fn no_server_at_the_first_attempt_is_125_at_once_even_with_a_wait() {
         assert!(out.stderr.contains(&url), "{out:?}");
     }
 }
+
+/// A waiter reads its place in the queue (ZRANK, for the status line)
+/// before it writes anything, so a Redis user whose ACL predates ZRANK is
+/// refused with nothing changed: no queue entry left behind to hold up the
+/// waiters after it. Before the fix the script joined the queue, then
+/// failed on ZRANK.
+#[test]
+fn a_user_denied_zrank_is_refused_before_it_joins_the_queue() {
+    let server = RedisServer::start();
+    hold_as(
+        &server,
+        &format!("{}:0:{}", hostname(), "ab".repeat(16)),
+        "zr",
+    );
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "old", "on", ">pw", "~*", "&*", "+@all", "-zrank",
+    ]);
+    let url = format!("redis://old:pw@127.0.0.1:{}", server.port);
+    let out = exec(
+        distlock_at(&url).args(["run", "--wait", "5s", "zr", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("ZRANK"), "{out:?}");
+    let queued: i64 = server.cmd(&["ZCARD", "distlock:{zr}:queue"]);
+    assert_eq!(queued, 0, "the refused waiter left a queue entry");
+    // Not even for a moment (its clean-up would remove an entry again):
+    // the script never got as far as joining.
+    let stats: String = server.cmd(&["INFO", "commandstats"]);
+    assert!(
+        !stats.contains("cmdstat_zadd:"),
+        "the refused waiter joined the queue before it was refused: {stats}"
+    );
+}
+
+/// A release wakes the first waiter still listening, but drops at most a
+/// bounded number of waiters that no longer listen in one call (all of
+/// them go at once after a restart that kept the queue, or `kill -9` of
+/// many waiters): the call stays short whatever the queue's length, and
+/// the rest is left to later attempts. Before the fix one release dropped
+/// all 300 here, three ZREMs each.
+#[test]
+fn a_release_drops_a_bounded_number_of_gone_waiters() {
+    let server = RedisServer::start();
+    let owner = format!("{}:0:{}", hostname(), "cd".repeat(16));
+    hold_as(&server, &owner, "gone-many");
+    let far = "99999999999999";
+    for i in 0..300 {
+        let w = format!("ghost:{i}:{}", "00".repeat(16));
+        let _: () = server.cmd(&["ZADD", "distlock:{gone-many}:queue", &i.to_string(), &w]);
+        let _: () = server.cmd(&["ZADD", "distlock:{gone-many}:deadlines", far, &w]);
+    }
+    let _: () = server.cmd(&["CONFIG", "RESETSTAT"]);
+    release_as(&server, &owner, "gone-many");
+    let stats: String = server.cmd(&["INFO", "commandstats"]);
+    let zrem = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_zrem:calls="))
+        .and_then(|l| l.split(',').next())
+        .map_or(0, |n| n.parse::<u64>().unwrap());
+    assert!(zrem <= 3 * 16 + 3, "one release ran {zrem} ZREMs");
+    let left: i64 = server.cmd(&["ZCARD", "distlock:{gone-many}:queue"]);
+    assert!(left >= 300 - 17, "only {left} of 300 left");
+}

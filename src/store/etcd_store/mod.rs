@@ -200,7 +200,7 @@ impl Store {
         owner: &str,
         ttl_ms: u64,
         mode: Mode,
-        _meta: &[(&str, &str)],
+        meta: &[(&str, &str)],
     ) -> Result<Acquire> {
         if keys.limit.is_some() {
             return Err(Self::unsupported("--limit"));
@@ -215,18 +215,31 @@ impl Store {
         }
         let ttl = lease_secs(ttl_ms)?;
         let (key, fence, me) = (keys.lock.clone(), keys.fence.clone(), owner.to_owned());
+        // A `run` marks its lease with `P:{N}:meta` under the same lease, so
+        // that a release by owner from its CMD can be refused
+        // (`release_by_owner`); the lease's revocation or expiry takes it.
+        let by_run = meta.contains(&("run", "1"));
+        let marker = keys.meta.clone();
         let (outcome, stale_lease) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();
+            let mut ops = vec![
+                TxnOp::put(
+                    key.clone(),
+                    me.clone(),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+                TxnOp::put(fence, me.clone(), None),
+            ];
+            if by_run {
+                ops.push(TxnOp::put(
+                    marker,
+                    "run",
+                    Some(PutOptions::new().with_lease(lease)),
+                ));
+            }
             let txn = Txn::new()
                 .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                .and_then([
-                    TxnOp::put(
-                        key.clone(),
-                        me.clone(),
-                        Some(PutOptions::new().with_lease(lease)),
-                    ),
-                    TxnOp::put(fence, me.clone(), None),
-                ])
+                .and_then(ops)
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
             if resp.succeeded() {
@@ -323,9 +336,40 @@ impl Store {
         self.release_recording(keys, owner, RunRecord::default(), false)
     }
 
-    /// As `release`: etcd keeps no mark of a running `run` yet.
+    /// As `release`, but refused (`HeldByRun`, nothing changed) while a
+    /// `run` holds the lease: its marker key (see `acquire`) exists. One
+    /// transaction, so the check and the delete cannot be split.
     pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        self.release(keys, owner)
+        let (key, marker, me) = (keys.lock.clone(), keys.meta.clone(), owner.to_owned());
+        let found = self.call("release", |mut c| async move {
+            let txn = Txn::new()
+                .when([
+                    Compare::value(key.clone(), CompareOp::Equal, me),
+                    Compare::create_revision(marker, CompareOp::Equal, 0),
+                ])
+                .and_then([
+                    TxnOp::get(key.clone(), None),
+                    TxnOp::delete(key.clone(), None),
+                ])
+                .or_else([TxnOp::get(key, None)]);
+            let resp = c.txn(txn).await?;
+            let kv = first_kv(&resp.op_responses());
+            if resp.succeeded() {
+                if let Some(kv) = &kv {
+                    let _ = c.lease_revoke(kv.lease()).await;
+                }
+                return Ok(Ok(()));
+            }
+            Ok(Err(kv.map(|kv| kv.value().to_vec())))
+        })?;
+        match found {
+            Ok(()) => Ok(Release::Released),
+            // Ours, so the marker failed the compare: a run holds it.
+            Err(Some(h)) if h == owner.as_bytes() => Ok(Release::HeldByRun),
+            Err(holder) => Ok(Release::NotOwner(
+                holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+            )),
+        }
     }
 
     /// Deletes the key if it still holds our owner, then revokes its lease

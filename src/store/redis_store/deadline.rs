@@ -25,7 +25,7 @@
 //! (std retries EINTR too) is bounded by the connect timeout, which is the
 //! time left.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -33,9 +33,26 @@ use std::time::{Duration, Instant};
 const KICK_EVERY: Duration = Duration::from_millis(2);
 
 /// The signal the call timer sends: a realtime one, so that nobody's
-/// SIGALRM is taken.
+/// SIGALRM is taken; chosen once by [`choose_kick`]. 0: none (every
+/// realtime signal ignored), and then calls have no timer.
+static KICK: AtomicI32 = AtomicI32::new(0);
+
 fn kick() -> i32 {
-    libc::SIGRTMAX() - 1
+    KICK.load(Ordering::Relaxed)
+}
+
+/// Picks the kick signal, from SIGRTMAX-1 down: the first one the caller
+/// did not ignore, with `on_kick` installed for it. An ignored one must
+/// stay ignored (CMD inherits it so, as `timeout(1)` keeps it), and a
+/// timer sending an ignored signal would interrupt nothing: the deadline
+/// would silently be gone.
+fn choose_kick() {
+    for sig in (libc::SIGRTMIN()..libc::SIGRTMAX()).rev() {
+        if install(sig, on_kick) {
+            KICK.store(sig, Ordering::Relaxed);
+            return;
+        }
+    }
 }
 
 /// Signals (as bits) caught during an interruptible call.
@@ -60,8 +77,12 @@ extern "C" fn on_ender(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut
     }
     let timer = KICK_TIMER.load(Ordering::SeqCst);
     if timer != 0 {
-        // timer_settime is async-signal-safe.
+        // timer_settime is async-signal-safe; errno is the interrupted
+        // code's, so it is kept.
+        // SAFETY: __errno_location is this thread's errno.
+        let saved = unsafe { *libc::__errno_location() };
         arm(timer as libc::timer_t, Duration::from_nanos(1));
+        unsafe { *libc::__errno_location() = saved };
     }
 }
 
@@ -120,9 +141,7 @@ impl Call {
     /// `kicks` (a transport that retries EINTR: TLS) no timer is started.
     pub(super) fn start(timeout: Duration, enders: &[i32], kicks: bool) -> Call {
         static KICK_INSTALLED: Once = Once::new();
-        KICK_INSTALLED.call_once(|| {
-            install(kick(), on_kick);
-        });
+        KICK_INSTALLED.call_once(choose_kick);
         let deadline = Instant::now() + timeout;
         // SAFETY: sigevent and sigset_t are plain C structs, zeroed then
         // filled; timer_create writes the new timer's id.
@@ -141,6 +160,7 @@ impl Call {
             ev.sigev_notify_thread_id = libc::gettid();
             let mut timer: libc::timer_t = std::mem::zeroed();
             let timer = (kicks
+                && kick() != 0
                 && libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut timer) == 0)
                 .then_some(timer);
             let interruptible = !enders.is_empty();

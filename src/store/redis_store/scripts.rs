@@ -384,10 +384,15 @@ end
 -- matters: a stopped waiter (Ctrl-Z) keeps its connection, so PUBLISH
 -- would count it and the live waiters behind it would sleep until their
 -- backstop.
+-- At most PRUNE_MAX heads that no longer listen are dropped per call
+-- (all of them go at once after a restart that kept the queue, or a
+-- `kill -9` of many waiters): past that, the head is reported as ahead
+-- without a wake-up, so nobody jumps the queue, and the next attempt or a
+-- waiter's own backstop goes on from there.
 local function wake_next(queue, deadlines, turns, chan, me)
   local now_ms = math.floor(now_us() / 1000)
   prune(queue, deadlines, turns, now_ms)
-  while true do
+  for _ = 1, PRUNE_MAX do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head or head == me then return false end
     if redis.call('PUBLISH', chan .. head, 'wake') > 0 then
@@ -399,6 +404,9 @@ local function wake_next(queue, deadlines, turns, chan, me)
     end
     drop(queue, deadlines, turns, head)
   end
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if not head or head == me then return false end
+  return head
 end
 -- A successful acquire ends the promises: whoever still holds one is told
 -- to forget it (at most AHEAD + 1 waiters). Publishes only (no write): the
@@ -621,7 +629,12 @@ if holder == false and not ahead then
 end
 local pttl = -2
 if holder then pttl = redis.call('PTTL', lock) end
+local place = false
 if mode == 'fair' then
+  -- Our place (0-based) for the status line, read before anything is
+  -- written here: a user whose ACL predates ZRANK is refused with nothing
+  -- changed. A newcomer joins at the end.
+  place = redis.call('ZRANK', queue, owner) or redis.call('ZCARD', queue)
   -- Keep our place while we wait: we try again at least once per
   -- max(pttl, ttl), so twice that plus slack only lapses if we are gone.
   local keep = 2 * math.max(pttl, tonumber(ttl)) + 2000
@@ -649,8 +662,6 @@ if holder then
   local at = tonumber(who[4])
   who[4] = at and string.format('%d', math.max(math.floor(now / 1000) - at, 0)) or false
 end
-local place = false
-if mode == 'fair' then place = redis.call('ZRANK', queue, owner) end
 return {0, holder, pttl, ahead, who[1], who[2], who[3], who[4], place}
 "
 ));
