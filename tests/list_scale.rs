@@ -55,11 +55,28 @@ fn populate(server: &RedisServer) {
     }
 }
 
-/// Runs `distlock list ARGS`, reads all its stdout, and reaps it with
-/// wait4 for its peak RSS (KiB).
+/// Script calls (EVAL, EVALSHA) the server has run so far.
+fn script_calls(server: &RedisServer) -> u64 {
+    let info: String = server.cmd(&["INFO", "commandstats"]);
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Runs `distlock list ARGS`, calls `at_first_byte` once its first byte is
+/// read (distlock is then stopped at a full pipe, at the latest), reads the
+/// rest, and reaps it with wait4 for its peak RSS (KiB).
 // Reaped with wait4 for its rusage, which Child::wait does not give.
 #[allow(clippy::zombie_processes)]
-fn list(server: &RedisServer, args: &[&str]) -> (String, u64) {
+fn list(server: &RedisServer, args: &[&str], at_first_byte: impl FnOnce()) -> (String, u64) {
     let mut child = distlock(server)
         .arg("list")
         .args(args)
@@ -68,13 +85,12 @@ fn list(server: &RedisServer, args: &[&str]) -> (String, u64) {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let mut text = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    at_first_byte();
+    let mut text = String::from(char::from(first[0]));
+    stdout.read_to_string(&mut text).unwrap();
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: rusage is plain integers; wait4 reaps our own child and
@@ -95,7 +111,7 @@ fn list_of_twenty_thousand_locks_is_complete_sorted_and_small() {
     let mut names: Vec<String> = (0..LOCKS).map(|i| format!("list-{i:05}")).collect();
     names.push("tmpl".into());
 
-    let (text, rss) = list(&server, &[]);
+    let (text, rss) = list(&server, &[], || ());
     eprintln!("list: peak RSS {rss} KiB");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), LOCKS + 2, "a header and one line per lock");
@@ -114,7 +130,19 @@ fn list_of_twenty_thousand_locks_is_complete_sorted_and_small() {
         "list: peak RSS {rss} KiB, bound {MAX_RSS_KIB} KiB"
     );
 
-    let (text, rss) = list(&server, &["--json"]);
+    // 500 JSON objects are more than a pipe holds: until its first byte is
+    // read, distlock cannot have got past printing the first batch.
+    let before = script_calls(&server);
+    let mut read_at_first_byte = 0;
+    let (text, rss) = list(&server, &["--json"], || {
+        read_at_first_byte = script_calls(&server) - before;
+        eprintln!("list --json: {read_at_first_byte} script calls at its first byte");
+    });
+    assert!(
+        read_at_first_byte <= 1000,
+        "output starts before the locks are all read: {read_at_first_byte} of {} read by then",
+        LOCKS + 1
+    );
     eprintln!("list --json: peak RSS {rss} KiB");
     let v: serde_json::Value = serde_json::from_str(&text).expect("one JSON array");
     let listed: Vec<&str> = v
