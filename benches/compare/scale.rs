@@ -69,6 +69,10 @@ struct Drain {
     join_cmds: Option<u64>,
     server_cpu: Option<Duration>,
     slow: Option<(usize, u64)>,
+    /// Each SLOWLOG entry: its time, the command and its first arguments,
+    /// and when it ran (ms after the holder let go; negative: while the
+    /// waiters joined).
+    slow_entries: Vec<String>,
     wall: Duration,
     overlaps: usize,
     token_errors: usize,
@@ -353,6 +357,9 @@ fn drain(ctx: &Ctx, redis: &RedisServer, etcd: Option<&Etcd>, tool: Locker, n: u
         _ => redis_cpu(&mut con),
     };
     let t = Instant::now();
+    let released_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     fs::write(&gate, "").unwrap();
     let mut failed = 0;
     if !wait_child(&mut holder).success() {
@@ -385,6 +392,7 @@ fn drain(ctx: &Ctx, redis: &RedisServer, etcd: Option<&Etcd>, tool: Locker, n: u
         })
         .max()
         .unwrap_or(0);
+    let slow_entries = slow.iter().map(|e| slow_entry(e, released_unix)).collect();
 
     // S/E lines: (start, end, token) per run, in start order.
     let mut runs: HashMap<String, (u64, u64, Option<u64>)> = HashMap::new();
@@ -435,11 +443,50 @@ fn drain(ctx: &Ctx, redis: &RedisServer, etcd: Option<&Etcd>, tool: Locker, n: u
         join_cmds: redis_side.then_some(join),
         server_cpu: (tool != Locker::Flock).then(|| cpu1.saturating_sub(cpu0)),
         slow: redis_side.then_some((slow.len(), slow_max_us)),
+        slow_entries: if redis_side { slow_entries } else { Vec::new() },
         wall,
         overlaps,
         token_errors,
         failed,
     }
+}
+
+/// One SLOWLOG GET entry (id, unix seconds, µs, argv, client, name) as
+/// `2.31 ms at +120 ms: EVALSHA 1f0c… 8 distlock:{x} …`: which command or
+/// script it was, and whether it fell while waiters joined or drained.
+fn slow_entry(e: &redis::Value, released_unix: Duration) -> String {
+    let redis::Value::Array(f) = e else {
+        return format!("{e:?}");
+    };
+    let int = |i: usize| match f.get(i) {
+        Some(redis::Value::Int(v)) => *v,
+        _ => 0,
+    };
+    let args: Vec<String> = match f.get(3) {
+        Some(redis::Value::Array(a)) => a
+            .iter()
+            .take(6)
+            .map(|v| match v {
+                redis::Value::BulkString(b) => {
+                    let s = String::from_utf8_lossy(b);
+                    s.chars().take(48).collect()
+                }
+                redis::Value::SimpleString(s) => s.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let client = match f.get(5) {
+        Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    };
+    let at_ms = int(1) as f64 * 1e3 - released_unix.as_secs_f64() * 1e3;
+    format!(
+        "{:.2} ms at {at_ms:+.0} ms (1 s resolution): {} [{client}]",
+        int(2) as f64 / 1e3,
+        args.join(" ")
+    )
 }
 
 /// Renewal load of `names` locks held at once by `distlock run`.
@@ -733,6 +780,12 @@ fn report(
             }),
             d.wall.as_secs_f64(),
         );
+    }
+    for d in drains.iter().filter(|d| !d.slow_entries.is_empty()) {
+        println!("\nSLOWLOG at N={} ({}):", d.n, d.tool.name());
+        for e in &d.slow_entries {
+            println!("- {e}");
+        }
     }
     if !etcd {
         println!("\n(etcdctl lock: not measured, see the start of the log)");

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::output::{escape, print_json, print_lines, rfc3339};
+use super::output::{self, escape, print_json, print_lines, print_more, rfc3339};
 use super::{Global, IO_TIMEOUT};
 use crate::config::{InspectConfig, UsageError};
-use crate::store::{DoneMark, LockInfo, LockKeys, SlotsInfo, Store, StoreError};
+use crate::store::{DoneMark, Found, LockInfo, LockKeys, SlotsInfo, Store, StoreError};
 
 /// `distlock inspect`: one lock, for people or (with --json) programs.
 pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
@@ -269,50 +269,80 @@ impl<'a> LastRunView<'a> {
     }
 }
 
-/// `distlock list`: every held lock under the prefix.
+/// How many locks `list` reads per round trip and prints at a time: its
+/// memory is the sorted names plus one batch, not the whole listing.
+const LIST_BATCH: usize = 500;
+
+/// `distlock list`: every held lock under the prefix, sorted by name.
 /// With `json`, one JSON array of `inspect --json` objects.
+///
+/// SCAN collects only the names (sorting needs them all); the details are
+/// then read [`LIST_BATCH`] names at a time and each batch is printed as
+/// it comes, so output starts after the first batch and memory does not
+/// grow with what is printed.
 pub fn list(g: &Global, json: bool) -> Result<u8> {
     let mut store = g.store(IO_TIMEOUT);
     let found = store.list_names(&g.prefix)?;
-    let plain: Vec<LockKeys> = found
+    let mut out = ListOut::new(json);
+    for batch in found.chunks(LIST_BATCH) {
+        let entries = list_batch(g, &mut store, batch)?;
+        if !out.print(entries)? {
+            // The reader went away (`| head -1`): done, as if printed.
+            return Ok(0);
+        }
+    }
+    if !out.finish()? {
+        return Ok(0);
+    }
+    if !json && out.printed == 0 {
+        g.say(format_args!("no locks held under prefix {}", g.prefix));
+    }
+    Ok(0)
+}
+
+/// One `list` entry: the `inspect --json` object and the table row.
+type Entry = (serde_json::Value, [String; 6]);
+
+/// The held locks among `batch` (sorted names), in its order. Locks
+/// released since the SCAN drop out.
+fn list_batch(g: &Global, store: &mut Store, batch: &[Found]) -> Result<Vec<Entry>> {
+    let plain: Vec<LockKeys> = batch
         .iter()
         .filter(|f| !f.semaphore)
         .map(|f| LockKeys::new(&g.prefix, &f.name))
         .collect();
-    let infos = store.inspect_many(&plain)?;
-    // A lock with a key of another type, or one it cannot read, is
-    // skipped, with one warning: one stray key must not hide every other
-    // lock from everyone.
-    let infos: Vec<Option<LockInfo>> = infos
-        .into_iter()
-        .zip(&plain)
-        .map(|(i, k)| {
-            let i = i.map_err(|fk| skip_foreign(g, &fk)).ok()?;
-            unreadable(k, &i).map_err(|u| skip_foreign(g, &u)).ok()?;
-            Some(i)
-        })
-        .collect();
-    // (name, JSON object, table row), merged and sorted by name.
-    let mut entries: Vec<(String, serde_json::Value, [String; 6])> = plain
-        .iter()
-        .zip(&infos)
-        .filter_map(|(k, i)| Some((k, i.as_ref()?)))
-        .filter(|(_, i)| i.holder.is_some())
-        .map(|(k, i)| {
+    let mut infos = store.inspect_many(&plain)?.into_iter().zip(plain);
+    let mut entries = Vec::with_capacity(batch.len());
+    for f in batch {
+        if !f.semaphore {
+            let Some((info, k)) = infos.next() else {
+                break;
+            };
+            // A lock with a key of another type, or one it cannot read, is
+            // skipped, with one warning: one stray key must not hide every
+            // other lock from everyone.
+            let Some(i) = info.map_err(|fk| skip_foreign(g, &fk)).ok() else {
+                continue;
+            };
+            if unreadable(&k, &i).map_err(|u| skip_foreign(g, &u)).is_err() {
+                continue;
+            }
+            if i.holder.is_none() {
+                continue;
+            }
             let row = [
                 k.name.clone(),
                 i.ttl.map_or("-".into(), fmt_ttl),
                 i.token.map_or("-".into(), |t| t.to_string()),
                 i.holder.clone().unwrap_or_default(),
-                Meta::of(i).command.unwrap_or("").to_owned(),
+                Meta::of(&i).command.unwrap_or("").to_owned(),
                 i.done
                     .as_ref()
                     .map_or(String::new(), |d| DoneView(d).line()),
             ];
-            (k.name.clone(), info_json(k, i), row)
-        })
-        .collect();
-    for f in found.iter().filter(|f| f.semaphore) {
+            entries.push((info_json(&k, &i), row));
+            continue;
+        }
         // Any N above 1 reads the slots; the agreed N comes back with them.
         let keys = LockKeys::new(&g.prefix, &f.name).with_limit(2);
         let info = match store.inspect_slots(&keys) {
@@ -337,60 +367,117 @@ pub fn list(g: &Global, json: bool) -> Result<u8> {
             String::new(),
             String::new(),
         ];
-        entries.push((f.name.clone(), slots_json(&keys, &info), row));
+        entries.push((slots_json(&keys, &info), row));
     }
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    if json {
-        let arr: Vec<_> = entries.into_iter().map(|e| e.1).collect();
-        print_json(&serde_json::Value::Array(arr))?;
-        return Ok(0);
+    Ok(entries)
+}
+
+/// `list`'s output, written a batch at a time: the table (see [`Table`])
+/// or the elements of one JSON array, byte for byte what printing the
+/// whole array at once would give.
+struct ListOut {
+    json: bool,
+    table: Table,
+    printed: usize,
+}
+
+impl ListOut {
+    fn new(json: bool) -> ListOut {
+        ListOut {
+            json,
+            table: Table::default(),
+            printed: 0,
+        }
     }
-    if entries.is_empty() {
-        g.say(format_args!("no locks held under prefix {}", g.prefix));
-        return Ok(0);
+
+    /// Prints one batch; false when stdout is a closed pipe.
+    fn print(&mut self, entries: Vec<Entry>) -> Result<bool> {
+        if entries.is_empty() {
+            return Ok(true);
+        }
+        let mut text = String::new();
+        if self.json {
+            for (v, _) in entries {
+                text.push(if self.printed == 0 { '[' } else { ',' });
+                text.push_str(&output::json(&v));
+                self.printed += 1;
+            }
+        } else {
+            self.printed += entries.len();
+            for line in self.table.rows(entries.into_iter().map(|e| e.1).collect()) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        print_more(&text)
     }
-    let rows: Vec<[String; 6]> = entries.into_iter().map(|e| e.2).collect();
-    print_lines(table(rows))?;
-    Ok(0)
+
+    /// Ends the JSON array; false when stdout is a closed pipe.
+    fn finish(&mut self) -> Result<bool> {
+        match (self.json, self.printed) {
+            (true, 0) => print_more("[]\n"),
+            (true, _) => print_more("]\n"),
+            (false, _) => Ok(true),
+        }
+    }
 }
 
 /// `list`'s table: a header, then the rows, in columns padded to the
-/// widest cell; the DONE column (`run --once-per`'s mark) only when a lock
-/// has one. Cells are escaped before they are measured, so the columns
-/// line up as the terminal shows them. Padding is by hand: a width in a
-/// format string must fit in 16 bits, and a cell is as long as another
-/// client made it.
-fn table(rows: Vec<[String; 6]>) -> Vec<String> {
-    let header = ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND", "DONE"].map(String::from);
-    let columns = if rows.iter().any(|r| !r[5].is_empty()) {
-        6
-    } else {
-        5
-    };
-    let cells: Vec<[String; 6]> = std::iter::once(header)
-        .chain(rows)
-        .map(|r| r.map(|c| escape(&c).into_owned()))
-        .collect();
-    let mut widths = [0; 6];
-    for r in &cells {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    cells
-        .iter()
-        .map(|r| {
-            let mut line = String::new();
-            for (i, (c, w)) in r.iter().zip(widths).take(columns).enumerate() {
-                if i > 0 {
-                    line.push_str("  ");
-                }
-                line.push_str(c);
-                line.extend(std::iter::repeat_n(' ', w - c.chars().count()));
+/// widest cell so far. The first batch sets the widths; a later batch
+/// with a wider cell widens that column from its own first row on (the
+/// widths never shrink), so up to [`LIST_BATCH`] locks the table lines up
+/// exactly and beyond that it stays readable without holding every row.
+/// The DONE column (`run --once-per`'s mark) has a header when a lock of
+/// the first batch has one; a later mark is still shown, last on its row.
+/// Cells are escaped before they are measured, so the columns line up as
+/// the terminal shows them. Padding is by hand: a width in a format string
+/// must fit in 16 bits, and a cell is as long as another client made it.
+#[derive(Default)]
+struct Table {
+    widths: Option<[usize; 6]>,
+}
+
+impl Table {
+    /// The lines for one batch of rows (with the header before the first).
+    fn rows(&mut self, rows: Vec<[String; 6]>) -> Vec<String> {
+        let header = self.widths.is_none().then(|| {
+            let columns = if rows.iter().any(|r| !r[5].is_empty()) {
+                6
+            } else {
+                5
+            };
+            let mut h =
+                ["NAME", "EXPIRES IN", "TOKEN", "OWNER", "COMMAND", "DONE"].map(String::from);
+            h[columns..].iter_mut().for_each(String::clear);
+            h
+        });
+        let cells: Vec<[String; 6]> = header
+            .into_iter()
+            .chain(rows)
+            .map(|r| r.map(|c| escape(&c).into_owned()))
+            .collect();
+        let widths = self.widths.get_or_insert([0; 6]);
+        for r in &cells {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
             }
-            line.trim_end().to_owned()
-        })
-        .collect()
+        }
+        let widths = *widths;
+        cells
+            .iter()
+            .map(|r| {
+                let mut line = String::new();
+                for (i, (c, w)) in r.iter().zip(widths).enumerate() {
+                    if i > 0 {
+                        line.push_str("  ");
+                    }
+                    line.push_str(c);
+                    line.extend(std::iter::repeat_n(' ', w - c.chars().count()));
+                }
+                line.trim_end().to_owned()
+            })
+            .collect()
+    }
 }
 
 /// The warning of `list` for a lock it skips because of a foreign key
@@ -465,7 +552,7 @@ mod tests {
     fn the_table_lines_up_escaped_cells_of_any_length() {
         let row = |name: &str, owner: &str| [name, "1.0s", "3", owner, "", ""].map(String::from);
         let long = "o".repeat(70_000);
-        let lines = table(vec![row("a", "x\x1b[2Jy"), row("bb", &long)]);
+        let lines = Table::default().rows(vec![row("a", "x\x1b[2Jy"), row("bb", &long)]);
         let pad = " ".repeat(70_000 - "OWNER".len());
         assert_eq!(
             lines[0],
@@ -473,6 +560,36 @@ mod tests {
         );
         assert_eq!(lines[1], r"a     1.0s        3      x\x1b[2Jy");
         assert_eq!(lines[2], format!("bb    1.0s        3      {long}"));
+    }
+
+    #[test]
+    fn a_later_batch_widens_columns_and_prints_no_second_header() {
+        let row = |name: &str, owner: &str, done: &str| {
+            [name, "1.0s", "3", owner, "", done].map(String::from)
+        };
+        let mut t = Table::default();
+        let first = t.rows(vec![row("a", "o1", "")]);
+        assert_eq!(
+            first,
+            [
+                "NAME  EXPIRES IN  TOKEN  OWNER  COMMAND",
+                "a     1.0s        3      o1"
+            ]
+        );
+        let second = t.rows(vec![row("b", "owner-2", "d"), row("c", "o3", "")]);
+        assert_eq!(
+            second,
+            [
+                "b     1.0s        3      owner-2           d",
+                "c     1.0s        3      o3"
+            ]
+        );
+        let third = t.rows(vec![row("d", "o4", "")]);
+        assert_eq!(
+            third,
+            ["d     1.0s        3      o4"],
+            "widths never shrink"
+        );
     }
 
     #[test]

@@ -74,6 +74,16 @@ pub fn print_json(v: &serde_json::Value) -> Result<()> {
     print(&(json(v) + "\n"))
 }
 
+/// [`print`] for output written in parts: false once the reader has gone
+/// away, so the caller stops reading the server for output nobody reads.
+pub fn print_more(text: &str) -> Result<bool> {
+    match write_stdout(text) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write to stdout")),
+        Ok(()) => Ok(true),
+    }
+}
+
 /// Writes `text` on stdout, all of it at once. A reader that went away
 /// (`distlock list | head -1`; SIGPIPE is ignored, so it is an EPIPE) is
 /// no failure, as for ripgrep and C tools: output stops and the caller
