@@ -979,6 +979,17 @@ fn once_per_through(url: &str, node: &Node, name: &str) {
     assert_eq!(t, Some(token.to_string()), "the mark lives beside the lock");
     assert!(node.cmd::<i64>(&["PTTL", &done]) > 0);
 
+    // Run history lives beside the lock too and reads through the URL:
+    // the skip (newest), then the run that succeeded.
+    let out = dl(url, &["history", "--json", name]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let h = json(&out.stdout);
+    assert_eq!(h[0]["outcome"], "skipped_done", "{h}");
+    assert_eq!(h[1]["outcome"], "success", "{h}");
+    assert_eq!(h[1]["fencing_token"], token, "{h}");
+    let history = format!("{}:history", key(name));
+    assert_eq!(node.cmd::<i64>(&["LLEN", &history]), 2);
+
     let out = dl(url, &["inspect", "--json", name]);
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(json(&out.stdout)["done"]["fencing_token"], token, "{out:?}");
