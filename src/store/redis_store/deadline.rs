@@ -57,8 +57,11 @@ fn choose_kick() {
 
 /// Signals (as bits) caught during an interruptible call.
 static CAUGHT: AtomicU64 = AtomicU64::new(0);
-/// The timer of the interruptible call in progress (0: none), for the
-/// handler to start kicking.
+/// The timer of the interruptible call in progress, plus one (0: none),
+/// for the handler to start kicking. Plus one because a timer's id can be
+/// 0 (the kernel numbers a process's timers from 0): stored as it is, the
+/// first call's timer read as "none", and a signal that landed while the
+/// thread was between two reads interrupted nothing until the deadline.
 static KICK_TIMER: AtomicUsize = AtomicUsize::new(0);
 /// A kick that another process sent (a signal meant for CMD): raised again
 /// for the process when the call ends.
@@ -76,7 +79,7 @@ extern "C" fn on_ender(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut
         CAUGHT.fetch_or(1 << sig, Ordering::SeqCst);
     }
     let timer = KICK_TIMER.load(Ordering::SeqCst);
-    if timer != 0 {
+    if let Some(timer) = timer.checked_sub(1) {
         // timer_settime is async-signal-safe; errno is the interrupted
         // code's, so it is kept.
         // SAFETY: __errno_location is this thread's errno.
@@ -167,7 +170,7 @@ impl Call {
             if let Some(t) = timer {
                 if interruptible {
                     CAUGHT.store(0, Ordering::SeqCst);
-                    KICK_TIMER.store(t as usize, Ordering::SeqCst);
+                    KICK_TIMER.store(t as usize + 1, Ordering::SeqCst);
                 }
                 arm(t, timeout);
             }
