@@ -634,7 +634,8 @@ if mode == 'fair' then
   -- Our place (0-based) for the status line, read before anything is
   -- written here: a user whose ACL predates ZRANK is refused with nothing
   -- changed. A newcomer joins at the end.
-  place = redis.call('ZRANK', queue, owner) or redis.call('ZCARD', queue)
+  place = redis.call('ZRANK', queue, owner)
+  if not place then place = redis.call('ZCARD', queue) end
   -- Keep our place while we wait: we try again at least once per
   -- max(pttl, ttl), so twice that plus slack only lapses if we are gone.
   local keep = 2 * math.max(pttl, tonumber(ttl)) + 2000
