@@ -152,6 +152,7 @@ fn bash_completion_of_distlock() -> Output {
 
 #[test]
 fn the_debian_package_installs_works_and_removes_cleanly() {
+    let _heavy = heavy();
     if let Some(why) = reason_to_skip() {
         skip(&why);
         return;

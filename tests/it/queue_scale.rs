@@ -102,6 +102,7 @@ fn drain(n: usize) -> (f64, Vec<(String, u64)>, redis::Value) {
 /// 10, and no script call reaches 1 ms.
 #[test]
 fn a_hand_off_costs_the_same_with_100_waiters_as_with_10() {
+    let _heavy = heavy();
     let (small, small_per, small_slow) = drain(10);
     let (large, large_per, large_slow) = drain(100);
     eprintln!("per hand-off: 10 waiters {small:.1} commands {small_per:?}");
