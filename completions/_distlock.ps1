@@ -354,7 +354,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for mutual TLS; needs --tls-key')
             [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Client private key (PEM) for mutual TLS; needs --tls-cert')
             [CompletionResult]::new('--min-replicas', '--min-replicas', [CompletionResultType]::ParameterName, 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter')
-            [CompletionResult]::new('--exit-table', '--exit-table', [CompletionResultType]::ParameterName, 'Print the README''s exit-code table (Markdown) on stdout instead, for scripts/gen-assets.sh and tests/assets.rs')
+            [CompletionResult]::new('--exit-table', '--exit-table', [CompletionResultType]::ParameterName, 'Print the README''s exit-code table (Markdown) on stdout instead, for scripts/gen-assets.sh and tests/it/assets.rs')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'Do not verify the server''s certificate (testing only; warns every time)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')

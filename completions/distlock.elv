@@ -339,7 +339,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --tls-cert 'Client certificate (PEM) for mutual TLS; needs --tls-key'
             cand --tls-key 'Client private key (PEM) for mutual TLS; needs --tls-cert'
             cand --min-replicas 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter'
-            cand --exit-table 'Print the README''s exit-code table (Markdown) on stdout instead, for scripts/gen-assets.sh and tests/assets.rs'
+            cand --exit-table 'Print the README''s exit-code table (Markdown) on stdout instead, for scripts/gen-assets.sh and tests/it/assets.rs'
             cand --tls-insecure 'Do not verify the server''s certificate (testing only; warns every time)'
             cand -v 'Say more on stderr (repeat for more)'
             cand --verbose 'Say more on stderr (repeat for more)'

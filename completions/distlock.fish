@@ -243,7 +243,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-ca -d 'Tru
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-cert -d 'Client certificate (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-key -d 'Client private key (PEM) for mutual TLS; needs --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l min-replicas -d 'Acquisitions and renewals count only once N replicas have them (Redis WAIT, bounded by the time left): a failover then keeps the lease and the fencing counter' -r
-complete -c distlock -n "__fish_distlock_using_subcommand man" -l exit-table -d 'Print the README\'s exit-code table (Markdown) on stdout instead, for scripts/gen-assets.sh and tests/assets.rs'
+complete -c distlock -n "__fish_distlock_using_subcommand man" -l exit-table -d 'Print the README\'s exit-code table (Markdown) on stdout instead, for scripts/gen-assets.sh and tests/it/assets.rs'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -l tls-insecure -d 'Do not verify the server\'s certificate (testing only; warns every time)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c distlock -n "__fish_distlock_using_subcommand man" -s q -l quiet -d 'Print nothing on stderr except the error line of a failure (exit 2 or 125)'

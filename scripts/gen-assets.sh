@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the committed shell completions (completions/), man pages
 # (man/) and the README's exit-code table (from src/exit.rs) from the
-# binary. tests/assets.rs fails when any of them is stale.
+# binary. tests/it/assets.rs fails when any of them is stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet

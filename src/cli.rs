@@ -354,7 +354,7 @@ pub enum Command {
         #[arg(long, value_name = "DIR", required_unless_present = "exit_table")]
         dir: Option<std::path::PathBuf>,
         /// Print the README's exit-code table (Markdown) on stdout instead,
-        /// for scripts/gen-assets.sh and tests/assets.rs
+        /// for scripts/gen-assets.sh and tests/it/assets.rs
         #[arg(long, conflicts_with = "dir")]
         exit_table: bool,
     },

@@ -174,7 +174,7 @@ fn code_text(code: Code) -> String {
 }
 
 /// The README's exit table (Markdown), between its `exit-table` markers;
-/// `distlock man --exit-table` prints it and tests/assets.rs compares.
+/// `distlock man --exit-table` prints it and tests/it/assets.rs compares.
 pub fn markdown() -> String {
     let mut s = String::from("| code | meaning |\n|---|---|\n");
     for row in TABLE {

@@ -28,7 +28,7 @@
 //!   they take `config`'s checked settings.
 //! - `exit`: the exit status table.
 //!
-//! `tests/architecture.rs` checks these arrows and that there is no cycle.
+//! `tests/it/architecture.rs` checks these arrows and that there is no cycle.
 //!
 //! Errors are printed once, here, as `distlock: …`, and mapped to 2 (usage)
 //! or 125 (distlock failed); every other status is an outcome returned by

@@ -1,0 +1,238 @@
+//! The etcd backend (`etcd://` URLs) through the real binary against a
+//! real `etcd`: the lease, the fencing token (etcd's revision), losing the
+//! key, the manual subcommands, and the usage errors where etcd differs.
+//! Held to docs/guide.md "etcd" and the contract's "Backends".
+
+use std::time::Duration;
+
+use crate::common::etcd;
+use crate::common::*;
+use etcd::shared;
+
+/// `distlock` pointed at `url` through the backend-neutral variable.
+fn at(url: &str) -> std::process::Command {
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_URL", url);
+    cmd
+}
+
+fn run(args: &[&str]) -> Out {
+    exec(at(&shared().url()).args(args), LIMIT)
+}
+
+#[test]
+fn run_holds_the_key_under_a_lease_and_exports_etcds_revision_as_the_token() {
+    let e = shared();
+    let before = e.revision();
+    let out = exec(
+        at(&e.url())
+            .env("EP", format!("127.0.0.1:{}", e.port))
+            .args([
+                "run",
+                "etcd-run",
+                "--",
+                "sh",
+                "-c",
+                "echo \"$DISTLOCK_FENCING_TOKEN $DISTLOCK_KEY $DISTLOCK_OWNER\"; \
+                 ETCDCTL_API=3 etcdctl --endpoints=\"$EP\" get \"$DISTLOCK_KEY\" -w json; exit 3",
+            ]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 3, "CMD's status is distlock's: {out:?}");
+    let mut lines = out.stdout.lines();
+    let first: Vec<&str> = lines.next().unwrap().split(' ').collect();
+    let token: u64 = first[0].parse().unwrap();
+    assert!(
+        token > before,
+        "the token is a revision after the start: {token} <= {before}"
+    );
+    assert_eq!(first[1], "distlock:{etcd-run}");
+    let json: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let kv = &json["kvs"][0];
+    assert_eq!(
+        kv["create_revision"].as_u64(),
+        Some(token),
+        "token = create revision"
+    );
+    assert_ne!(
+        kv["lease"].as_i64().unwrap_or(0),
+        0,
+        "the key is under a lease"
+    );
+    assert_eq!(
+        e.get("distlock:{etcd-run}"),
+        None,
+        "released when CMD ended"
+    );
+}
+
+#[test]
+fn tokens_increase_across_runs_and_acquire() {
+    let e = shared();
+    let token = |o: &Out| -> u64 { o.stdout.trim().parse().unwrap() };
+    let a = run(&[
+        "run",
+        "etcd-tokens",
+        "--",
+        "sh",
+        "-c",
+        "echo $DISTLOCK_FENCING_TOKEN",
+    ]);
+    let acq = run(&["acquire", "etcd-tokens", "--json"]);
+    assert_eq!(acq.code, 0, "{acq:?}");
+    let j: serde_json::Value = serde_json::from_str(&acq.stdout).unwrap();
+    let t2 = j["fencing_token"].as_u64().unwrap();
+    let owner = j["owner"].as_str().unwrap().to_owned();
+    let rel = run(&["release", "etcd-tokens", "--owner", &owner]);
+    assert_eq!(rel.code, 0, "{rel:?}");
+    let b = run(&[
+        "run",
+        "etcd-tokens",
+        "--",
+        "sh",
+        "-c",
+        "echo $DISTLOCK_FENCING_TOKEN",
+    ]);
+    assert!(
+        token(&a) < t2 && t2 < token(&b),
+        "{} {t2} {}",
+        token(&a),
+        token(&b)
+    );
+    let _ = e;
+}
+
+#[test]
+fn a_held_lock_is_busy_naming_its_holder() {
+    let acq = run(&["acquire", "etcd-busy", "--json", "--ttl", "10s"]);
+    assert_eq!(acq.code, 0, "{acq:?}");
+    let j: serde_json::Value = serde_json::from_str(&acq.stdout).unwrap();
+    let owner = j["owner"].as_str().unwrap().to_owned();
+    let out = run(&["run", "etcd-busy", "--", "true"]);
+    assert_eq!(out.code, 75, "{out:?}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        out.stderr.starts_with("distlock: ") && out.stderr.contains(&owner),
+        "{}",
+        out.stderr
+    );
+    // Renew by its owner works, by another fails with 1.
+    assert_eq!(
+        run(&["renew", "etcd-busy", "--owner", &owner, "--ttl", "10s"]).code,
+        0
+    );
+    assert_eq!(
+        run(&["renew", "etcd-busy", "--owner", "x:1:2", "--ttl", "10s"]).code,
+        1
+    );
+    let insp = run(&["inspect", "etcd-busy", "--json"]);
+    let i: serde_json::Value = serde_json::from_str(&insp.stdout).unwrap();
+    assert_eq!(i["owner"].as_str(), Some(owner.as_str()), "{insp:?}");
+    assert_eq!(i["fencing_token"], j["fencing_token"]);
+    assert!(i["ttl_ms"].as_u64().unwrap() > 0);
+    let list = run(&["list", "--json"]);
+    assert!(list.stdout.contains("\"etcd-busy\""), "{list:?}");
+    let forced = run(&["release", "etcd-busy", "--force"]);
+    assert_eq!(forced.code, 0, "{forced:?}");
+    assert!(forced.stdout.contains(&owner) || forced.stderr.contains(&owner));
+    assert_eq!(shared().get("distlock:{etcd-busy}"), None);
+    assert_eq!(run(&["release", "etcd-busy", "--force"]).code, 1);
+}
+
+#[test]
+fn deleting_the_key_is_a_lost_lease() {
+    let e = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let mut child = at(&e.url())
+        .args(["run", "etcd-lost", "--ttl", "3s", "--", "sh", "-c"])
+        .arg(format!("echo go > {}; exec sleep 60", started.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for_line(&started, LIMIT).is_some());
+    e.ctl(&["del", "distlock:{etcd-lost}"]);
+    let status = wait_with_timeout(&mut child, Duration::from_secs(10));
+    assert_eq!(
+        status.code(),
+        Some(124),
+        "lost lease: CMD stopped, exit 124"
+    );
+}
+
+#[test]
+fn where_etcd_differs_options_are_usage_errors() {
+    for (args, says) in [
+        (
+            &["run", "--ttl", "1s", "u", "--", "true"][..],
+            "at least 2s",
+        ),
+        (
+            &["run", "--ttl", "2500ms", "u", "--", "true"][..],
+            "whole number of seconds",
+        ),
+        (
+            &["--min-replicas", "1", "run", "u", "--", "true"][..],
+            "--min-replicas",
+        ),
+    ] {
+        let out = run(args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    }
+    for url in ["etcd://", "etcd://h:x", "etcd://h/db"] {
+        let out = exec(at(url).args(["run", "u", "--", "true"]), LIMIT);
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+    }
+}
+
+#[test]
+fn an_unreachable_etcd_is_125_with_one_line() {
+    let url = format!("etcd://127.0.0.1:{}", free_port());
+    let out = exec(at(&url).args(["run", "u", "--", "true"]), LIMIT);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.starts_with("distlock: "), "{}", out.stderr);
+    assert!(out.stderr.contains("etcd at"), "{}", out.stderr);
+}
+
+#[test]
+fn the_password_never_shows() {
+    let url = format!("etcd://me:hunter2secret@127.0.0.1:{}", free_port());
+    let out = exec(at(&url).args(["run", "u", "--", "true"]), LIMIT);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(!out.all().contains("hunter2secret"), "{}", out.all());
+}
+
+/// As on Redis (guarantees.md §4): CMD has `DISTLOCK_OWNER`, but a
+/// `release` by owner of the lease its `run` holds is refused (exit 1,
+/// nothing changed), so no second holder can start while CMD runs; the
+/// run's own release still ends it.
+#[test]
+fn cmd_cannot_release_the_lease_its_run_holds() {
+    let e = shared();
+    let out = at(&e.url())
+        .args(["run", "etcd-own", "--ttl", "5s", "--", "sh", "-c"])
+        .arg(format!(
+            "{} release etcd-own; echo \"release=$?\"; {} inspect etcd-own --json",
+            bin().display(),
+            bin().display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("release=1"), "{stdout}");
+    assert!(
+        stdout.contains("\"held\":true"),
+        "still held after CMD's release: {stdout}"
+    );
+    assert_eq!(e.get("distlock:{etcd-own}"), None, "released after CMD");
+    // A lease taken by `acquire` is released by owner as before.
+    let taken = run(&["acquire", "etcd-own2", "--owner", "me", "--ttl", "5s"]);
+    assert_eq!(taken.code, 0, "{taken:?}");
+    let freed = run(&["release", "etcd-own2", "--owner", "me"]);
+    assert_eq!(freed.code, 0, "{freed:?}");
+}
