@@ -17,6 +17,7 @@ mod fencing;
 mod foreign_keys;
 mod ha;
 mod history;
+mod list_scale;
 mod lock;
 mod metrics;
 mod once_per;

@@ -1,4 +1,4 @@
-//! `list` over many held locks (issue 31): its memory grows with the
+//! `list` over many held locks (docs/queue.md, Scale): its memory grows with the
 //! names, not with everything it prints, because it reads the details and
 //! prints them a batch at a time.
 //!
@@ -6,8 +6,7 @@
 //! `distlock acquire`, then its keys copied under new names with DUMP and
 //! RESTORE, pipelined.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Read;
 use std::process::Stdio;
