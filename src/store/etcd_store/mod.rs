@@ -337,16 +337,41 @@ impl Store {
     }
 
     /// As `release`, but refused (`HeldByRun`, nothing changed) while a
-    /// `run` holds the lease: its marker key (see `acquire`) exists. One
-    /// transaction, so the check and the delete cannot be split.
+    /// `run` holds the lease: its marker key (see `acquire`) exists.
     pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.delete_if_owner(keys, owner, true)
+    }
+
+    /// Deletes the key if it still holds our owner, then revokes its lease
+    /// (so nothing else under it lingers). The run record is not kept on
+    /// etcd yet.
+    pub fn release_recording(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        _record: RunRecord,
+        _mark_done: bool,
+    ) -> Result<Release> {
+        self.delete_if_owner(keys, owner, false)
+    }
+
+    /// The compare-and-delete of both releases, one transaction, so the
+    /// check and the delete cannot be split; with `unless_run`, also only
+    /// while no `run` marks the lease.
+    fn delete_if_owner(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        unless_run: bool,
+    ) -> Result<Release> {
         let (key, marker, me) = (keys.lock.clone(), keys.meta.clone(), owner.to_owned());
         let found = self.call("release", |mut c| async move {
+            let mut when = vec![Compare::value(key.clone(), CompareOp::Equal, me)];
+            if unless_run {
+                when.push(Compare::create_revision(marker, CompareOp::Equal, 0));
+            }
             let txn = Txn::new()
-                .when([
-                    Compare::value(key.clone(), CompareOp::Equal, me),
-                    Compare::create_revision(marker, CompareOp::Equal, 0),
-                ])
+                .when(when)
                 .and_then([
                     TxnOp::get(key.clone(), None),
                     TxnOp::delete(key.clone(), None),
@@ -365,44 +390,7 @@ impl Store {
         match found {
             Ok(()) => Ok(Release::Released),
             // Ours, so the marker failed the compare: a run holds it.
-            Err(Some(h)) if h == owner.as_bytes() => Ok(Release::HeldByRun),
-            Err(holder) => Ok(Release::NotOwner(
-                holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
-            )),
-        }
-    }
-
-    /// Deletes the key if it still holds our owner, then revokes its lease
-    /// (so nothing else under it lingers). The run record is not kept on
-    /// etcd yet.
-    pub fn release_recording(
-        &mut self,
-        keys: &LockKeys,
-        owner: &str,
-        _record: RunRecord,
-        _mark_done: bool,
-    ) -> Result<Release> {
-        let (key, me) = (keys.lock.clone(), owner.to_owned());
-        let found = self.call("release", |mut c| async move {
-            let txn = Txn::new()
-                .when([Compare::value(key.clone(), CompareOp::Equal, me)])
-                .and_then([
-                    TxnOp::get(key.clone(), None),
-                    TxnOp::delete(key.clone(), None),
-                ])
-                .or_else([TxnOp::get(key, None)]);
-            let resp = c.txn(txn).await?;
-            let kv = first_kv(&resp.op_responses());
-            if resp.succeeded() {
-                if let Some(kv) = &kv {
-                    let _ = c.lease_revoke(kv.lease()).await;
-                }
-                return Ok(Ok(()));
-            }
-            Ok(Err(kv.map(|kv| kv.value().to_vec())))
-        })?;
-        match found {
-            Ok(()) => Ok(Release::Released),
+            Err(Some(h)) if unless_run && h == owner.as_bytes() => Ok(Release::HeldByRun),
             Err(holder) => Ok(Release::NotOwner(
                 holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
             )),
