@@ -218,7 +218,7 @@ impl Store {
         // A `run` marks its lease with `P:{N}:meta` under the same lease, so
         // that a release by owner from its CMD can be refused
         // (`release_by_owner`); the lease's revocation or expiry takes it.
-        let by_run = meta.contains(&("run", "1"));
+        let by_run = meta.iter().any(|(k, _)| *k == "run");
         let marker = keys.meta.clone();
         let (outcome, stale_lease) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();

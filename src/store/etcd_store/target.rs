@@ -181,28 +181,10 @@ fn split_host_port(s: &str) -> Option<(String, u16)> {
     Some((host, port))
 }
 
-/// `%XX` escapes undone (user names and passwords in URLs).
+/// `%XX` escapes undone (user names and passwords in URLs); the text as
+/// it is when there are none or the result is not UTF-8.
 fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = b
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+    super::super::percent_decoded(s).unwrap_or_else(|| s.to_owned())
 }
 
 #[cfg(test)]

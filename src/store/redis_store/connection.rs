@@ -753,8 +753,9 @@ pub fn url_passwords(url: &str) -> Vec<String> {
     found
 }
 
-/// `%XX` escapes undone, when there are any and the result is UTF-8.
-fn percent_decoded(s: &str) -> Option<String> {
+/// `%XX` escapes undone, when there are any and the result is UTF-8 (user
+/// names and passwords in URLs, of either backend).
+pub(in crate::store) fn percent_decoded(s: &str) -> Option<String> {
     if !s.contains('%') {
         return None;
     }

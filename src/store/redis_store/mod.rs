@@ -46,6 +46,8 @@ use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
 
 #[cfg(feature = "etcd")]
+pub(super) use connection::percent_decoded;
+#[cfg(feature = "etcd")]
 pub use connection::redact;
 pub use connection::{redact_urls_in, url_passwords, without_password, Target};
 pub use error::{Failure, StoreError};
