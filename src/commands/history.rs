@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::output::{escape, print, print_json, rfc3339};
+use super::output::{escape, print, print_json, rfc3339, short_duration};
 use super::{Global, IO_TIMEOUT};
 use crate::config::HistoryConfig;
 use crate::store::{HistoryRecord, LockKeys, RunOutcome};
@@ -82,7 +82,7 @@ fn render(records: &[HistoryRecord], fancy: bool) -> String {
             [
                 rfc3339(r.started_ms, false).unwrap_or_else(|| format!("at_ms {}", r.started_ms)),
                 escape(&r.host).into_owned(),
-                fmt_duration(Duration::from_millis(r.duration_ms)),
+                short_duration(Duration::from_millis(r.duration_ms)),
                 outcome,
                 r.token.map_or("-".to_owned(), |t| format!("token {t}")),
             ]
@@ -104,15 +104,6 @@ fn render(records: &[HistoryRecord], fancy: bool) -> String {
         text.push('\n');
     }
     text
-}
-
-/// `0.4s`, `12.3s`, `1m 2s`, `3h 4m 5s`.
-fn fmt_duration(d: Duration) -> String {
-    if d < Duration::from_secs(60) {
-        format!("{:.1}s", d.as_secs_f64())
-    } else {
-        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
-    }
 }
 
 #[cfg(test)]

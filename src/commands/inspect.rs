@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::output::{self, escape, print_json, print_lines, print_more, rfc3339};
+use super::output::{
+    self, escape, print_json, print_lines, print_more, rfc3339, short_duration as fmt_ttl,
+};
 use super::{Global, IO_TIMEOUT};
 use crate::config::{InspectConfig, UsageError};
 use crate::store::{DoneMark, Found, LockInfo, LockKeys, SlotsInfo, Store, StoreError};
@@ -535,15 +537,6 @@ fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
     })
 }
 
-/// A remaining lease for people: `27.3s`, `4m 12s`.
-fn fmt_ttl(t: Duration) -> String {
-    if t < Duration::from_secs(60) {
-        format!("{:.1}s", t.as_secs_f64())
-    } else {
-        humantime::format_duration(Duration::from_secs(t.as_secs())).to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -596,5 +589,6 @@ mod tests {
     fn ttl_is_readable() {
         assert_eq!(fmt_ttl(Duration::from_millis(27_345)), "27.3s");
         assert_eq!(fmt_ttl(Duration::from_secs(252)), "4m 12s");
+        assert_eq!(fmt_ttl(Duration::from_secs(11_045)), "3h 4m 5s");
     }
 }

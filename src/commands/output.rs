@@ -107,6 +107,17 @@ pub fn write_stdout(text: &str) -> std::io::Result<()> {
     out.flush()
 }
 
+/// A duration for people, in a table or a line (a lease left, a run's
+/// length): `27.3s` below a minute, then whole seconds as humantime writes
+/// them, `4m 12s`, `3h 4m 5s`.
+pub fn short_duration(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(60) {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        humantime::format_duration(std::time::Duration::from_secs(d.as_secs())).to_string()
+    }
+}
+
 /// Unix milliseconds as RFC 3339 in UTC, to the millisecond or the second;
 /// None past 9999-12-31T23:59:59.999Z, the last instant RFC 3339 can
 /// write (a time another client wrote can be any number).
