@@ -198,6 +198,14 @@ impl Call {
             .max(Duration::from_millis(1))
     }
 
+    /// Whether the call that failed with `e` ran out of time: past its
+    /// deadline and not ended by a signal. A timeout the error already
+    /// names (with a TLS hint, say) keeps its own words, so it is not
+    /// counted here.
+    pub(super) fn ran_out(&self, e: &super::StoreError) -> bool {
+        self.expired() && !self.interrupted() && !matches!(e, super::StoreError::Timeout(_))
+    }
+
     /// Whether a signal that ends the call arrived during it.
     pub(super) fn interrupted(&self) -> bool {
         self.interruptible && CAUGHT.load(Ordering::SeqCst) != 0

@@ -277,9 +277,7 @@ impl Store {
         out.map_err(|e| {
             self.conn = None;
             self.slot_map = None;
-            // A timeout the error already names (with a TLS hint, say)
-            // keeps its words.
-            if call.expired() && !call.interrupted() && !matches!(e, StoreError::Timeout(_)) {
+            if call.ran_out(&e) {
                 StoreError::Timeout(Failure {
                     op: None,
                     server: self.target.display.clone(),

@@ -32,7 +32,7 @@ impl Store {
     pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {
         let call = Call::start(self.timeout, self.interrupt_on, self.target.kicks());
         self.subscribe_within(channel, &call).map_err(|e| {
-            if call.expired() && !call.interrupted() && !matches!(e, StoreError::Timeout(_)) {
+            if call.ran_out(&e) {
                 StoreError::Timeout(super::Failure {
                     op: Some("subscribe".into()),
                     server: self.target.display.clone(),
