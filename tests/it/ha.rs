@@ -275,14 +275,25 @@ fn sentinel_failover_with_min_replicas_keeps_the_lease_and_the_fencing_counter()
     let confirmed = h
         .err
         .wait_for(failing, "distlock: renewed failover", LIMIT)
-        .unwrap_or_else(|| panic!("renewal never resumed:\n{}", h.err.text()));
+        .unwrap_or_else(|| {
+            panic!(
+                "renewal never resumed ({}):\n{}",
+                set.epochs(),
+                h.err.text()
+            )
+        });
     let last_ok = h
         .err
         .last_before(failing, "distlock: renewed failover")
         .unwrap();
-    assert!(h.exited().is_none(), "{}", h.err.text());
+    assert!(h.exited().is_none(), "{}\n{}", set.epochs(), h.err.text());
     assert!(alive(cmd_pid), "CMD kept running");
-    assert!(!h.err.text().contains("stopping CMD"), "{}", h.err.text());
+    assert!(
+        !h.err.text().contains("stopping CMD"),
+        "{}\n{}",
+        set.epochs(),
+        h.err.text()
+    );
     assert!(holder_seen, "the promoted replica always had our lease");
     assert!(
         min_pttl > 0,
@@ -301,12 +312,13 @@ fn sentinel_failover_with_min_replicas_keeps_the_lease_and_the_fencing_counter()
                 LIMIT
             )
             .is_some(),
-        "{}",
+        "{}\n{}",
+        set.epochs(),
         h.err.text()
     );
 
     let st = h.finish();
-    assert_eq!(st.code(), Some(0), "{}", h.err.text());
+    assert_eq!(st.code(), Some(0), "{}\n{}", set.epochs(), h.err.text());
     assert_eq!(
         set.replica.get(&key(name)),
         None,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{free_port, key, poll, signal, wait_with_timeout, RedisServer, LIMIT};
+use crate::common::{free_port, heavy, key, poll, signal, wait_with_timeout, RedisServer, LIMIT};
 
 /// The master name the sentinels watch.
 pub const MASTER: &str = "mymaster";
@@ -232,16 +232,28 @@ pub fn fields(flat: &[String]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// 1 master, 1 replica, 3 sentinels (quorum 2, down after 500ms).
+/// How long a master must not answer before a sentinel calls it down.
+/// Long enough that a loaded two-core machine (the whole suite, a queue
+/// of 100 waiters, dpkg) does not starve a healthy master into a second,
+/// spurious failover, which would move the master under a test that
+/// expects one; short enough that a failover ends well within the 10s
+/// leases the tests hold through it.
+pub const DOWN_AFTER_MS: u64 = 2000;
+
+/// 1 master, 1 replica, 3 sentinels (quorum 2, down after
+/// `DOWN_AFTER_MS`). Holds the suite's `heavy()` lock while it lives, so
+/// no failover runs alongside the suite's load tests.
 pub struct SentinelSet {
     pub sentinels: Vec<Node>,
     pub master: Node,
     pub replica: Node,
     _dir: tempfile::TempDir,
+    _heavy: std::sync::MutexGuard<'static, ()>,
 }
 
 impl SentinelSet {
     pub fn start() -> SentinelSet {
+        let heavy = heavy();
         let dir = tempfile::tempdir().unwrap();
         let master = Node::start(&dir.path().join("master"), data_args);
         let replica = Node::start(&dir.path().join("replica"), |p| {
@@ -270,7 +282,7 @@ impl SentinelSet {
                         format!(
                             "port {p}\nbind 127.0.0.1\ndaemonize no\ndir {}\n\
                              sentinel monitor {MASTER} 127.0.0.1 {} 2\n\
-                             sentinel down-after-milliseconds {MASTER} 500\n\
+                             sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n\
                              sentinel failover-timeout {MASTER} 3000\n",
                             sdir.display(),
                             master.port
@@ -286,6 +298,7 @@ impl SentinelSet {
             master,
             replica,
             _dir: dir,
+            _heavy: heavy,
         };
         // Ready for a failover once every sentinel knows the two others
         // (hello messages, every 2s), the master as up and the replica as
@@ -320,6 +333,26 @@ impl SentinelSet {
             .map(|s| format!("127.0.0.1:{}", s.port))
             .collect();
         format!("redis+sentinel://{}/{MASTER}", hosts.join(","))
+    }
+
+    /// The failovers each sentinel has seen (its master's config epoch):
+    /// for a failure message, where more than one says that the master
+    /// moved again under the test.
+    pub fn epochs(&self) -> String {
+        let epochs: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| {
+                s.try_cmd::<Vec<String>>(&["SENTINEL", "MASTER", MASTER])
+                    .ok()
+                    .and_then(|m| fields(&m).get("config-epoch").cloned())
+                    .unwrap_or_else(|| "?".into())
+            })
+            .collect();
+        format!(
+            "sentinels' config epochs (failovers seen): {}",
+            epochs.join(", ")
+        )
     }
 
     /// Whether the replica is a master and every sentinel says so.
