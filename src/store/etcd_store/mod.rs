@@ -17,6 +17,7 @@
 //! on the first call (so only for an etcd URL), and every call runs on it
 //! to completion within the call's timeout.
 
+mod replies;
 mod target;
 
 use std::collections::HashMap;
@@ -32,6 +33,7 @@ use super::{
     Release, ReplicaClock, Result, RunRecord, SlotsInfo, StoreError, Subscription, Watched,
 };
 
+use replies::op_responses;
 pub use target::Target;
 
 /// A lazily connected etcd client with a timeout on every call.
@@ -246,7 +248,7 @@ impl Store {
                 let rev = resp.header().map_or(0, |h| h.revision());
                 return Ok((Ok(rev), None));
             }
-            let kv = first_kv(&resp.op_responses());
+            let kv = first_kv(&op_responses(&resp)?);
             // Not taken: our new lease is of no use.
             let _ = c.lease_revoke(lease).await;
             let Some(kv) = kv else {
@@ -378,7 +380,7 @@ impl Store {
                 ])
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
-            let kv = first_kv(&resp.op_responses());
+            let kv = first_kv(&op_responses(&resp)?);
             if resp.succeeded() {
                 if let Some(kv) = &kv {
                     let _ = c.lease_revoke(kv.lease()).await;
@@ -415,7 +417,7 @@ impl Store {
             let txn =
                 Txn::new().and_then([TxnOp::get(key.clone(), None), TxnOp::delete(key, None)]);
             let resp = c.txn(txn).await?;
-            let kv = first_kv(&resp.op_responses());
+            let kv = first_kv(&op_responses(&resp)?);
             if let Some(kv) = &kv {
                 if kv.lease() != 0 {
                     let _ = c.lease_revoke(kv.lease()).await;
@@ -431,7 +433,7 @@ impl Store {
         let (lock, fence_rev, ttl) = self.call("inspect", |mut c| async move {
             let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None)]);
             let resp = c.txn(txn).await?;
-            let ops = resp.op_responses();
+            let ops = op_responses(&resp)?;
             let kv = first_kv(&ops);
             let fence_rev = ops.get(1).and_then(|r| match r {
                 TxnOpResponse::Get(g) => g.kvs().first().map(KeyValue::mod_revision),
