@@ -135,9 +135,49 @@ impl Target {
         })
     }
 
-    /// A connected client (with a user: authenticated). tonic connects
-    /// lazily, so an unreachable member shows at the first request.
+    /// A client of the first member to answer a status request (with a
+    /// user: authenticated). Not etcd-client's balanced channel over every
+    /// member: that one keeps sending a share of the requests to a member
+    /// that is down, each failing with "tcp connect error", so a renewal
+    /// could fail with two members of three up. One member per client
+    /// instead; when it fails, the store drops the client and the next
+    /// call races the members again. This costs one status round trip
+    /// per connection, and picks the member that answers fastest.
     pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
+        if let [one] = self.endpoints.as_slice() {
+            return self.connect_to(&[one], timeout).await;
+        }
+        let mut race = tokio::task::JoinSet::new();
+        for endpoint in &self.endpoints {
+            let (target, endpoint) = (self.clone(), endpoint.clone());
+            race.spawn(async move {
+                let mut c = target.connect_to(&[endpoint], timeout).await?;
+                c.status().await?;
+                Ok::<_, etcd_client::Error>(c)
+            });
+        }
+        let mut first_error = None;
+        while let Some(answer) = race.join_next().await {
+            match answer {
+                Ok(Ok(client)) => return Ok(client),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(etcd_client::Error::Internal(e.to_string()));
+                }
+            }
+        }
+        Err(first_error.unwrap_or_else(|| etcd_client::Error::Internal("no endpoints".into())))
+    }
+
+    /// A client of `endpoints` only (one member, for `doctor`), with this
+    /// target's user and TLS settings.
+    pub(super) async fn connect_to<E: AsRef<str>>(
+        &self,
+        endpoints: &[E],
+        timeout: Duration,
+    ) -> Result<Client, etcd_client::Error> {
         let mut opts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout);
@@ -151,7 +191,7 @@ impl Target {
             }
             opts = opts.with_tls(t);
         }
-        Client::connect(&self.endpoints, Some(opts)).await
+        Client::connect(endpoints, Some(opts)).await
     }
 }
 

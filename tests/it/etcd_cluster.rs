@@ -1,0 +1,204 @@
+//! A lease on a three-member etcd cluster through the real binary
+//! (`distlock -r etcd://m1,m2,m3 run …`) while members die: the leader
+//! killed (CMD keeps running, tokens keep going up), quorum lost (CMD
+//! stopped before the lease could expire, exit 124), every member
+//! restarted (the next token is larger); a member down from the start
+//! costs nothing. Held to docs/guide.md "etcd" and
+//! docs/guarantees.md.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use crate::common::etcd_cluster::EtcdCluster;
+use crate::common::*;
+
+/// One cluster at a time: three etcd members per test on two cores would
+/// stretch elections and renewals past the timings these tests assert.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn at(url: &str) -> std::process::Command {
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_URL", url);
+    cmd
+}
+
+/// `run NAME --ttl TTL -- sh -c SCRIPT DIR` in the background; the script
+/// gets the test's directory as `$1`.
+fn start_run(url: &str, name: &str, ttl: &str, script: &str, dir: &Path) -> Child {
+    at(url)
+        .args(["run", name, "--ttl", ttl, "--", "sh", "-c", script, "sh"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: Child) -> (i32, String, String) {
+    let mut child = child;
+    wait_with_timeout(&mut child, LIMIT);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The token of one `run` of NAME.
+fn token(url: &str, name: &str) -> u64 {
+    let out = exec(at(url).args(["run", name, "--"]).args(ECHO_TOKEN), LIMIT);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout.trim().parse().unwrap()
+}
+
+#[test]
+fn the_leader_killed_while_cmd_runs_leaves_cmd_running_and_the_next_token_larger() {
+    let _serial = serial();
+    let mut c = EtcdCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    // CMD runs until told to stop, then exits 0 on its own.
+    let run = start_run(
+        &c.url(),
+        "cl-leader",
+        "3s",
+        r#"echo "$DISTLOCK_FENCING_TOKEN" > "$1/token"
+           while [ ! -e "$1/go" ]; do sleep 0.02; done; echo finished"#,
+        dir.path(),
+    );
+    let first: u64 = wait_for_line(&dir.path().join("token"), LIMIT)
+        .expect("CMD never started")
+        .parse()
+        .unwrap();
+    let old = c.leader_within(LIMIT);
+    c.kill(old);
+    let new = c.leader_within(LIMIT);
+    assert_ne!(new, old);
+    // Twice the TTL after the leader died: had no renewal been confirmed
+    // by the new leader, the deadline (well within one TTL) would have
+    // stopped CMD by now.
+    std::thread::sleep(Duration::from_secs(6));
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let (code, stdout, stderr) = finish(run);
+    assert_eq!(
+        code, 0,
+        "CMD ran to its end across the leader change: {stderr}"
+    );
+    assert_eq!(stdout.trim(), "finished", "{stderr}");
+    // A renewal sent to the member that died fails once; the retry goes to
+    // a live one.
+    assert_eq!(
+        stderr.matches("warning: renewal failed").count(),
+        stderr.matches("confirmed again").count(),
+        "every failed renewal was followed by a confirmed one: {stderr}"
+    );
+    let next = token(&c.url(), "cl-leader");
+    assert!(next > first, "token {next} after {first}");
+}
+
+#[test]
+fn quorum_lost_while_cmd_runs_stops_cmd_before_its_lease_could_expire() {
+    let _serial = serial();
+    let mut c = EtcdCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ttl = Duration::from_secs(4);
+    // The lease cannot expire in etcd before this: it was granted after
+    // distlock started, and renewals only push its expiry later.
+    let launched = Instant::now();
+    let run = start_run(
+        &c.url(),
+        "cl-quorum",
+        "4s",
+        r#"echo $$ > "$1/pid"; exec sleep 1000"#,
+        dir.path(),
+    );
+    let pid: i32 = wait_for_line(&dir.path().join("pid"), LIMIT)
+        .expect("CMD never started")
+        .parse()
+        .unwrap();
+    let leader = c.leader_within(LIMIT);
+    // Two of three gone, the leader among them: no commit, no renewal.
+    c.kill(leader);
+    c.kill((leader + 1) % 3);
+    let killed = Instant::now();
+    assert!(
+        wait_until(LIMIT, || !alive(pid)),
+        "CMD still runs without a quorum"
+    );
+    let dead = Instant::now();
+    assert!(
+        dead < launched + ttl,
+        "CMD was seen alive {} ms after distlock started, past the earliest \
+         expiry of its {} s lease (quorum lost at {} ms)",
+        (dead - launched).as_millis(),
+        ttl.as_secs(),
+        (killed - launched).as_millis()
+    );
+    let (code, _, stderr) = finish(run);
+    assert_eq!(code, 124, "{stderr}");
+    assert!(
+        stderr.contains("no renewal of the lease on cl-quorum was confirmed in time"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn every_member_killed_and_restarted_the_next_token_is_larger() {
+    let _serial = serial();
+    let mut c = EtcdCluster::start();
+    let before = token(&c.url(), "cl-restart");
+    for i in 0..3 {
+        c.kill(i);
+    }
+    for i in 0..3 {
+        c.restart(i);
+    }
+    for i in 0..3 {
+        c.wait_healthy(i);
+    }
+    let inspect = exec(
+        at(&c.url()).args(["inspect", "cl-restart", "--json"]),
+        LIMIT,
+    );
+    assert_eq!(inspect.code, 0, "{inspect:?}");
+    assert_eq!(
+        json(&inspect.stdout)["fencing_token"].as_u64(),
+        Some(before),
+        "the last token issued survived the restart: {}",
+        inspect.stdout
+    );
+    let after = token(&c.url(), "cl-restart");
+    assert!(after > before, "token {after} after {before}");
+}
+
+#[test]
+fn a_member_down_from_the_start_costs_no_acquisition_and_no_renewal() {
+    let _serial = serial();
+    let mut c = EtcdCluster::start();
+    // The first member the URL names; every call must go to the others.
+    c.kill(0);
+    c.leader_within(LIMIT);
+    for i in 0..8 {
+        let out = exec(
+            at(&c.url())
+                .args([
+                    "run",
+                    "cl-down",
+                    "--ttl",
+                    "2s",
+                    "--renew-every",
+                    "100ms",
+                    "--",
+                ])
+                .args(["sleep", "0.3"]),
+            LIMIT,
+        );
+        assert_eq!(out.code, 0, "run {i}: {out:?}");
+        assert_eq!(out.stderr, "", "run {i}: no call failed: {out:?}");
+    }
+}
