@@ -701,7 +701,7 @@ pub struct HistoryArgs {
     pub json: bool,
 }
 
-/// Check the Redis that the URL points at: is it safe for leases?
+/// Check the Redis or etcd that the URL points at: is it safe for leases?
 #[derive(Debug, Args)]
 #[command(
     long_about = "Check the Redis that the URL points at and print one line per check \
@@ -712,8 +712,9 @@ pub struct HistoryArgs {
         lose a lease on failover); the server clock; and the clock of each \
         replica the master lists against the master's (a warning above 1 s: \
         after a failover the promoted replica's clock is the floor of the next \
-        fencing token). Exit 0 when nothing is dangerous, 1 otherwise, 125 \
-        when Redis cannot be reached.",
+        fencing token). On etcd: each member's health, the leader, the \
+        version and the smallest lease etcd grants. Exit 0 when nothing is \
+        dangerous, 1 otherwise, 125 when the server cannot be reached.",
     after_long_help = DOCTOR_EXAMPLES
 )]
 pub struct DoctorArgs {

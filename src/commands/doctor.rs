@@ -1,5 +1,5 @@
-//! `distlock doctor`: is the Redis that the URL points at fit to hold
-//! leases? One line per check, with a verdict and advice.
+//! `distlock doctor`: is the Redis or etcd that the URL points at fit to
+//! hold leases? One line per check, with a verdict and advice.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::output::{print_json, print_lines};
 use super::{Global, IO_TIMEOUT};
 use crate::exit;
-use crate::store::{ClockReading, ReplicaClock};
+use crate::store::{ClockReading, ClusterStatus, MemberHealth, ReplicaClock};
 
 /// How worrying one `doctor` finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,8 +73,13 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
             Verdict::Ok
         },
         detail: format!(
-            "{} answered PING in {:.2} ms (median of {})",
+            "{} answered {} in {:.2} ms (median of {})",
             store.display(),
+            if g.target.is_etcd() {
+                "a status request"
+            } else {
+                "PING"
+            },
             median.as_secs_f64() * 1000.0,
             rtts.len()
         ),
@@ -84,6 +89,11 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
             String::new()
         },
     });
+
+    if let Some(cluster) = store.cluster_status()? {
+        checks.extend(cluster_checks(&cluster));
+        return finish(&checks, json);
+    }
 
     let server = store.info("server")?;
     let version = server.get("redis_version").cloned().unwrap_or_default();
@@ -196,8 +206,12 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
     });
 
     checks.push(replica_clocks(&store.replica_clocks()?));
+    finish(&checks, json)
+}
 
-    print_checks(&checks, json)?;
+/// Prints the checks; the exit status says whether one found a danger.
+fn finish(checks: &[Check], json: bool) -> Result<u8> {
+    print_checks(checks, json)?;
     let worst = checks
         .iter()
         .map(|c| c.verdict)
@@ -232,6 +246,183 @@ fn print_checks(checks: &[Check], json: bool) -> Result<()> {
         }
         line
     }))
+}
+
+/// The smallest `--ttl` distlock takes on etcd (whole seconds).
+const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
+
+/// The checks of an etcd cluster: its members' health, its leader, its
+/// version and the smallest lease it grants. Every acquisition and renewal
+/// is a Raft commit, so what matters is that a majority of members is
+/// healthy and follows one leader.
+fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
+    let healthy = |h: &MemberHealth| h.leader != 0 && h.errors.is_empty();
+    let name_of = |id: u64| {
+        c.members
+            .iter()
+            .find(|m| m.id == id)
+            .map_or_else(|| format!("{id:x}"), |m| m.name.clone())
+    };
+    let mut parts = Vec::new();
+    let mut up = 0;
+    let mut alarms = false;
+    for m in &c.members {
+        let state = match &m.status {
+            Ok(h) if healthy(h) => {
+                up += 1;
+                "healthy".to_owned()
+            }
+            Ok(h) if !h.errors.is_empty() => {
+                alarms = true;
+                format!("alarm {}", h.errors.join(", "))
+            }
+            Ok(_) => "up, but follows no leader".to_owned(),
+            Err(e) => format!("not reached: {e}"),
+        };
+        parts.push(format!("{} {} {state}", m.name, m.client_urls.join(",")));
+    }
+    let n = c.members.len();
+    let (verdict, advice) = if up == n && n > 0 {
+        (Verdict::Ok, String::new())
+    } else if alarms || up * 2 <= n {
+        (
+            Verdict::Danger,
+            "without a majority of healthy members no lease can be taken or renewed (running CMDs are stopped at their deadline); an alarm refuses writes until it is cleared".to_owned(),
+        )
+    } else {
+        (
+            Verdict::Warn,
+            "leases still work, but the cluster has less to lose: bring the member back".to_owned(),
+        )
+    };
+    let mut checks = vec![Check {
+        name: "members",
+        verdict,
+        detail: format!("{up} of {n} healthy: {}", parts.join("; ")),
+        advice,
+    }];
+
+    let mut leaders: Vec<(u64, u64)> = c
+        .members
+        .iter()
+        .filter_map(|m| m.status.as_ref().ok())
+        .filter(|h| h.leader != 0)
+        .map(|h| (h.leader, h.raft_term))
+        .collect();
+    leaders.sort();
+    leaders.dedup_by_key(|l| l.0);
+    checks.push(match leaders.as_slice() {
+        [] => Check {
+            name: "leader",
+            verdict: Verdict::Danger,
+            detail: "no member follows a leader".into(),
+            advice: "etcd needs a majority of its members up to elect one; until then no lease can be taken or renewed".into(),
+        },
+        [(id, term)] => {
+            let following = c
+                .members
+                .iter()
+                .filter(|m| matches!(&m.status, Ok(h) if h.leader == *id))
+                .count();
+            // A leader cut off from the others still believes it leads
+            // until its election timeout passes; without a majority
+            // behind it, it commits nothing.
+            if following * 2 > n {
+                Check {
+                    name: "leader",
+                    verdict: Verdict::Ok,
+                    detail: format!("{} leads (raft term {term})", name_of(*id)),
+                    advice: String::new(),
+                }
+            } else {
+                Check {
+                    name: "leader",
+                    verdict: Verdict::Danger,
+                    detail: format!(
+                        "{} claims to lead (raft term {term}), but only {following} of {n} members follow it",
+                        name_of(*id)
+                    ),
+                    advice: "etcd needs a majority of its members up to commit; until then no lease can be taken or renewed".into(),
+                }
+            }
+        }
+        many => Check {
+            name: "leader",
+            verdict: Verdict::Warn,
+            detail: format!(
+                "members follow different leaders: {}",
+                many.iter()
+                    .map(|(id, _)| name_of(*id))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            advice: "an election is under way or a member is cut off; run doctor again".into(),
+        },
+    });
+
+    let mut versions: Vec<(&str, &str)> = c
+        .members
+        .iter()
+        .filter_map(|m| Some((m.name.as_str(), m.status.as_ref().ok()?.version.as_str())))
+        .collect();
+    versions.sort_by_key(|v| v.1);
+    checks.push(match versions.as_slice() {
+        [] => Check {
+            name: "version",
+            verdict: Verdict::Warn,
+            detail: "no member told its version".into(),
+            advice: String::new(),
+        },
+        [first, .., last] if first.1 != last.1 => Check {
+            name: "version",
+            verdict: Verdict::Warn,
+            detail: format!(
+                "etcd {}",
+                versions
+                    .iter()
+                    .map(|(n, v)| format!("{v} on {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            advice: "members run different versions: finish the upgrade".into(),
+        },
+        [(_, v), ..] => Check {
+            name: "version",
+            verdict: Verdict::Ok,
+            detail: format!("etcd {v}"),
+            advice: String::new(),
+        },
+    });
+
+    checks.push(match &c.min_lease_ttl {
+        Ok(min) => {
+            let floor = (*min).max(ETCD_MIN_TTL);
+            let mut detail = format!(
+                "etcd grants leases of at least {}s (1.5 election timeouts); distlock takes --ttl of whole seconds from {}s",
+                min.as_secs(),
+                floor.as_secs()
+            );
+            if *min > ETCD_MIN_TTL {
+                detail.push_str(&format!(
+                    ", and etcd makes a shorter one {}s: safe (the lease outlives distlock's deadline), but a holder that dies blocks the lock that long",
+                    min.as_secs()
+                ));
+            }
+            Check {
+                name: "lease-ttl",
+                verdict: Verdict::Ok,
+                detail,
+                advice: String::new(),
+            }
+        }
+        Err(e) => Check {
+            name: "lease-ttl",
+            verdict: Verdict::Danger,
+            detail: format!("no lease granted: {e}"),
+            advice: "distlock cannot take a lease on this cluster".into(),
+        },
+    });
+    checks
 }
 
 /// Above this, a replica's clock is worth a warning: after a failover the
@@ -306,6 +497,7 @@ fn replica_clocks(replicas: &[ReplicaClock]) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::MemberStatus;
     use std::time::Instant;
 
     fn reading(base: Instant, sent_ms: u64, rtt_ms: u64, time_ms: u64) -> ClockReading {
@@ -314,6 +506,102 @@ mod tests {
             sent: base + Duration::from_millis(sent_ms),
             received: base + Duration::from_millis(sent_ms + rtt_ms),
         }
+    }
+
+    fn member(id: u64, status: std::result::Result<(u64, &str), &str>) -> MemberStatus {
+        MemberStatus {
+            id,
+            name: format!("m{id}"),
+            client_urls: vec![format!("http://h{id}:2379")],
+            status: status
+                .map(|(leader, version)| MemberHealth {
+                    version: version.into(),
+                    leader,
+                    raft_term: 7,
+                    errors: Vec::new(),
+                })
+                .map_err(str::to_owned),
+        }
+    }
+
+    fn verdicts(c: &ClusterStatus) -> Vec<(&'static str, Verdict)> {
+        cluster_checks(c)
+            .iter()
+            .map(|k| (k.name, k.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn an_etcd_cluster_is_judged_by_its_majority_its_leader_and_its_lease_floor() {
+        use Verdict::{Danger, Ok as Fine, Warn};
+        let whole = ClusterStatus {
+            members: vec![
+                member(1, Ok((2, "3.4.23"))),
+                member(2, Ok((2, "3.4.23"))),
+                member(3, Ok((2, "3.4.23"))),
+            ],
+            min_lease_ttl: Ok(Duration::from_secs(2)),
+        };
+        let checks = cluster_checks(&whole);
+        assert_eq!(
+            verdicts(&whole),
+            [
+                ("members", Fine),
+                ("leader", Fine),
+                ("version", Fine),
+                ("lease-ttl", Fine)
+            ]
+        );
+        assert_eq!(checks[1].detail, "m2 leads (raft term 7)");
+        assert!(checks[0].detail.contains("m3 http://h3:2379 healthy"));
+
+        let mut one_down = whole.clone();
+        one_down.members[2] = member(3, Err("tcp connect error"));
+        one_down.members[1].status.as_mut().unwrap().version = "3.5.1".into();
+        let checks = cluster_checks(&one_down);
+        assert_eq!(
+            verdicts(&one_down),
+            [
+                ("members", Warn),
+                ("leader", Fine),
+                ("version", Warn),
+                ("lease-ttl", Fine)
+            ]
+        );
+        assert!(checks[0]
+            .detail
+            .contains("m3 http://h3:2379 not reached: tcp connect error"));
+
+        // A leader cut off still claims to lead: not a majority.
+        let cut_off = ClusterStatus {
+            members: vec![
+                member(1, Err("refused")),
+                member(2, Ok((2, "3.4.23"))),
+                member(3, Err("refused")),
+            ],
+            min_lease_ttl: Err("no answer within 5s".into()),
+        };
+        assert_eq!(
+            verdicts(&cut_off),
+            [
+                ("members", Danger),
+                ("leader", Danger),
+                ("version", Fine),
+                ("lease-ttl", Danger)
+            ]
+        );
+        let mut none = cut_off.clone();
+        none.members[1] = member(2, Ok((0, "3.4.23")));
+        assert_eq!(
+            cluster_checks(&none)[1].detail,
+            "no member follows a leader"
+        );
+
+        let mut slow = whole.clone();
+        slow.min_lease_ttl = Ok(Duration::from_secs(5));
+        let lease = &cluster_checks(&slow)[3];
+        assert_eq!(lease.verdict, Fine);
+        assert!(lease.detail.contains("from 5s"), "{}", lease.detail);
     }
 
     #[test]

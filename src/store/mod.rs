@@ -163,6 +163,39 @@ pub struct SlotsInfo {
     pub last_run: Vec<(String, String)>,
 }
 
+/// An etcd cluster as `doctor` sees it: each member (from the member
+/// list) with its own answer, and the smallest lease etcd grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    pub members: Vec<MemberStatus>,
+    /// The TTL etcd granted for a 1 s lease request (its minimum, 1.5
+    /// election timeouts rounded up), or why none was granted.
+    pub min_lease_ttl: std::result::Result<Duration, String>,
+}
+
+/// One member of an etcd cluster, and what it said about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub id: u64,
+    pub name: String,
+    pub client_urls: Vec<String>,
+    /// Its status reply, or why it gave none.
+    pub status: std::result::Result<MemberHealth, String>,
+}
+
+/// A member's status reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberHealth {
+    /// The server version, e.g. `3.4.23`.
+    pub version: String,
+    /// The member id of the leader it follows; 0 when it knows none.
+    pub leader: u64,
+    pub raft_term: u64,
+    /// Alarms it reports (e.g. `NOSPACE`): writes are refused while one is
+    /// raised.
+    pub errors: Vec<String>,
+}
+
 /// What `run` records about itself when it ends.
 #[derive(Debug, Clone)]
 pub struct LastRun {
@@ -360,5 +393,15 @@ impl Store {
 
     pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
         each!(self, s => s.list_names(prefix))
+    }
+
+    /// The cluster behind an etcd URL; None for Redis, whose `doctor`
+    /// checks are its INFO sections.
+    pub fn cluster_status(&mut self) -> Result<Option<ClusterStatus>> {
+        match self {
+            Store::Redis(_) => Ok(None),
+            #[cfg(feature = "etcd")]
+            Store::Etcd(s) => s.cluster_status().map(Some),
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! killed (CMD keeps running, tokens keep going up), quorum lost (CMD
 //! stopped before the lease could expire, exit 124), every member
 //! restarted (the next token is larger); a member down from the start
-//! costs nothing. Held to docs/guide.md "etcd" and
+//! costs nothing; and `doctor` on a cluster, whole and with members down. Held to docs/guide.md "etcd" and
 //! docs/guarantees.md.
 
 use std::path::Path;
@@ -201,4 +201,105 @@ fn a_member_down_from_the_start_costs_no_acquisition_and_no_renewal() {
         assert_eq!(out.code, 0, "run {i}: {out:?}");
         assert_eq!(out.stderr, "", "run {i}: no call failed: {out:?}");
     }
+}
+
+/// `doctor` (text) as (verdict, check, detail) lines, and its exit code.
+fn doctor(url: &str) -> (i32, Vec<(String, String, String)>) {
+    let out = exec(at(url).arg("doctor"), LIMIT);
+    assert!(!out.stderr.contains("panicked"), "{out:?}");
+    let lines = out
+        .stdout
+        .lines()
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let verdict = f.next().unwrap_or_default().to_owned();
+            let check = f.next().unwrap_or_default().to_owned();
+            (verdict, check, f.collect::<Vec<_>>().join(" "))
+        })
+        .collect();
+    (out.code, lines)
+}
+
+fn line<'a>(lines: &'a [(String, String, String)], check: &str) -> &'a (String, String, String) {
+    lines
+        .iter()
+        .find(|(_, c, _)| c == check)
+        .unwrap_or_else(|| panic!("no {check} line in {lines:?}"))
+}
+
+#[test]
+fn doctor_reports_members_leader_version_and_lease_ttl_and_flags_members_down() {
+    let _serial = serial();
+    let mut c = EtcdCluster::start();
+    let url = c.url();
+
+    let (code, lines) = doctor(&url);
+    let checks: Vec<&str> = lines.iter().map(|(_, c, _)| c.as_str()).collect();
+    assert_eq!(
+        checks,
+        ["reachable", "members", "leader", "version", "lease-ttl"],
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().all(|(v, _, _)| v == "ok"),
+        "a whole cluster is fine: {lines:?}"
+    );
+    assert_eq!(code, 0, "{lines:?}");
+    let members = &line(&lines, "members").2;
+    assert!(members.starts_with("3 of 3 healthy"), "{members}");
+    for i in 0..3 {
+        let (name, client) = c.member(i);
+        assert!(
+            members.contains(&format!("{name} {client} healthy")),
+            "{members}"
+        );
+    }
+    let leader = c.member(c.leader_within(LIMIT)).0;
+    assert!(
+        line(&lines, "leader")
+            .2
+            .starts_with(&format!("{leader} leads")),
+        "{lines:?}"
+    );
+    assert!(
+        line(&lines, "version").2.starts_with("etcd 3."),
+        "{lines:?}"
+    );
+    // 500 ms elections: etcd's floor is 1 s, distlock's 2 s.
+    assert!(
+        line(&lines, "lease-ttl")
+            .2
+            .starts_with("etcd grants leases of at least 1s"),
+        "{lines:?}"
+    );
+
+    let json_out = exec(at(&url).args(["doctor", "--json"]), LIMIT);
+    assert_eq!(json_out.code, 0, "{json_out:?}");
+    let arr = json(&json_out.stdout);
+    assert_eq!(arr[1]["check"], "members");
+    assert_eq!(arr[1]["verdict"], "ok");
+    assert!(arr[1]["advice"].is_null());
+
+    // One member down, not the leader: the cluster still works.
+    let down = (c.leader_within(LIMIT) + 1) % 3;
+    c.kill(down);
+    let (code, lines) = doctor(&url);
+    let (verdict, _, members) = line(&lines, "members");
+    assert_eq!(verdict, "warn", "{lines:?}");
+    let (name, client) = c.member(down);
+    assert!(members.starts_with("2 of 3 healthy"), "{members}");
+    assert!(
+        members.contains(&format!("{name} {client} not reached")),
+        "{members}"
+    );
+    assert_eq!(line(&lines, "leader").0, "ok", "{lines:?}");
+    assert_eq!(code, 0, "a warning is not a danger: {lines:?}");
+
+    // A second one down: no majority, no leader, no lease.
+    c.kill((down + 1) % 3);
+    let (code, lines) = doctor(&url);
+    assert_eq!(line(&lines, "members").0, "danger", "{lines:?}");
+    assert_eq!(line(&lines, "leader").0, "danger", "{lines:?}");
+    assert_eq!(line(&lines, "lease-ttl").0, "danger", "{lines:?}");
+    assert_eq!(code, 1, "a danger is exit 1: {lines:?}");
 }

@@ -17,6 +17,7 @@
 //! on the first call (so only for an etcd URL), and every call runs on it
 //! to completion within the call's timeout.
 
+mod doctor;
 mod replies;
 mod target;
 
