@@ -17,6 +17,7 @@
 //! on the first call (so only for an etcd URL), and every call runs on it
 //! to completion within the call's timeout.
 
+mod semaphore;
 mod target;
 
 use std::collections::HashMap;
@@ -202,8 +203,9 @@ impl Store {
         mode: Mode,
         meta: &[(&str, &str)],
     ) -> Result<Acquire> {
-        if keys.limit.is_some() {
-            return Err(Self::unsupported("--limit"));
+        if let Some(n) = keys.limit {
+            let by_run = meta.iter().any(|(k, _)| *k == "run");
+            return self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run);
         }
         if keys.once_per.is_some() {
             return Err(Self::unsupported("--once-per"));
@@ -220,6 +222,7 @@ impl Store {
         // (`release_by_owner`); the lease's revocation or expiry takes it.
         let by_run = meta.iter().any(|(k, _)| *k == "run");
         let marker = keys.meta.clone();
+        let no_slots = semaphore::no_slots(keys);
         let (outcome, stale_lease) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();
             let mut ops = vec![
@@ -238,7 +241,10 @@ impl Store {
                 ));
             }
             let txn = Txn::new()
-                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                .when([
+                    Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+                    no_slots,
+                ])
                 .and_then(ops)
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
@@ -268,6 +274,9 @@ impl Store {
             ))
         })?;
         let _ = stale_lease;
+        if let Err((None, _)) = outcome {
+            self.refuse_semaphore(keys)?;
+        }
         match outcome {
             Ok(rev) => Ok(Acquire::Acquired {
                 token: self.token(keys, rev)?,
@@ -315,6 +324,9 @@ impl Store {
     /// granted with: etcd cannot change it.
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
         lease_secs(ttl_ms)?;
+        if let Some(n) = keys.limit {
+            return self.renew_slot(keys, owner, n);
+        }
         let (key, me) = (keys.lock.clone(), owner.to_owned());
         self.call("renewal", |mut c| async move {
             let got = c.get(key, None).await?;
@@ -339,6 +351,9 @@ impl Store {
     /// As `release`, but refused (`HeldByRun`, nothing changed) while a
     /// `run` holds the lease: its marker key (see `acquire`) exists.
     pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        if let Some(n) = keys.limit {
+            return self.release_slot(keys, owner, n, true, RunRecord::default());
+        }
         self.delete_if_owner(keys, owner, true)
     }
 
@@ -349,9 +364,12 @@ impl Store {
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        _record: RunRecord,
+        record: RunRecord,
         _mark_done: bool,
     ) -> Result<Release> {
+        if let Some(n) = keys.limit {
+            return self.release_slot(keys, owner, n, false, record);
+        }
         self.delete_if_owner(keys, owner, false)
     }
 
@@ -391,6 +409,10 @@ impl Store {
             Ok(()) => Ok(Release::Released),
             // Ours, so the marker failed the compare: a run holds it.
             Err(Some(h)) if unless_run && h == owner.as_bytes() => Ok(Release::HeldByRun),
+            Err(None) => {
+                self.refuse_semaphore(keys)?;
+                Ok(Release::NotOwner(None))
+            }
             Err(holder) => Ok(Release::NotOwner(
                 holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
             )),
@@ -410,6 +432,9 @@ impl Store {
     /// Deletes the key whoever holds it and revokes its lease; the holder
     /// evicted, if any. The fence key is left as it is.
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
+        if let Some(n) = keys.limit {
+            return self.force_release_slots(keys, n);
+        }
         let key = keys.lock.clone();
         let holder = self.call("release --force", |mut c| async move {
             let txn =
@@ -423,6 +448,9 @@ impl Store {
             }
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
+        if holder.is_none() {
+            self.refuse_semaphore(keys)?;
+        }
         holder.map(|h| self.text(keys, &keys.lock, h)).transpose()
     }
 
@@ -447,6 +475,9 @@ impl Store {
             Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl))
         })?;
         let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
+        if holder.is_none() {
+            self.refuse_semaphore(keys)?;
+        }
         let token = fence_rev.map(|r| self.token(keys, r)).transpose()?;
         Ok(LockInfo {
             ttl: holder.as_ref().and(ttl),
@@ -470,10 +501,6 @@ impl Store {
                 Err(e) => Err(e),
             })
             .collect()
-    }
-
-    pub fn inspect_slots(&mut self, _keys: &LockKeys) -> Result<SlotsInfo> {
-        Err(Self::unsupported("--limit"))
     }
 
     pub fn history(&mut self, _keys: &LockKeys, _n: u32) -> Result<Vec<HistoryRecord>> {
@@ -503,8 +530,9 @@ impl Store {
         Err(Self::unsupported("doctor"))
     }
 
-    /// Every held lock under `prefix`: the keys `P:{N}` (a range read of
-    /// the prefix, keys only); other keys under it are not locks.
+    /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores
+    /// by their slot keys (a range read of the prefix, keys only); other
+    /// keys under it are not locks.
     pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
         let start = format!("{prefix}:{{");
         let keys = self.call("list", |mut c| async move {
@@ -523,13 +551,16 @@ impl Store {
         let mut found: Vec<Found> = keys
             .iter()
             .filter_map(|k| std::str::from_utf8(k).ok())
-            .filter_map(|k| lock_name(prefix, k))
-            .map(|name| Found {
-                name,
-                semaphore: false,
+            .filter_map(|k| {
+                let (name, semaphore) = match lock_name(prefix, k) {
+                    Some(name) => (name, false),
+                    None => (semaphore::slot_name(prefix, k)?, true),
+                };
+                Some(Found { name, semaphore })
             })
             .collect();
         found.sort();
+        found.dedup();
         Ok(found)
     }
 }

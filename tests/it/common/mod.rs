@@ -5,6 +5,7 @@
 //! awaited). A helper that two test files need lives here, not in both.
 
 pub mod etcd;
+pub mod etcd_proc;
 pub mod fake;
 pub mod ha;
 pub mod holder;
