@@ -477,3 +477,44 @@ while :; do sleep 30 & wait $!; done"#;
         "the kill signal came {term_after:?} after etcd stopped answering"
     );
 }
+
+#[test]
+fn min_hold_keeps_the_lock_after_cmd_ends_on_etcd() {
+    let e = shared();
+    let k = key("etcd-nightly");
+    let out = run(&["run", "--min-hold", "3s", "etcd-nightly", "--", "true"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let first = fence_rev(e, "etcd-nightly").unwrap();
+    assert!(e.get(&k).is_some(), "still held for the rest of --min-hold");
+    let second = run(&["run", "etcd-nightly", "--", "true"]);
+    assert_eq!(second.code, 75, "held for the minimum hold: {second:?}");
+    assert!(
+        second.stderr.contains("etcd-nightly is held by"),
+        "{second:?}"
+    );
+    assert!(
+        poll(Duration::from_secs(8), Duration::from_millis(100), || e
+            .get(&k)
+            .is_none()),
+        "the key goes once the minimum hold has passed"
+    );
+    let third = run(&["run", "etcd-nightly", "--", "true"]);
+    assert_eq!(third.code, 0, "free again: {third:?}");
+    assert_eq!(e.get(&k), None, "a run without --min-hold releases at once");
+    assert!(fence_rev(e, "etcd-nightly").unwrap() > first);
+
+    // acquire --min-hold, then release: exit 0, says why it stays.
+    let (owner, _) = take(&["--min-hold", "3s", "etcd-step"]);
+    let rel = run(&["release", "--owner", &owner, "etcd-step"]);
+    assert_eq!(rel.code, 0, "{rel:?}");
+    assert!(rel.stderr.contains("min-hold"), "{rel:?}");
+    assert_eq!(e.get(&key("etcd-step")).as_deref(), Some(owner.as_str()));
+    assert_eq!(run(&["acquire", "etcd-step"]).code, 75);
+}
+
+#[test]
+fn min_hold_shorter_than_cmd_releases_at_once_on_etcd() {
+    let out = run(&["run", "--min-hold", "1s", "etcd-quick", "--", "sleep", "3"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(shared().get(&key("etcd-quick")), None);
+}

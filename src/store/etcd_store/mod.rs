@@ -17,6 +17,7 @@
 //! on the first call (so only for an etcd URL), and every call runs on it
 //! to completion within the call's timeout.
 
+mod min_hold;
 mod semaphore;
 mod target;
 
@@ -223,8 +224,10 @@ impl Store {
         let by_run = meta.iter().any(|(k, _)| *k == "run");
         let marker = keys.meta.clone();
         let no_slots = semaphore::no_slots(keys);
+        let (hold_secs, k) = (min_hold::hold_secs(meta), keys.clone());
         let (outcome, stale_lease) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();
+            let hold = min_hold::grant(&mut c, hold_secs).await?;
             let mut ops = vec![
                 TxnOp::put(
                     key.clone(),
@@ -233,6 +236,9 @@ impl Store {
                 ),
                 TxnOp::put(fence, me.clone(), None),
             ];
+            if let Some(h) = hold {
+                ops.push(min_hold::put(&k, &me, h));
+            }
             if by_run {
                 ops.push(TxnOp::put(
                     marker,
@@ -253,8 +259,11 @@ impl Store {
                 return Ok((Ok(rev), None));
             }
             let kv = first_kv(&resp.op_responses());
-            // Not taken: our new lease is of no use.
+            // Not taken: our new leases are of no use.
             let _ = c.lease_revoke(lease).await;
+            if let Some(h) = hold {
+                let _ = c.lease_revoke(h).await;
+            }
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
                 return Ok((Err((None, None)), None));
@@ -354,6 +363,9 @@ impl Store {
         if let Some(n) = keys.limit {
             return self.release_slot(keys, owner, n, true, RunRecord::default());
         }
+        if let Some(left) = self.keep_for_min_hold(keys, owner, true)? {
+            return Ok(Release::Kept(left));
+        }
         self.delete_if_owner(keys, owner, true)
     }
 
@@ -369,6 +381,10 @@ impl Store {
     ) -> Result<Release> {
         if let Some(n) = keys.limit {
             return self.release_slot(keys, owner, n, false, record);
+        }
+        if let Some(left) = self.keep_for_min_hold(keys, owner, false)? {
+            self.record_run(keys, record)?;
+            return Ok(Release::Kept(left));
         }
         self.delete_if_owner(keys, owner, false)
     }

@@ -432,7 +432,7 @@ async fn finish<T>(
 }
 
 /// Time left on a lease; None when it is gone (or cannot be read).
-async fn lease_left(c: &mut Client, lease: i64) -> Option<Duration> {
+pub(super) async fn lease_left(c: &mut Client, lease: i64) -> Option<Duration> {
     if lease == 0 {
         return None;
     }
