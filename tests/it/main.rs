@@ -13,6 +13,7 @@ mod cron_ci;
 mod doctor;
 mod etcd;
 mod etcd_cluster;
+mod etcd_limit;
 mod faults;
 mod fencing;
 mod foreign_keys;

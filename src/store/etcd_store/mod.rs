@@ -18,7 +18,9 @@
 //! to completion within the call's timeout.
 
 mod doctor;
+mod min_hold;
 mod replies;
+mod semaphore;
 mod target;
 
 use std::collections::HashMap;
@@ -205,8 +207,9 @@ impl Store {
         mode: Mode,
         meta: &[(&str, &str)],
     ) -> Result<Acquire> {
-        if keys.limit.is_some() {
-            return Err(Self::unsupported("--limit"));
+        if let Some(n) = keys.limit {
+            let by_run = meta.iter().any(|(k, _)| *k == "run");
+            return self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run);
         }
         if keys.once_per.is_some() {
             return Err(Self::unsupported("--once-per"));
@@ -223,8 +226,11 @@ impl Store {
         // (`release_by_owner`); the lease's revocation or expiry takes it.
         let by_run = meta.iter().any(|(k, _)| *k == "run");
         let marker = keys.meta.clone();
+        let no_slots = semaphore::no_slots(keys);
+        let (hold_secs, k) = (min_hold::hold_secs(meta), keys.clone());
         let (outcome, stale_lease) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();
+            let hold = min_hold::grant(&mut c, hold_secs).await?;
             let mut ops = vec![
                 TxnOp::put(
                     key.clone(),
@@ -233,6 +239,9 @@ impl Store {
                 ),
                 TxnOp::put(fence, me.clone(), None),
             ];
+            if let Some(h) = hold {
+                ops.push(min_hold::put(&k, &me, h));
+            }
             if by_run {
                 ops.push(TxnOp::put(
                     marker,
@@ -241,7 +250,10 @@ impl Store {
                 ));
             }
             let txn = Txn::new()
-                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                .when([
+                    Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+                    no_slots,
+                ])
                 .and_then(ops)
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
@@ -250,8 +262,11 @@ impl Store {
                 return Ok((Ok(rev), None));
             }
             let kv = first_kv(&op_responses(&resp)?);
-            // Not taken: our new lease is of no use.
+            // Not taken: our new leases are of no use.
             let _ = c.lease_revoke(lease).await;
+            if let Some(h) = hold {
+                let _ = c.lease_revoke(h).await;
+            }
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
                 return Ok((Err((None, None)), None));
@@ -271,6 +286,9 @@ impl Store {
             ))
         })?;
         let _ = stale_lease;
+        if let Err((None, _)) = outcome {
+            self.refuse_semaphore(keys)?;
+        }
         match outcome {
             Ok(rev) => Ok(Acquire::Acquired {
                 token: self.token(keys, rev)?,
@@ -318,6 +336,9 @@ impl Store {
     /// granted with: etcd cannot change it.
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
         lease_secs(ttl_ms)?;
+        if let Some(n) = keys.limit {
+            return self.renew_slot(keys, owner, n);
+        }
         let (key, me) = (keys.lock.clone(), owner.to_owned());
         self.call("renewal", |mut c| async move {
             let got = c.get(key, None).await?;
@@ -342,6 +363,12 @@ impl Store {
     /// As `release`, but refused (`HeldByRun`, nothing changed) while a
     /// `run` holds the lease: its marker key (see `acquire`) exists.
     pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        if let Some(n) = keys.limit {
+            return self.release_slot(keys, owner, n, true, RunRecord::default());
+        }
+        if let Some(left) = self.keep_for_min_hold(keys, owner, true)? {
+            return Ok(Release::Kept(left));
+        }
         self.delete_if_owner(keys, owner, true)
     }
 
@@ -352,9 +379,16 @@ impl Store {
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        _record: RunRecord,
+        record: RunRecord,
         _mark_done: bool,
     ) -> Result<Release> {
+        if let Some(n) = keys.limit {
+            return self.release_slot(keys, owner, n, false, record);
+        }
+        if let Some(left) = self.keep_for_min_hold(keys, owner, false)? {
+            self.record_run(keys, record)?;
+            return Ok(Release::Kept(left));
+        }
         self.delete_if_owner(keys, owner, false)
     }
 
@@ -394,6 +428,10 @@ impl Store {
             Ok(()) => Ok(Release::Released),
             // Ours, so the marker failed the compare: a run holds it.
             Err(Some(h)) if unless_run && h == owner.as_bytes() => Ok(Release::HeldByRun),
+            Err(None) => {
+                self.refuse_semaphore(keys)?;
+                Ok(Release::NotOwner(None))
+            }
             Err(holder) => Ok(Release::NotOwner(
                 holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
             )),
@@ -413,6 +451,9 @@ impl Store {
     /// Deletes the key whoever holds it and revokes its lease; the holder
     /// evicted, if any. The fence key is left as it is.
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
+        if let Some(n) = keys.limit {
+            return self.force_release_slots(keys, n);
+        }
         let key = keys.lock.clone();
         let holder = self.call("release --force", |mut c| async move {
             let txn =
@@ -426,6 +467,9 @@ impl Store {
             }
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
+        if holder.is_none() {
+            self.refuse_semaphore(keys)?;
+        }
         holder.map(|h| self.text(keys, &keys.lock, h)).transpose()
     }
 
@@ -450,6 +494,9 @@ impl Store {
             Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl))
         })?;
         let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
+        if holder.is_none() {
+            self.refuse_semaphore(keys)?;
+        }
         let token = fence_rev.map(|r| self.token(keys, r)).transpose()?;
         Ok(LockInfo {
             ttl: holder.as_ref().and(ttl),
@@ -473,10 +520,6 @@ impl Store {
                 Err(e) => Err(e),
             })
             .collect()
-    }
-
-    pub fn inspect_slots(&mut self, _keys: &LockKeys) -> Result<SlotsInfo> {
-        Err(Self::unsupported("--limit"))
     }
 
     pub fn history(&mut self, _keys: &LockKeys, _n: u32) -> Result<Vec<HistoryRecord>> {
@@ -506,8 +549,9 @@ impl Store {
         Err(Self::unsupported("doctor"))
     }
 
-    /// Every held lock under `prefix`: the keys `P:{N}` (a range read of
-    /// the prefix, keys only); other keys under it are not locks.
+    /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores
+    /// by their slot keys (a range read of the prefix, keys only); other
+    /// keys under it are not locks.
     pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
         let start = format!("{prefix}:{{");
         let keys = self.call("list", |mut c| async move {
@@ -526,13 +570,16 @@ impl Store {
         let mut found: Vec<Found> = keys
             .iter()
             .filter_map(|k| std::str::from_utf8(k).ok())
-            .filter_map(|k| lock_name(prefix, k))
-            .map(|name| Found {
-                name,
-                semaphore: false,
+            .filter_map(|k| {
+                let (name, semaphore) = match lock_name(prefix, k) {
+                    Some(name) => (name, false),
+                    None => (semaphore::slot_name(prefix, k)?, true),
+                };
+                Some(Found { name, semaphore })
             })
             .collect();
         found.sort();
+        found.dedup();
         Ok(found)
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod etcd;
 pub mod etcd_cluster;
+pub mod etcd_proc;
 pub mod fake;
 pub mod ha;
 pub mod holder;

@@ -1,0 +1,128 @@
+//! `--min-hold` on etcd: the lock stays held until the minimum hold has
+//! passed, counted by etcd, not by a host's clock, as on Redis.
+//!
+//! An acquisition with a minimum hold also grants a second lease of that
+//! length (rounded up to whole seconds; etcd raises anything shorter than
+//! its minimum TTL, 2 s with default timings) and, in the acquiring
+//! transaction, puts `P:{N}:hold` = owner under it. A release while that
+//! key still holds our owner moves the lock key onto the hold lease (one
+//! transaction comparing both keys' mod revisions, so neither changed
+//! since they were read) and revokes the run's own lease: the key then
+//! expires with the hold lease, at acquisition + the minimum hold, and
+//! keeps its create revision (the token). Once the hold lease has expired
+//! the key is gone with it and the release deletes as usual.
+
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, PutOptions, TxnOp};
+
+use super::semaphore::lease_left;
+use super::{LockKeys, Result};
+
+/// `P:{N}:hold`.
+pub(super) fn hold_key(keys: &LockKeys) -> String {
+    format!("{}:hold", keys.lock)
+}
+
+/// The hold lease's TTL for a `min_hold_ms` in the holder metadata, in
+/// whole seconds, rounded up; None without one.
+pub(super) fn hold_secs(meta: &[(&str, &str)]) -> Option<i64> {
+    let ms: u64 = meta
+        .iter()
+        .find(|(k, _)| *k == "min_hold_ms")?
+        .1
+        .parse()
+        .ok()?;
+    i64::try_from(ms.div_ceil(1000).max(1)).ok()
+}
+
+/// Grants the hold lease, if there is a minimum hold.
+pub(super) async fn grant(
+    c: &mut Client,
+    secs: Option<i64>,
+) -> std::result::Result<Option<i64>, etcd_client::Error> {
+    match secs {
+        Some(s) => Ok(Some(c.lease_grant(s, None).await?.id())),
+        None => Ok(None),
+    }
+}
+
+/// The put of `P:{N}:hold` for the acquiring transaction.
+pub(super) fn put(keys: &LockKeys, owner: &str, lease: i64) -> TxnOp {
+    TxnOp::put(
+        hold_key(keys),
+        owner,
+        Some(PutOptions::new().with_lease(lease)),
+    )
+}
+
+impl super::Store {
+    /// Keeps our lock for the rest of its minimum hold, if any is left:
+    /// the time left, or None when the release should go ahead. With
+    /// `unless_run`, a lock a `run` marks is not touched (the release then
+    /// refuses it as usual).
+    pub(super) fn keep_for_min_hold(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        unless_run: bool,
+    ) -> Result<Option<Duration>> {
+        let (lock, hold, marker) = (keys.lock.clone(), hold_key(keys), keys.meta.clone());
+        let me = owner.to_owned();
+        self.call("release", |mut c| async move {
+            let got = c.get(hold.clone(), None).await?;
+            let Some(h) = got.kvs().first().cloned() else {
+                return Ok(None);
+            };
+            if h.value() != me.as_bytes() {
+                return Ok(None);
+            }
+            let Some(left) = lease_left(&mut c, h.lease()).await else {
+                return Ok(None);
+            };
+            let got = c.get(lock.clone(), None).await?;
+            let Some(l) = got.kvs().first().cloned() else {
+                return Ok(None);
+            };
+            if l.value() != me.as_bytes() {
+                return Ok(None);
+            }
+            if l.lease() == h.lease() {
+                // Kept already by an earlier release.
+                return Ok(Some(left));
+            }
+            let mut when = vec![
+                Compare::mod_revision(lock.clone(), CompareOp::Equal, l.mod_revision()),
+                Compare::mod_revision(hold, CompareOp::Equal, h.mod_revision()),
+            ];
+            if unless_run {
+                when.push(Compare::create_revision(marker, CompareOp::Equal, 0));
+            }
+            let txn = etcd_client::Txn::new().when(when).and_then([TxnOp::put(
+                lock,
+                me,
+                Some(PutOptions::new().with_lease(h.lease())),
+            )]);
+            if !c.txn(txn).await?.succeeded() {
+                return Ok(None);
+            }
+            if l.lease() != 0 {
+                let _ = c.lease_revoke(l.lease()).await;
+            }
+            Ok(Some(left))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minimum_hold_is_rounded_up_to_whole_seconds() {
+        assert_eq!(hold_secs(&[("min_hold_ms", "1500")]), Some(2));
+        assert_eq!(hold_secs(&[("min_hold_ms", "3000")]), Some(3));
+        assert_eq!(hold_secs(&[("min_hold_ms", "1")]), Some(1));
+        assert_eq!(hold_secs(&[("host", "h")]), None);
+    }
+}

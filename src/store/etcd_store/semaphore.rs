@@ -1,0 +1,503 @@
+//! Semaphores of N holders (`--limit N`) on etcd.
+//!
+//! A holder's slot is one of N numbered keys `P:{N}:slot/<N>/<i>`
+//! (`i` in `0..N`), holding its owner id under its own etcd lease; a slot
+//! a `run` holds also has `P:{N}:slotrun/<owner>` under the same lease (a
+//! release by owner, from CMD, is refused while it exists). etcd compares
+//! cannot count keys, so "fewer than N holders" is "slot `i` does not
+//! exist" for some `i < N`: taking slot `i` is one transaction whose
+//! compares say that key was never created, that no slot of another N
+//! exists (two range compares around `slot/<N>/`: a range compare on
+//! create revision 0 holds only for an empty range), and that the name is
+//! not held as a plain lock. The agreed N is part of the slot keys' names,
+//! so no key of its own can go stale. A read first finds a free `i` (and
+//! our own slot, for a retry after a lost reply: same slot, same token);
+//! a transaction that loses a race reads again, at most N + 2 times.
+//!
+//! The token is the slot key's create revision (the transaction's), and
+//! the same transaction puts `P:{N}:fence`, whose mod revision is the last
+//! token issued for the name, lock or semaphore. Transactions here are
+//! judged by `succeeded()` alone; what they found is read with plain range
+//! reads, whose replies cannot panic the client (`op_responses` can).
+
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, Txn, TxnOp,
+};
+
+use super::{Acquire, LockKeys, Release, Result, RunRecord, SlotsInfo, StoreError, Watched};
+
+/// The keys of `keys`'s semaphore.
+struct Slots {
+    /// `P:{N}:slot/`: every slot of the name, whatever its N.
+    all: String,
+    /// `P:{N}:slot/<n>/`: the slots of our N.
+    ours: String,
+    /// `P:{N}:slotrun/`.
+    run: String,
+}
+
+impl Slots {
+    fn of(keys: &LockKeys, n: u32) -> Slots {
+        Slots {
+            all: format!("{}:slot/", keys.lock),
+            ours: format!("{}:slot/{n}/", keys.lock),
+            run: format!("{}:slotrun/", keys.lock),
+        }
+    }
+
+    fn slot(&self, i: u32) -> String {
+        format!("{}{i}", self.ours)
+    }
+
+    fn run_marker(&self, owner: &str) -> String {
+        format!("{}{owner}", self.run)
+    }
+
+    /// Compares that hold when no slot of another N than ours exists:
+    /// the ranges just below and just above `slot/<n>/` are empty.
+    fn no_other_n(&self) -> [Compare; 2] {
+        [
+            Compare::create_revision(self.all.clone(), CompareOp::Equal, 0)
+                .with_range(self.ours.clone()),
+            Compare::create_revision(prefix_end(&self.ours), CompareOp::Equal, 0)
+                .with_range(prefix_end(&self.all)),
+        ]
+    }
+}
+
+/// The first key after every key that starts with `prefix` (etcd's
+/// `with_prefix` range end; our prefixes end in `/`, never in 0xff).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    end
+}
+
+/// The compare a plain lock's acquisition adds: no slot of the name
+/// exists (a name in use as a semaphore is not a free lock).
+pub(super) fn no_slots(keys: &LockKeys) -> Compare {
+    Compare::create_revision(Slots::of(keys, 0).all, CompareOp::Equal, 0).with_prefix()
+}
+
+/// The name in a slot key `P:{N}:slot/<n>/<i>`, or None for any other key.
+pub(super) fn slot_name(prefix: &str, key: &str) -> Option<String> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix(":{")?;
+    let (name, slot) = rest.split_once("}:slot/")?;
+    let (n, i) = slot.split_once('/')?;
+    let valid = !name.is_empty()
+        && !name.contains(['{', '}'])
+        && n.parse::<u32>().is_ok()
+        && i.parse::<u32>().is_ok();
+    valid.then(|| name.to_owned())
+}
+
+/// What one read found: the slot keys of the name and whether the plain
+/// lock key exists.
+struct Seen {
+    slots: Vec<KeyValue>,
+    plain: bool,
+}
+
+impl Seen {
+    /// The N of the slots held (None when there are none), read from
+    /// their keys `…:slot/<n>/<i>`.
+    fn limit(&self, all: &str) -> Option<u32> {
+        self.slots.iter().find_map(|kv| {
+            let rest = kv.key().strip_prefix(all.as_bytes())?;
+            let n = rest.split(|&b| b == b'/').next()?;
+            std::str::from_utf8(n).ok()?.parse().ok()
+        })
+    }
+
+    fn mine(&self, owner: &str) -> Option<&KeyValue> {
+        self.slots.iter().find(|kv| kv.value() == owner.as_bytes())
+    }
+}
+
+impl super::Store {
+    /// The slots and the plain key, at one revision.
+    async fn seen(
+        c: &mut Client,
+        keys: &LockKeys,
+        s: &Slots,
+    ) -> std::result::Result<Seen, etcd_client::Error> {
+        let got = c
+            .get(s.all.clone(), Some(GetOptions::new().with_prefix()))
+            .await?;
+        let rev = got.header().map_or(0, |h| h.revision());
+        let plain = c
+            .get(
+                keys.lock.clone(),
+                Some(GetOptions::new().with_revision(rev).with_count_only()),
+            )
+            .await?;
+        Ok(Seen {
+            slots: got.kvs().to_vec(),
+            plain: plain.count() > 0,
+        })
+    }
+
+    /// The error for a call whose `--limit` disagrees with the one in use
+    /// (`in_use` ≤ 1: a plain lock), as on Redis.
+    pub(super) fn limit_mismatch(keys: &LockKeys, in_use: u32) -> StoreError {
+        StoreError::LimitMismatch {
+            name: keys.name.clone(),
+            ours: keys.limit.unwrap_or(1),
+            in_use: i64::from(in_use),
+        }
+    }
+
+    /// What `seen` says about users who disagree on N, if anything.
+    fn disagreeing(keys: &LockKeys, s: &Slots, seen: &Seen, n: u32) -> Result<()> {
+        if seen.plain {
+            return Err(Self::limit_mismatch(keys, 0));
+        }
+        match seen.limit(&s.all) {
+            Some(agreed) if agreed != n => Err(Self::limit_mismatch(keys, agreed)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Some(N) when the name is in use as a semaphore of N: for the plain
+    /// lock's calls, which must not treat a semaphore's name as free.
+    pub(super) fn semaphore_in_use(&mut self, keys: &LockKeys) -> Result<Option<u32>> {
+        let s = Slots::of(keys, 0);
+        let all = s.all.clone();
+        let slots = self.call("inspect", |mut c| async move {
+            let got = c
+                .get(all, Some(GetOptions::new().with_prefix().with_keys_only()))
+                .await?;
+            Ok(got.kvs().to_vec())
+        })?;
+        Ok(Seen {
+            slots,
+            plain: false,
+        }
+        .limit(&s.all))
+    }
+
+    /// For the plain lock's calls that found no lock: a name in use as a
+    /// semaphore is the users' disagreement on `--limit`, not a free lock.
+    pub(super) fn refuse_semaphore(&mut self, keys: &LockKeys) -> Result<()> {
+        match self.semaphore_in_use(keys)? {
+            Some(n) => Err(Self::limit_mismatch(keys, n)),
+            None => Ok(()),
+        }
+    }
+
+    /// `acquire` of one of `n` slots (see the module's comment).
+    pub(super) fn acquire_slot(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl: i64,
+        n: u32,
+        by_run: bool,
+    ) -> Result<Acquire> {
+        let s = Slots::of(keys, n);
+        let (k, me) = (keys.clone(), owner.to_owned());
+        enum Found {
+            Token(i64),
+            Busy(Option<(String, Option<Duration>)>),
+            Mismatch(StoreError),
+        }
+        let found = self.call("acquire", |mut c| async move {
+            let mut lease = None;
+            let mut last_busy = None;
+            for _ in 0..n + 2 {
+                let seen = Self::seen(&mut c, &k, &s).await?;
+                if let Err(e) = Self::disagreeing(&k, &s, &seen, n) {
+                    return finish(&mut c, lease, Found::Mismatch(e)).await;
+                }
+                if let Some(kv) = seen.mine(&me) {
+                    // A retry after a lost reply: ours already, same token.
+                    c.lease_keep_alive(kv.lease()).await?;
+                    let token = kv.create_revision();
+                    return finish(&mut c, lease, Found::Token(token)).await;
+                }
+                let taken: Vec<&[u8]> = seen.slots.iter().map(KeyValue::key).collect();
+                let Some(free) = (0..n).find(|&i| !taken.contains(&s.slot(i).as_bytes())) else {
+                    last_busy = Some(soonest(&mut c, &seen.slots).await);
+                    break;
+                };
+                let id = match lease {
+                    Some(id) => id,
+                    None => *lease.insert(c.lease_grant(ttl, None).await?.id()),
+                };
+                let slot = s.slot(free);
+                let mut when = vec![
+                    Compare::create_revision(slot.clone(), CompareOp::Equal, 0),
+                    Compare::create_revision(k.lock.clone(), CompareOp::Equal, 0),
+                ];
+                when.extend(s.no_other_n());
+                let mut ops = vec![
+                    TxnOp::put(slot, me.clone(), Some(PutOptions::new().with_lease(id))),
+                    TxnOp::put(k.fence.clone(), me.clone(), None),
+                ];
+                if by_run {
+                    ops.push(TxnOp::put(
+                        s.run_marker(&me),
+                        "run",
+                        Some(PutOptions::new().with_lease(id)),
+                    ));
+                }
+                let resp = c.txn(Txn::new().when(when).and_then(ops)).await?;
+                if resp.succeeded() {
+                    let rev = resp.header().map_or(0, |h| h.revision());
+                    return Ok(Found::Token(rev));
+                }
+            }
+            finish(&mut c, lease, Found::Busy(last_busy.flatten())).await
+        })?;
+        match found {
+            Found::Token(rev) => Ok(Acquire::Acquired {
+                token: self.token(keys, rev)?,
+            }),
+            Found::Mismatch(e) => Err(e),
+            Found::Busy(holder) => Ok(Acquire::Busy {
+                ttl: holder.as_ref().and_then(|h| h.1),
+                holder: holder.map(|h| h.0),
+                ahead: None,
+                watched: Watched::default(),
+            }),
+        }
+    }
+
+    /// `renew` of our slot: a keep-alive of its lease, whose reply must
+    /// confirm it.
+    pub(super) fn renew_slot(&mut self, keys: &LockKeys, owner: &str, n: u32) -> Result<bool> {
+        let ours = Slots::of(keys, n).ours;
+        let me = owner.to_owned();
+        self.call("renewal", |mut c| async move {
+            let got = c.get(ours, Some(GetOptions::new().with_prefix())).await?;
+            let Some(kv) = got.kvs().iter().find(|kv| kv.value() == me.as_bytes()) else {
+                return Ok(false);
+            };
+            if kv.lease() == 0 {
+                return Ok(false);
+            }
+            match c.lease_keep_alive(kv.lease()).await {
+                Ok(_) => Ok(true),
+                Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// `release` of our slot, by the process that took it (`unless_run`
+    /// false) or by owner (refused while a `run` holds it); the run's
+    /// record, if any, is written after it, as on Redis.
+    pub(super) fn release_slot(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        n: u32,
+        unless_run: bool,
+        record: RunRecord,
+    ) -> Result<Release> {
+        let s = Slots::of(keys, n);
+        let (k, me) = (keys.clone(), owner.to_owned());
+        let outcome = self.call("release", |mut c| async move {
+            let seen = Self::seen(&mut c, &k, &s).await?;
+            if let Err(e) = Self::disagreeing(&k, &s, &seen, n) {
+                return Ok(Err(e));
+            }
+            let Some(kv) = seen.mine(&me).cloned() else {
+                return Ok(Ok(Release::NotOwner(None)));
+            };
+            let marker = s.run_marker(&me);
+            let mut when = vec![Compare::value(
+                kv.key().to_vec(),
+                CompareOp::Equal,
+                me.clone(),
+            )];
+            if unless_run {
+                let run = c
+                    .get(marker.clone(), Some(GetOptions::new().with_count_only()))
+                    .await?;
+                if run.count() > 0 {
+                    return Ok(Ok(Release::HeldByRun));
+                }
+                when.push(Compare::create_revision(
+                    marker.clone(),
+                    CompareOp::Equal,
+                    0,
+                ));
+            }
+            let txn = Txn::new().when(when).and_then([
+                TxnOp::delete(kv.key().to_vec(), None),
+                TxnOp::delete(marker, None),
+            ]);
+            if !c.txn(txn).await?.succeeded() {
+                return Ok(Ok(Release::NotOwner(None)));
+            }
+            let _ = c.lease_revoke(kv.lease()).await;
+            Ok(Ok(Release::Released))
+        })??;
+        self.record_run(keys, record)?;
+        Ok(outcome)
+    }
+
+    /// `release --force` of every slot: the evicted owners, comma-separated.
+    pub(super) fn force_release_slots(
+        &mut self,
+        keys: &LockKeys,
+        n: u32,
+    ) -> Result<Option<String>> {
+        let s = Slots::of(keys, n);
+        let k = keys.clone();
+        let evicted = self.call("release --force", |mut c| async move {
+            let seen = Self::seen(&mut c, &k, &s).await?;
+            if let Err(e) = Self::disagreeing(&k, &s, &seen, n) {
+                return Ok(Err(e));
+            }
+            let gone = c
+                .delete(
+                    s.ours.clone(),
+                    Some(DeleteOptions::new().with_prefix().with_prev_key()),
+                )
+                .await?;
+            let mut owners = Vec::new();
+            for kv in gone.prev_kvs() {
+                if kv.lease() != 0 {
+                    let _ = c.lease_revoke(kv.lease()).await;
+                }
+                owners.push(kv.value().to_vec());
+            }
+            Ok(Ok(owners))
+        })??;
+        let owners = evicted
+            .into_iter()
+            .map(|o| self.text(keys, &keys.slots, o))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((!owners.is_empty()).then(|| owners.join(", ")))
+    }
+
+    /// A semaphore's agreed N, its live holders (owner, time left, token;
+    /// soonest expiry first) and the last token issued.
+    pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
+        let s = Slots::of(keys, keys.limit.unwrap_or(1));
+        let (k, fence) = (keys.clone(), keys.fence.clone());
+        let (seen, holders, fence_rev) = self.call("inspect", |mut c| async move {
+            let seen = Self::seen(&mut c, &k, &s).await?;
+            let mut holders = Vec::new();
+            for kv in &seen.slots {
+                if let Some(left) = lease_left(&mut c, kv.lease()).await {
+                    holders.push((kv.value().to_vec(), left, kv.create_revision()));
+                }
+            }
+            let f = c
+                .get(fence, Some(GetOptions::new().with_keys_only()))
+                .await?;
+            let fence_rev = f.kvs().first().map(KeyValue::mod_revision);
+            let limit = seen.limit(&s.all);
+            Ok(((seen.plain, limit), holders, fence_rev))
+        })?;
+        let (plain, limit) = seen;
+        if plain {
+            return Err(Self::limit_mismatch(keys, 0));
+        }
+        let mut out = Vec::with_capacity(holders.len());
+        for (owner, left, rev) in holders {
+            out.push((
+                self.text(keys, &keys.slots, owner)?,
+                left,
+                self.token(keys, rev)?,
+            ));
+        }
+        out.sort_by_key(|h| h.1);
+        Ok(SlotsInfo {
+            limit: limit.filter(|_| !out.is_empty()),
+            holders: out,
+            token: fence_rev.map(|r| self.token(keys, r)).transpose()?,
+            last_run: Vec::new(),
+        })
+    }
+}
+
+/// Revokes a lease granted for a slot that was not taken, then answers.
+async fn finish<T>(
+    c: &mut Client,
+    lease: Option<i64>,
+    out: T,
+) -> std::result::Result<T, etcd_client::Error> {
+    if let Some(id) = lease {
+        let _ = c.lease_revoke(id).await;
+    }
+    Ok(out)
+}
+
+/// Time left on a lease; None when it is gone (or cannot be read).
+pub(super) async fn lease_left(c: &mut Client, lease: i64) -> Option<Duration> {
+    if lease == 0 {
+        return None;
+    }
+    match c.lease_time_to_live(lease, None).await {
+        Ok(r) if r.ttl() > 0 => Some(Duration::from_secs(r.ttl() as u64)),
+        _ => None,
+    }
+}
+
+/// The holder whose slot expires first, and its time left, for the busy
+/// line (the one a waiter would see go first).
+async fn soonest(c: &mut Client, slots: &[KeyValue]) -> Option<(String, Option<Duration>)> {
+    let mut best: Option<(String, Option<Duration>)> = None;
+    for kv in slots {
+        let left = lease_left(c, kv.lease()).await;
+        let owner = String::from_utf8_lossy(kv.value()).into_owned();
+        let sooner = match (&best, left) {
+            (None, _) => true,
+            (Some((_, Some(b))), Some(l)) => l < *b,
+            (Some((_, None)), Some(_)) => true,
+            _ => false,
+        };
+        if sooner {
+            best = Some((owner, left));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_other_ns_are_the_ranges_around_ours() {
+        let k = LockKeys::new("distlock", "pool");
+        let s = Slots::of(&k, 2);
+        assert_eq!(s.slot(1), "distlock:{pool}:slot/2/1");
+        assert_eq!(prefix_end(&s.ours), b"distlock:{pool}:slot/20".to_vec());
+        assert_eq!(prefix_end(&s.all), b"distlock:{pool}:slot0".to_vec());
+        // "slot/12/0" sorts below "slot/2/" and "slot/3/0" above "slot/20":
+        // both are in a range that must be empty.
+        assert!(b"distlock:{pool}:slot/12/0".as_slice() < s.ours.as_bytes());
+        assert!(b"distlock:{pool}:slot/3/0".as_slice() >= prefix_end(&s.ours).as_slice());
+        assert!(b"distlock:{pool}:slot/3/0".as_slice() < prefix_end(&s.all).as_slice());
+    }
+
+    #[test]
+    fn semaphores_are_listed_by_their_slot_keys() {
+        assert_eq!(
+            slot_name("distlock", "distlock:{a/b}:slot/3/0").as_deref(),
+            Some("a/b")
+        );
+        assert_eq!(slot_name("distlock", "distlock:{a}:slotrun/o"), None);
+        assert_eq!(slot_name("distlock", "distlock:{a}:slot/x/0"), None);
+        assert_eq!(slot_name("distlock", "distlock:{a}"), None);
+        assert_eq!(slot_name("other", "distlock:{a}:slot/2/1"), None);
+    }
+
+    #[test]
+    fn the_agreed_n_comes_from_the_slot_keys() {
+        let seen = Seen {
+            slots: Vec::new(),
+            plain: false,
+        };
+        assert_eq!(seen.limit("distlock:{pool}:slot/"), None);
+    }
+}
