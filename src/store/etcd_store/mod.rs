@@ -17,6 +17,7 @@
 //! on the first call (so only for an etcd URL), and every call runs on it
 //! to completion within the call's timeout.
 
+mod record;
 mod target;
 
 use std::collections::HashMap;
@@ -205,15 +206,20 @@ impl Store {
         if keys.limit.is_some() {
             return Err(Self::unsupported("--limit"));
         }
-        if keys.once_per.is_some() {
-            return Err(Self::unsupported("--once-per"));
-        }
         // Waiting needs `subscribe`, refused below: a first attempt in any
         // order is one try.
         if mode == Mode::Fair {
             return Err(Self::unsupported("--wait"));
         }
         let ttl = lease_secs(ttl_ms)?;
+        // `--once-per`: the done mark, judged first; the lock is then taken
+        // only if the mark is still as judged.
+        let done_rev = match self.look_done(keys, owner)? {
+            record::Look::Done(mark) => return Ok(Acquire::Done(mark)),
+            record::Look::Free(rev) => rev,
+        };
+        let done = keys.done.clone();
+        let (holder_key, holder) = record::holder_put(keys, meta);
         let (key, fence, me) = (keys.lock.clone(), keys.fence.clone(), owner.to_owned());
         // A `run` marks its lease with `P:{N}:meta` under the same lease, so
         // that a release by owner from its CMD can be refused
@@ -229,6 +235,11 @@ impl Store {
                     Some(PutOptions::new().with_lease(lease)),
                 ),
                 TxnOp::put(fence, me.clone(), None),
+                TxnOp::put(
+                    holder_key,
+                    holder,
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
             ];
             if by_run {
                 ops.push(TxnOp::put(
@@ -237,8 +248,10 @@ impl Store {
                     Some(PutOptions::new().with_lease(lease)),
                 ));
             }
+            let mut when = vec![Compare::create_revision(key.clone(), CompareOp::Equal, 0)];
+            when.extend(done_rev.map(|r| Compare::mod_revision(done, CompareOp::Equal, r)));
             let txn = Txn::new()
-                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                .when(when)
                 .and_then(ops)
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
@@ -272,6 +285,8 @@ impl Store {
             Ok(rev) => Ok(Acquire::Acquired {
                 token: self.token(keys, rev)?,
             }),
+            // Free, so the done mark failed the compare: judge it again.
+            Err((None, _)) if done_rev.is_some() => self.acquire(keys, owner, ttl_ms, mode, meta),
             Err((holder, ttl)) => Ok(Acquire::Busy {
                 holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
                 ttl,
@@ -343,16 +358,19 @@ impl Store {
     }
 
     /// Deletes the key if it still holds our owner, then revokes its lease
-    /// (so nothing else under it lingers). The run record is not kept on
-    /// etcd yet.
+    /// (so nothing else under it lingers); with a record or `mark_done`,
+    /// writes them in the same transaction (`record.rs`).
     pub fn release_recording(
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        _record: RunRecord,
-        _mark_done: bool,
+        record: RunRecord,
+        mark_done: bool,
     ) -> Result<Release> {
-        self.delete_if_owner(keys, owner, false)
+        if record.last.is_none() && record.history.is_none() && !mark_done {
+            return self.delete_if_owner(keys, owner, false);
+        }
+        self.release_with_records(keys, owner, record, mark_done)
     }
 
     /// The compare-and-delete of both releases, one transaction, so the
@@ -397,14 +415,12 @@ impl Store {
         }
     }
 
-    /// The run history and last-run record are not kept on etcd yet.
-    pub fn record_run(&mut self, _keys: &LockKeys, _record: RunRecord) -> Result<()> {
-        Ok(())
+    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
+        self.write_records(keys, record)
     }
 
-    /// No done marks exist on etcd (`--once-per` is refused there).
-    pub fn forget_done(&mut self, _keys: &LockKeys) -> Result<Option<DoneMark>> {
-        Ok(None)
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+        self.delete_done(keys)
     }
 
     /// Deletes the key whoever holds it and revokes its lease; the holder
@@ -428,9 +444,10 @@ impl Store {
 
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
         let (key, fence) = (keys.lock.clone(), keys.fence.clone());
-        let (lock, fence_rev, ttl) = self.call("inspect", |mut c| async move {
+        let (lock, fence_rev, ttl, rev) = self.call("inspect", |mut c| async move {
             let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None)]);
             let resp = c.txn(txn).await?;
+            let rev = resp.header().map_or(0, |h| h.revision());
             let ops = resp.op_responses();
             let kv = first_kv(&ops);
             let fence_rev = ops.get(1).and_then(|r| match r {
@@ -444,18 +461,19 @@ impl Store {
                 },
                 _ => None,
             };
-            Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl))
+            Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl, rev))
         })?;
         let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
         let token = fence_rev.map(|r| self.token(keys, r)).transpose()?;
+        let (meta, last_run, done) = self.records_at(keys, rev, holder.is_some())?;
         Ok(LockInfo {
             ttl: holder.as_ref().and(ttl),
             holder,
             token,
-            meta: Vec::new(),
-            last_run: Vec::new(),
+            meta,
+            last_run,
             semaphore: None,
-            done: None,
+            done,
         })
     }
 
@@ -476,8 +494,8 @@ impl Store {
         Err(Self::unsupported("--limit"))
     }
 
-    pub fn history(&mut self, _keys: &LockKeys, _n: u32) -> Result<Vec<HistoryRecord>> {
-        Err(Self::unsupported("the run history"))
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<Vec<HistoryRecord>> {
+        self.read_history(keys, n)
     }
 
     pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
