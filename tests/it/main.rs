@@ -14,6 +14,7 @@ mod doctor;
 mod etcd;
 mod etcd_cluster;
 mod etcd_limit;
+mod etcd_record;
 mod faults;
 mod fencing;
 mod foreign_keys;

@@ -19,6 +19,7 @@
 
 mod doctor;
 mod min_hold;
+mod record;
 mod replies;
 mod semaphore;
 mod target;
@@ -211,15 +212,20 @@ impl Store {
             let by_run = meta.iter().any(|(k, _)| *k == "run");
             return self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run);
         }
-        if keys.once_per.is_some() {
-            return Err(Self::unsupported("--once-per"));
-        }
         // Waiting needs `subscribe`, refused below: a first attempt in any
         // order is one try.
         if mode == Mode::Fair {
             return Err(Self::unsupported("--wait"));
         }
         let ttl = lease_secs(ttl_ms)?;
+        // `--once-per`: the done mark, judged first; the lock is then taken
+        // only if the mark is still as judged.
+        let done_rev = match self.look_done(keys, owner)? {
+            record::Look::Done(mark) => return Ok(Acquire::Done(mark)),
+            record::Look::Free(rev) => rev,
+        };
+        let done = keys.done.clone();
+        let (holder_key, holder) = record::holder_put(keys, meta);
         let (key, fence, me) = (keys.lock.clone(), keys.fence.clone(), owner.to_owned());
         // A `run` marks its lease with `P:{N}:meta` under the same lease, so
         // that a release by owner from its CMD can be refused
@@ -238,6 +244,11 @@ impl Store {
                     Some(PutOptions::new().with_lease(lease)),
                 ),
                 TxnOp::put(fence, me.clone(), None),
+                TxnOp::put(
+                    holder_key,
+                    holder,
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
             ];
             if let Some(h) = hold {
                 ops.push(min_hold::put(&k, &me, h));
@@ -249,11 +260,13 @@ impl Store {
                     Some(PutOptions::new().with_lease(lease)),
                 ));
             }
+            let mut when = vec![
+                Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+                no_slots,
+            ];
+            when.extend(done_rev.map(|r| Compare::mod_revision(done, CompareOp::Equal, r)));
             let txn = Txn::new()
-                .when([
-                    Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-                    no_slots,
-                ])
+                .when(when)
                 .and_then(ops)
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
@@ -293,6 +306,8 @@ impl Store {
             Ok(rev) => Ok(Acquire::Acquired {
                 token: self.token(keys, rev)?,
             }),
+            // Free, so the done mark failed the compare: judge it again.
+            Err((None, _)) if done_rev.is_some() => self.acquire(keys, owner, ttl_ms, mode, meta),
             Err((holder, ttl)) => Ok(Acquire::Busy {
                 holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
                 ttl,
@@ -373,23 +388,26 @@ impl Store {
     }
 
     /// Deletes the key if it still holds our owner, then revokes its lease
-    /// (so nothing else under it lingers). The run record is not kept on
-    /// etcd yet.
+    /// (so nothing else under it lingers); with a record or `mark_done`,
+    /// writes them in the same transaction (`record.rs`).
     pub fn release_recording(
         &mut self,
         keys: &LockKeys,
         owner: &str,
         record: RunRecord,
-        _mark_done: bool,
+        mark_done: bool,
     ) -> Result<Release> {
         if let Some(n) = keys.limit {
             return self.release_slot(keys, owner, n, false, record);
         }
         if let Some(left) = self.keep_for_min_hold(keys, owner, false)? {
-            self.record_run(keys, record)?;
+            self.write_records(keys, record, mark_done)?;
             return Ok(Release::Kept(left));
         }
-        self.delete_if_owner(keys, owner, false)
+        if record.last.is_none() && record.history.is_none() && !mark_done {
+            return self.delete_if_owner(keys, owner, false);
+        }
+        self.release_with_records(keys, owner, record, mark_done)
     }
 
     /// The compare-and-delete of both releases, one transaction, so the
@@ -438,14 +456,12 @@ impl Store {
         }
     }
 
-    /// The run history and last-run record are not kept on etcd yet.
-    pub fn record_run(&mut self, _keys: &LockKeys, _record: RunRecord) -> Result<()> {
-        Ok(())
+    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
+        self.write_records(keys, record, false)
     }
 
-    /// No done marks exist on etcd (`--once-per` is refused there).
-    pub fn forget_done(&mut self, _keys: &LockKeys) -> Result<Option<DoneMark>> {
-        Ok(None)
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+        self.delete_done(keys)
     }
 
     /// Deletes the key whoever holds it and revokes its lease; the holder
@@ -475,9 +491,10 @@ impl Store {
 
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
         let (key, fence) = (keys.lock.clone(), keys.fence.clone());
-        let (lock, fence_rev, ttl) = self.call("inspect", |mut c| async move {
+        let (lock, fence_rev, ttl, rev) = self.call("inspect", |mut c| async move {
             let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None)]);
             let resp = c.txn(txn).await?;
+            let rev = resp.header().map_or(0, |h| h.revision());
             let ops = op_responses(&resp)?;
             let kv = first_kv(&ops);
             let fence_rev = ops.get(1).and_then(|r| match r {
@@ -491,21 +508,22 @@ impl Store {
                 },
                 _ => None,
             };
-            Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl))
+            Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl, rev))
         })?;
         let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
         if holder.is_none() {
             self.refuse_semaphore(keys)?;
         }
         let token = fence_rev.map(|r| self.token(keys, r)).transpose()?;
+        let (meta, last_run, done) = self.records_at(keys, rev, holder.is_some())?;
         Ok(LockInfo {
             ttl: holder.as_ref().and(ttl),
             holder,
             token,
-            meta: Vec::new(),
-            last_run: Vec::new(),
+            meta,
+            last_run,
             semaphore: None,
-            done: None,
+            done,
         })
     }
 
@@ -522,8 +540,8 @@ impl Store {
             .collect()
     }
 
-    pub fn history(&mut self, _keys: &LockKeys, _n: u32) -> Result<Vec<HistoryRecord>> {
-        Err(Self::unsupported("the run history"))
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<Vec<HistoryRecord>> {
+        self.read_history(keys, n)
     }
 
     pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {

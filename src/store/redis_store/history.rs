@@ -74,7 +74,7 @@ impl HistoryRecord {
     /// The record as the script stores it, without `started_ms` (which the
     /// server puts in front). JSON so other clients can read it; the
     /// fields in the order `distlock history --json` prints them.
-    pub(super) fn tail(&self) -> String {
+    pub(in crate::store) fn tail(&self) -> String {
         serde_json::json!({
             "duration_ms": self.duration_ms,
             "host": self.host,
@@ -88,7 +88,7 @@ impl HistoryRecord {
     }
 
     /// A stored record, or None for one that is not distlock's.
-    fn parse(text: &[u8]) -> Option<HistoryRecord> {
+    pub(in crate::store) fn parse(text: &[u8]) -> Option<HistoryRecord> {
         let v: serde_json::Value = serde_json::from_slice(text).ok()?;
         let u = |f: &str| v.get(f)?.as_u64();
         let s = |f: &str| Some(v.get(f)?.as_str()?.to_owned());
