@@ -12,6 +12,7 @@ mod cli;
 mod cron_ci;
 mod doctor;
 mod etcd;
+mod etcd_wait;
 mod faults;
 mod fencing;
 mod foreign_keys;
