@@ -56,11 +56,11 @@ fn queue(e: &EtcdServer, name: &str) -> Vec<String> {
 /// Waits until `name` has `n` queue keys.
 fn queued(e: &EtcdServer, name: &str, n: usize) {
     assert!(
-        poll(Duration::from_secs(15), Duration::from_millis(20), || queue(
-            e, name
-        )
-        .len()
-            == n),
+        poll(
+            Duration::from_secs(15),
+            Duration::from_millis(20),
+            || queue(e, name).len() == n
+        ),
         "{name}: expected {n} queue keys, found {:?}",
         queue(e, name)
     );
@@ -165,9 +165,8 @@ fn a_killed_waiters_key_leaves_with_its_lease_and_the_next_is_served() {
     let (holder, _) = hold(e, name, "20s");
     let dir = tempfile::tempdir().unwrap();
     let seen = dir.path().join("seen");
-    let mut dead = spawn_quiet(at(&e.url()).args([
-        "run", name, "--wait", "30s", "--ttl", "3s", "--", "true",
-    ]));
+    let mut dead =
+        spawn_quiet(at(&e.url()).args(["run", name, "--wait", "30s", "--ttl", "3s", "--", "true"]));
     queued(e, name, 1);
     let prefix = format!("distlock:{{{name}}}:queue/");
     let script = format!(

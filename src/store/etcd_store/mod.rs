@@ -17,6 +17,7 @@
 //! on the first call (so only for an etcd URL), and every call runs on it
 //! to completion within the call's timeout.
 
+mod queue;
 mod target;
 
 use std::collections::HashMap;
@@ -29,9 +30,10 @@ use etcd_client::{
 
 use super::{
     Acquire, DoneMark, Failure, ForeignKey, Found, HistoryRecord, LockInfo, LockKeys, Mode,
-    Release, ReplicaClock, Result, RunRecord, SlotsInfo, StoreError, Subscription, Watched,
+    Release, ReplicaClock, Result, RunRecord, SlotsInfo, StoreError, Watched,
 };
 
+pub use queue::Subscription;
 pub use target::Target;
 
 /// A lazily connected etcd client with a timeout on every call.
@@ -41,6 +43,7 @@ pub struct Store {
     runtime: Option<tokio::runtime::Runtime>,
     client: Option<Client>,
     interrupt_on: &'static [i32],
+    queue: queue::Queue,
 }
 
 impl Store {
@@ -53,10 +56,12 @@ impl Store {
             runtime: None,
             client: None,
             interrupt_on: &[],
+            queue: queue::Queue::default(),
         }
     }
 
-    /// Kept for the interface; an etcd call is bounded by its timeout.
+    /// Signals that end a call at once (an acquisition, a wait), as on
+    /// Redis; they stay pending for the caller to read.
     pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
         std::mem::replace(&mut self.interrupt_on, sigs)
     }
@@ -92,17 +97,25 @@ impl Store {
         let existing = self.client.clone();
         let target = self.target.clone();
         let rt = self.runtime.as_ref().expect("made above");
+        let sigs = self.interrupt_on;
         let out = rt.block_on(async move {
-            tokio::time::timeout(timeout, async move {
+            let call = tokio::time::timeout(timeout, async move {
                 let client = match existing {
                     Some(c) => c,
                     None => target.connect(timeout).await.map_err(|e| (true, e))?,
                 };
                 let out = f(client.clone()).await.map_err(|e| (false, e))?;
                 Ok::<_, (bool, etcd_client::Error)>((client, out))
-            })
-            .await
+            });
+            tokio::select! {
+                out = call => Some(out),
+                () = queue::signalled(sigs) => None,
+            }
         });
+        let Some(out) = out else {
+            self.client = None;
+            return Err(self.interrupted(what));
+        };
         match out {
             Ok(Ok((client, v))) => {
                 self.client = Some(client);
@@ -208,12 +221,19 @@ impl Store {
         if keys.once_per.is_some() {
             return Err(Self::unsupported("--once-per"));
         }
-        // Waiting needs `subscribe`, refused below: a first attempt in any
-        // order is one try.
         if mode == Mode::Fair {
-            return Err(Self::unsupported("--wait"));
+            return self.acquire_fair(keys, owner, ttl_ms, meta);
         }
         let ttl = lease_secs(ttl_ms)?;
+        // A single attempt yields to the queue; `any` ignores it.
+        let mut when = vec![Compare::create_revision(
+            keys.lock.clone(),
+            CompareOp::Equal,
+            0,
+        )];
+        if mode == Mode::Once {
+            when.push(Self::nobody_waits(keys));
+        }
         let (key, fence, me) = (keys.lock.clone(), keys.fence.clone(), owner.to_owned());
         // A `run` marks its lease with `P:{N}:meta` under the same lease, so
         // that a release by owner from its CMD can be refused
@@ -238,7 +258,7 @@ impl Store {
                 ));
             }
             let txn = Txn::new()
-                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                .when(when)
                 .and_then(ops)
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
@@ -272,12 +292,15 @@ impl Store {
             Ok(rev) => Ok(Acquire::Acquired {
                 token: self.token(keys, rev)?,
             }),
-            Err((holder, ttl)) => Ok(Acquire::Busy {
-                holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
-                ttl,
-                ahead: None,
-                watched: Watched::default(),
-            }),
+            Err((holder, ttl)) => {
+                let busy = Acquire::Busy {
+                    holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                    ttl,
+                    ahead: None,
+                    watched: Watched::default(),
+                };
+                self.after_busy(keys, mode, busy)
+            }
         }
     }
 
@@ -304,9 +327,8 @@ impl Store {
         })
     }
 
-    /// Waiting is not there yet on etcd, so there is no queue to leave.
     pub fn leave(&mut self, _keys: &LockKeys, _owner: &str) -> Result<()> {
-        Ok(())
+        self.leave_queue()
     }
 
     /// Renews our lease: the key must still hold our owner (deleted or
@@ -480,8 +502,9 @@ impl Store {
         Err(Self::unsupported("the run history"))
     }
 
+    /// The channel is Redis's; on etcd each attempt says what to watch.
     pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
-        Err(Self::unsupported("--wait"))
+        self.subscribe_waiter()
     }
 
     pub fn ping(&mut self) -> Result<()> {
