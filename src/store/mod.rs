@@ -194,6 +194,8 @@ pub struct RunRecord<'a> {
 /// watch on the key just ahead (driven, with the waiter's lease
 /// keep-alive, by the reading thread). Either way a payload of `wake`
 /// asks for an attempt, and an error means the subscription is lost.
+// One per wait, made once and moved to its thread: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Subscription {
     Redis(redis_store::Subscription),
     #[cfg(feature = "etcd")]

@@ -623,3 +623,26 @@ async fn at(due: Option<tokio::time::Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_name_their_owner_and_nothing_else() {
+        let p = "distlock:{a}:queue/";
+        assert_eq!(
+            owner_of(p, b"distlock:{a}:queue/h:1:ff").as_deref(),
+            Some("h:1:ff")
+        );
+        assert_eq!(owner_of(p, b"distlock:{a}:queue/"), None);
+        assert_eq!(owner_of(p, b"distlock:{b}:queue/x"), None);
+        assert_eq!(owner_of(p, b"distlock:{a}:queue/\xff"), None);
+    }
+
+    #[test]
+    fn a_waiter_lease_is_kept_alive_three_times_per_ttl() {
+        assert_eq!(keep_every(3), Duration::from_secs(1));
+        assert_eq!(keep_every(30), Duration::from_secs(10));
+    }
+}
