@@ -26,7 +26,7 @@ use crate::config::Security;
 use redis_store::{percent_decoded, redact as redact_url};
 pub use redis_store::{
     redact_urls_in, url_passwords, without_password, ClockReading, Failure, ForeignKey,
-    HistoryRecord, LockKeys, ReplicaClock, RunOutcome, StoreError, Subscription,
+    HistoryRecord, LockKeys, ReplicaClock, RunOutcome, StoreError,
 };
 
 /// What every store call returns: a typed [`StoreError`] on failure.
@@ -222,6 +222,30 @@ pub struct RunRecord<'a> {
     pub history: Option<(&'a HistoryRecord, u32)>,
 }
 
+/// A waiter's wake-ups, read one at a time with a timeout by a thread of
+/// its own: a Redis connection subscribed to a channel, or, on etcd, a
+/// watch on the key just ahead (driven, with the waiter's lease
+/// keep-alive, by the reading thread). Either way a payload of `wake`
+/// asks for an attempt, and an error means the subscription is lost.
+// One per wait, made once and moved to its thread: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Subscription {
+    Redis(redis_store::Subscription),
+    #[cfg(feature = "etcd")]
+    Etcd(etcd_store::Subscription),
+}
+
+impl Subscription {
+    /// The next message, waiting at most `timeout`; Ok(None) if none came.
+    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        match self {
+            Subscription::Redis(s) => s.next_message(timeout),
+            #[cfg(feature = "etcd")]
+            Subscription::Etcd(s) => s.next_message(timeout),
+        }
+    }
+}
+
 /// Where the store is: a Redis deployment or an etcd cluster.
 // One per process, made once: boxing a variant would buy nothing.
 #[allow(clippy::large_enum_variant)]
@@ -372,7 +396,11 @@ impl Store {
     }
 
     pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {
-        each!(self, s => s.subscribe(channel))
+        match self {
+            Store::Redis(s) => s.subscribe(channel).map(Subscription::Redis),
+            #[cfg(feature = "etcd")]
+            Store::Etcd(s) => s.subscribe(channel).map(Subscription::Etcd),
+        }
     }
 
     pub fn ping(&mut self) -> Result<()> {

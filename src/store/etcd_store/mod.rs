@@ -19,6 +19,7 @@
 
 mod doctor;
 mod min_hold;
+mod queue;
 mod record;
 mod replies;
 mod semaphore;
@@ -34,9 +35,10 @@ use etcd_client::{
 
 use super::{
     Acquire, DoneMark, Failure, ForeignKey, Found, HistoryRecord, LockInfo, LockKeys, Mode,
-    Release, ReplicaClock, Result, RunRecord, SlotsInfo, StoreError, Subscription, Watched,
+    Release, ReplicaClock, Result, RunRecord, SlotsInfo, StoreError, Watched,
 };
 
+pub use queue::Subscription;
 use replies::op_responses;
 pub use target::Target;
 
@@ -47,6 +49,7 @@ pub struct Store {
     runtime: Option<tokio::runtime::Runtime>,
     client: Option<Client>,
     interrupt_on: &'static [i32],
+    queue: queue::Queue,
 }
 
 impl Store {
@@ -59,10 +62,12 @@ impl Store {
             runtime: None,
             client: None,
             interrupt_on: &[],
+            queue: queue::Queue::default(),
         }
     }
 
-    /// Kept for the interface; an etcd call is bounded by its timeout.
+    /// Signals that end a call at once (an acquisition, a wait), as on
+    /// Redis; they stay pending for the caller to read.
     pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
         std::mem::replace(&mut self.interrupt_on, sigs)
     }
@@ -98,17 +103,25 @@ impl Store {
         let existing = self.client.clone();
         let target = self.target.clone();
         let rt = self.runtime.as_ref().expect("made above");
+        let sigs = self.interrupt_on;
         let out = rt.block_on(async move {
-            tokio::time::timeout(timeout, async move {
+            let call = tokio::time::timeout(timeout, async move {
                 let client = match existing {
                     Some(c) => c,
                     None => target.connect(timeout).await.map_err(|e| (true, e))?,
                 };
                 let out = f(client.clone()).await.map_err(|e| (false, e))?;
                 Ok::<_, (bool, etcd_client::Error)>((client, out))
-            })
-            .await
+            });
+            tokio::select! {
+                out = call => Some(out),
+                () = queue::signalled(sigs) => None,
+            }
         });
+        let Some(out) = out else {
+            self.client = None;
+            return Err(self.interrupted(what));
+        };
         match out {
             Ok(Ok((client, v))) => {
                 self.client = Some(client);
@@ -212,10 +225,8 @@ impl Store {
             let by_run = meta.iter().any(|(k, _)| *k == "run");
             return self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run);
         }
-        // Waiting needs `subscribe`, refused below: a first attempt in any
-        // order is one try.
         if mode == Mode::Fair {
-            return Err(Self::unsupported("--wait"));
+            return self.acquire_fair(keys, owner, ttl_ms, meta);
         }
         let ttl = lease_secs(ttl_ms)?;
         // `--once-per`: the done mark, judged first; the lock is then taken
@@ -226,15 +237,23 @@ impl Store {
         };
         let done = keys.done.clone();
         let (holder_key, holder) = record::holder_put(keys, meta);
+        let mut when = vec![
+            Compare::create_revision(keys.lock.clone(), CompareOp::Equal, 0),
+            semaphore::no_slots(keys),
+        ];
+        // A single attempt yields to the queue; `any` ignores it.
+        if mode == Mode::Once {
+            when.push(Self::nobody_waits(keys));
+        }
+        when.extend(done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)));
         let (key, fence, me) = (keys.lock.clone(), keys.fence.clone(), owner.to_owned());
         // A `run` marks its lease with `P:{N}:meta` under the same lease, so
         // that a release by owner from its CMD can be refused
         // (`release_by_owner`); the lease's revocation or expiry takes it.
         let by_run = meta.iter().any(|(k, _)| *k == "run");
         let marker = keys.meta.clone();
-        let no_slots = semaphore::no_slots(keys);
         let (hold_secs, k) = (min_hold::hold_secs(meta), keys.clone());
-        let (outcome, stale_lease) = self.call("acquire", |mut c| async move {
+        let (outcome, done_moved) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();
             let hold = min_hold::grant(&mut c, hold_secs).await?;
             let mut ops = vec![
@@ -260,21 +279,23 @@ impl Store {
                     Some(PutOptions::new().with_lease(lease)),
                 ));
             }
-            let mut when = vec![
-                Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-                no_slots,
-            ];
-            when.extend(done_rev.map(|r| Compare::mod_revision(done, CompareOp::Equal, r)));
             let txn = Txn::new()
                 .when(when)
                 .and_then(ops)
-                .or_else([TxnOp::get(key, None)]);
+                .or_else([TxnOp::get(key, None), TxnOp::get(done, None)]);
             let resp = c.txn(txn).await?;
             if resp.succeeded() {
                 let rev = resp.header().map_or(0, |h| h.revision());
-                return Ok((Ok(rev), None));
+                return Ok((Ok(rev), false));
             }
-            let kv = first_kv(&op_responses(&resp)?);
+            let replies = op_responses(&resp)?;
+            let kv = first_kv(&replies);
+            // The done mark is not as judged: judge it again.
+            let mark_rev = match replies.get(1) {
+                Some(TxnOpResponse::Get(g)) => g.kvs().first().map_or(0, KeyValue::mod_revision),
+                _ => 0,
+            };
+            let done_moved = done_rev.is_some_and(|r| r != mark_rev);
             // Not taken: our new leases are of no use.
             let _ = c.lease_revoke(lease).await;
             if let Some(h) = hold {
@@ -282,23 +303,19 @@ impl Store {
             }
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
-                return Ok((Err((None, None)), None));
+                return Ok((Err((None, None)), done_moved));
             };
             if kv.value() == me.as_bytes() {
                 // A retry after a lost reply: ours already, same token.
                 c.lease_keep_alive(kv.lease()).await?;
-                return Ok((Ok(kv.create_revision()), None));
+                return Ok((Ok(kv.create_revision()), false));
             }
             let ttl = match c.lease_time_to_live(kv.lease(), None).await {
                 Ok(r) if r.ttl() > 0 => Some(Duration::from_secs(r.ttl() as u64)),
                 _ => None,
             };
-            Ok((
-                Err((Some(kv.value().to_vec()), ttl)),
-                Some(kv.key().to_vec()),
-            ))
+            Ok((Err((Some(kv.value().to_vec()), ttl)), done_moved))
         })?;
-        let _ = stale_lease;
         if let Err((None, _)) = outcome {
             self.refuse_semaphore(keys)?;
         }
@@ -306,14 +323,17 @@ impl Store {
             Ok(rev) => Ok(Acquire::Acquired {
                 token: self.token(keys, rev)?,
             }),
-            // Free, so the done mark failed the compare: judge it again.
-            Err((None, _)) if done_rev.is_some() => self.acquire(keys, owner, ttl_ms, mode, meta),
-            Err((holder, ttl)) => Ok(Acquire::Busy {
-                holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
-                ttl,
-                ahead: None,
-                watched: Watched::default(),
-            }),
+            // Free, and the done mark failed the compare: judge it again.
+            Err((None, _)) if done_moved => self.acquire(keys, owner, ttl_ms, mode, meta),
+            Err((holder, ttl)) => {
+                let busy = Acquire::Busy {
+                    holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                    ttl,
+                    ahead: None,
+                    watched: Watched::default(),
+                };
+                self.after_busy(keys, mode, busy)
+            }
         }
     }
 
@@ -340,9 +360,8 @@ impl Store {
         })
     }
 
-    /// Waiting is not there yet on etcd, so there is no queue to leave.
     pub fn leave(&mut self, _keys: &LockKeys, _owner: &str) -> Result<()> {
-        Ok(())
+        self.leave_queue()
     }
 
     /// Renews our lease: the key must still hold our owner (deleted or
@@ -544,8 +563,9 @@ impl Store {
         self.read_history(keys, n)
     }
 
+    /// The channel is Redis's; on etcd each attempt says what to watch.
     pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
-        Err(Self::unsupported("--wait"))
+        self.subscribe_waiter()
     }
 
     pub fn ping(&mut self) -> Result<()> {

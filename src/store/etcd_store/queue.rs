@@ -1,0 +1,672 @@
+//! Waiting on etcd: etcd's own lock recipe (`concurrency/mutex.go`), with
+//! distlock's keys.
+//!
+//! A fair waiter puts `P:{N}:queue/<owner>` under a lease of its own (its
+//! `--ttl`); waiters are served in the order of those keys' create
+//! revisions. Each waiter watches only the key just ahead of it (the
+//! newest with a smaller create revision), from the revision of the read
+//! that found it, so no deletion between the read and the watch is
+//! missed; when that key goes it looks again, and the head watches the
+//! lock key. The head takes the lock in one transaction: the lock key was
+//! never created, our queue key is still ours, no queue key is older than
+//! ours; then the lock key is put under our waiter lease (kept alive at
+//! the start of the same attempt, so it lasts a full TTL from the
+//! attempt's send time, which is t0) and our queue key is deleted. A
+//! release therefore wakes one waiter, and each hand-off wakes one more
+//! (the one behind the new holder): the work does not grow with the queue.
+//!
+//! A waiter that dies keeps its key until its lease runs out, then the
+//! one behind it is woken; one that gives up or is signalled revokes its
+//! lease (`leave`), which deletes its key at once. A waiter whose lease
+//! expired (stopped longer than its TTL) finds its key gone and joins
+//! again at the back.
+//!
+//! `--wait-order any` takes no queue key: it watches the lock key and
+//! races for it whenever it goes. A single attempt (no `--wait`) yields to
+//! the queue: it takes a free lock only when nobody waits.
+//!
+//! Between attempts the main thread sleeps in poll(); etcd needs a task
+//! driven meanwhile (the watch, and the lease keep-alive every TTL/3). The
+//! [`Subscription`] owns its own current-thread runtime and connection,
+//! and is driven by the thread that `lease` already blocks on it (its
+//! `next_message` runs the runtime for as long as it waits): no thread of
+//! our own, and `lease` stays unaware of which store it reads. Each
+//! attempt tells it, over a channel, what to watch next.
+
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, GetOptions, LeaseKeepAliveResponse, LeaseKeepAliveStream,
+    LeaseKeeper, PutOptions, SortOrder, SortTarget, Txn, TxnOp, WatchOptions, WatchResponse,
+    WatchStream,
+};
+use tokio::sync::mpsc;
+
+use super::{lease_secs, Acquire, LockKeys, Mode, Result, Store, StoreError, Watched};
+
+/// What this process knows of its place in a queue.
+#[derive(Default)]
+pub struct Queue {
+    /// Our waiter lease and our queue key's create revision, once joined.
+    joined: Option<Joined>,
+    /// Orders to the subscription that watches for us.
+    follow: Option<mpsc::UnboundedSender<Follow>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Joined {
+    lease: i64,
+    rev: i64,
+    ttl: i64,
+}
+
+/// What the subscription must do next.
+#[derive(Debug)]
+enum Follow {
+    /// Keep this lease alive, every this long.
+    KeepAlive(i64, Duration),
+    /// Wake us when this key changes, from this revision on.
+    Watch(String, i64),
+    /// Wake us at once: there was nothing to watch.
+    WakeNow,
+}
+
+/// The payload that asks `lease` for an attempt.
+const WAKE: &[u8] = b"wake";
+
+/// How often a blocked call looks for a pending signal that ends it.
+const SIGNAL_POLL: Duration = Duration::from_millis(10);
+
+/// What one fair attempt found.
+enum Fair {
+    Taken(i64),
+    Busy {
+        holder: Option<Vec<u8>>,
+        head: Option<Vec<u8>>,
+        place: u64,
+        watch: Option<(String, i64)>,
+    },
+}
+
+impl Store {
+    /// `P:{N}:queue/`: the prefix of every waiter's queue key.
+    fn queue_prefix(keys: &LockKeys) -> String {
+        format!("{}/", keys.queue)
+    }
+
+    /// The compare that lets a single attempt (no `--wait`) take a free
+    /// lock only when nobody waits: the queue range is empty (an empty
+    /// range compares as one key of create revision 0).
+    pub(super) fn nobody_waits(keys: &LockKeys) -> Compare {
+        Compare::create_revision(Self::queue_prefix(keys), CompareOp::Equal, 0).with_prefix()
+    }
+
+    /// One attempt of a fair waiter: join (or keep our place), then take
+    /// the lock if we are first and it is free, else tell the subscription
+    /// what to watch.
+    pub(super) fn acquire_fair(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl_ms: u64,
+        meta: &[(&str, &str)],
+    ) -> Result<Acquire> {
+        let ttl = lease_secs(ttl_ms)?;
+        // `--once-per`: a waiter that finds the job done leaves the queue
+        // (the next one then judges the mark for itself).
+        let done_rev = match self.look_done(keys, owner)? {
+            super::record::Look::Done(mark) => {
+                self.leave(keys, owner)?;
+                return Ok(Acquire::Done(mark));
+            }
+            super::record::Look::Free(rev) => rev,
+        };
+        let done = keys.done.clone();
+        let holder_kv = super::record::holder_put(keys, meta);
+        let no_slots = super::semaphore::no_slots(keys);
+        let (hold_secs, k) = (super::min_hold::hold_secs(meta), keys.clone());
+        let by_run = meta.iter().any(|(k, _)| *k == "run");
+        let prefix = Self::queue_prefix(keys);
+        let mine = format!("{prefix}{owner}");
+        let (lock, fence, marker) = (keys.lock.clone(), keys.fence.clone(), keys.meta.clone());
+        let me = owner.to_owned();
+        let was = self.queue.joined.filter(|j| j.ttl == ttl);
+        let (joined, found) = self.call("acquire", |mut c| async move {
+            // Our lease must last a full TTL from this attempt's send time.
+            let mut joined = match was {
+                Some(j) if kept_alive(&mut c, j.lease).await? => j,
+                _ => join(&mut c, &mine, &me, ttl, None).await?,
+            };
+            for _ in 0..3 {
+                let ahead = c
+                    .get(
+                        prefix.clone(),
+                        Some(
+                            GetOptions::new()
+                                .with_prefix()
+                                .with_keys_only()
+                                .with_max_create_revision(joined.rev - 1)
+                                .with_sort(SortTarget::Create, SortOrder::Descend),
+                        ),
+                    )
+                    .await?;
+                let held = c.get(lock.clone(), None).await?;
+                let holder = held.kvs().first().map(|kv| kv.value().to_vec());
+                if let Some(next) = ahead.kvs().first() {
+                    let from = ahead.header().map_or(0, |h| h.revision()) + 1;
+                    let next = String::from_utf8_lossy(next.key()).into_owned();
+                    return Ok((
+                        joined,
+                        Fair::Busy {
+                            holder,
+                            head: ahead.kvs().last().map(|kv| kv.key().to_vec()),
+                            place: ahead.kvs().len() as u64,
+                            watch: Some((next, from)),
+                        },
+                    ));
+                }
+                if holder.is_some() {
+                    let from = held.header().map_or(0, |h| h.revision()) + 1;
+                    return Ok((
+                        joined,
+                        Fair::Busy {
+                            holder,
+                            head: None,
+                            place: 0,
+                            watch: Some((lock, from)),
+                        },
+                    ));
+                }
+                let mut ops = vec![
+                    TxnOp::put(
+                        lock.clone(),
+                        me.clone(),
+                        Some(PutOptions::new().with_lease(joined.lease)),
+                    ),
+                    TxnOp::put(fence.clone(), me.clone(), None),
+                    TxnOp::delete(mine.clone(), None),
+                    TxnOp::put(
+                        holder_kv.0.clone(),
+                        holder_kv.1.clone(),
+                        Some(PutOptions::new().with_lease(joined.lease)),
+                    ),
+                ];
+                let hold = super::min_hold::grant(&mut c, hold_secs).await?;
+                if let Some(h) = hold {
+                    ops.push(super::min_hold::put(&k, &me, h));
+                }
+                if by_run {
+                    ops.push(TxnOp::put(
+                        marker.clone(),
+                        "run",
+                        Some(PutOptions::new().with_lease(joined.lease)),
+                    ));
+                }
+                let mut when = vec![
+                    Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
+                    Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
+                    Compare::create_revision(prefix.clone(), CompareOp::Greater, joined.rev - 1)
+                        .with_prefix(),
+                    no_slots.clone(),
+                ];
+                when.extend(
+                    done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)),
+                );
+                let txn = Txn::new().when(when).and_then(ops);
+                let resp = c.txn(txn).await?;
+                if resp.succeeded() {
+                    let rev = resp.header().map_or(0, |h| h.revision());
+                    return Ok((joined, Fair::Taken(rev)));
+                }
+                if let Some(h) = hold {
+                    let _ = c.lease_revoke(h).await;
+                }
+                // Taken by someone else, or our key is gone (deleted by
+                // hand): join again at the back if so, and look again.
+                let ours = c.get(mine.clone(), None).await?;
+                if ours.kvs().first().map(|kv| kv.create_revision()) != Some(joined.rev) {
+                    joined = join(&mut c, &mine, &me, ttl, Some(joined.lease)).await?;
+                }
+            }
+            Ok((
+                joined,
+                Fair::Busy {
+                    holder: None,
+                    head: None,
+                    place: 0,
+                    watch: None,
+                },
+            ))
+        })?;
+        match found {
+            Fair::Taken(rev) => {
+                // The waiter lease is the holder's now; nothing to leave.
+                self.queue.joined = None;
+                Ok(Acquire::Acquired {
+                    token: self.token(keys, rev)?,
+                })
+            }
+            Fair::Busy {
+                holder,
+                head,
+                place,
+                watch,
+            } => {
+                if was.map(|j| j.lease) != Some(joined.lease) {
+                    self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
+                }
+                self.queue.joined = Some(joined);
+                self.order(match watch {
+                    Some((key, from)) => Follow::Watch(key, from),
+                    None => Follow::WakeNow,
+                });
+                let ahead = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k));
+                Ok(Acquire::Busy {
+                    holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                    ttl: None,
+                    ahead,
+                    watched: Watched {
+                        place: Some(place),
+                        ..Watched::default()
+                    },
+                })
+            }
+        }
+    }
+
+    /// After a busy single or `any` attempt (the plain acquire): a single
+    /// attempt that found the lock free yields to the head of the queue,
+    /// named as `ahead`; an `any` waiter watches the lock key (or, if it
+    /// is gone already, tries again at once).
+    pub(super) fn after_busy(
+        &mut self,
+        keys: &LockKeys,
+        mode: Mode,
+        busy: Acquire,
+    ) -> Result<Acquire> {
+        let Acquire::Busy {
+            holder,
+            ttl,
+            ahead,
+            watched,
+        } = busy
+        else {
+            return Ok(busy);
+        };
+        let prefix = Self::queue_prefix(keys);
+        let lock = keys.lock.clone();
+        let ahead = match mode {
+            Mode::Once if holder.is_none() => {
+                let head = self.call("acquire", |mut c| async move {
+                    let got = c
+                        .get(
+                            prefix.clone(),
+                            Some(
+                                GetOptions::new()
+                                    .with_prefix()
+                                    .with_keys_only()
+                                    .with_sort(SortTarget::Create, SortOrder::Ascend)
+                                    .with_limit(1),
+                            ),
+                        )
+                        .await?;
+                    Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
+                })?;
+                head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k))
+                    .or(ahead)
+            }
+            Mode::Any => {
+                let found = self.call("acquire", |mut c| async move {
+                    let got = c.get(lock.clone(), None).await?;
+                    let from = got.header().map_or(0, |h| h.revision()) + 1;
+                    Ok((!got.kvs().is_empty()).then_some((lock, from)))
+                })?;
+                self.order(match found {
+                    Some((key, from)) => Follow::Watch(key, from),
+                    None => Follow::WakeNow,
+                });
+                ahead
+            }
+            _ => ahead,
+        };
+        Ok(Acquire::Busy {
+            holder,
+            ttl,
+            ahead,
+            watched,
+        })
+    }
+
+    /// Leaves the queue: revoking our waiter lease deletes our key at
+    /// once, so the one behind us is woken now, not when the lease ends.
+    pub(super) fn leave_queue(&mut self) -> Result<()> {
+        self.queue.follow = None;
+        let Some(j) = self.queue.joined.take() else {
+            return Ok(());
+        };
+        self.call("leave", move |mut c| async move {
+            c.lease_revoke(j.lease).await.map(|_| ())
+        })
+    }
+
+    /// A subscription for this waiter: a connection of its own (the
+    /// store's is driven only during its calls), told of our lease at once
+    /// if we are queued already (a subscription made again after a lost
+    /// connection).
+    pub(super) fn subscribe_waiter(&mut self) -> Result<Subscription> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| self.failure(StoreError::Unreachable, None, e.to_string()))?;
+        let (timeout, target, sigs) = (self.timeout, self.target.clone(), self.interrupt_on);
+        let connected = runtime.block_on(async move {
+            tokio::select! {
+                r = tokio::time::timeout(timeout, target.connect(timeout)) => Some(r),
+                () = signalled(sigs) => None,
+            }
+        });
+        let client = match connected {
+            Some(Ok(Ok(c))) => c,
+            Some(Ok(Err(e))) => return Err(self.describe(None, e)),
+            Some(Err(_)) => {
+                return Err(self.failure(
+                    StoreError::Timeout,
+                    Some("subscribe"),
+                    format!("no complete answer within {}", super::secs(timeout)),
+                ))
+            }
+            None => return Err(self.interrupted("subscribe")),
+        };
+        let (tx, orders) = mpsc::unbounded_channel();
+        if let Some(j) = self.queue.joined {
+            let _ = tx.send(Follow::KeepAlive(j.lease, keep_every(j.ttl)));
+        }
+        self.queue.follow = Some(tx);
+        Ok(Subscription {
+            runtime,
+            client,
+            orders: Some(orders),
+            watch: None,
+            keep: None,
+            wake_now: false,
+            display: self.target.display.clone(),
+        })
+    }
+
+    /// The error of a call that a signal ended: `lease` asks its `Sleep`
+    /// which signal, and ends the wait with it.
+    pub(super) fn interrupted(&self, what: &str) -> StoreError {
+        self.failure(
+            StoreError::Timeout,
+            Some(what),
+            "interrupted by a signal".into(),
+        )
+    }
+
+    fn order(&mut self, f: Follow) {
+        if let Some(tx) = &self.queue.follow {
+            let _ = tx.send(f);
+        }
+    }
+}
+
+/// Joins the queue: a new lease (or `lease`, when joining again under the
+/// one we have) and our key under it; the key's create revision.
+async fn join(
+    c: &mut Client,
+    mine: &str,
+    me: &str,
+    ttl: i64,
+    lease: Option<i64>,
+) -> std::result::Result<Joined, etcd_client::Error> {
+    let lease = match lease {
+        Some(l) => l,
+        None => c.lease_grant(ttl, None).await?.id(),
+    };
+    let put = c
+        .put(
+            mine,
+            me,
+            Some(PutOptions::new().with_lease(lease).with_prev_key()),
+        )
+        .await?;
+    let rev = match put.prev_key() {
+        Some(kv) => kv.create_revision(),
+        None => put.header().map_or(0, |h| h.revision()),
+    };
+    if rev <= 0 {
+        return Err(etcd_client::Error::Internal(
+            "a put without a revision".into(),
+        ));
+    }
+    Ok(Joined { lease, rev, ttl })
+}
+
+/// One keep-alive of `lease`, confirmed by its reply: false when the
+/// lease is gone (TTL 0), and our key with it.
+async fn kept_alive(c: &mut Client, lease: i64) -> std::result::Result<bool, etcd_client::Error> {
+    // etcd-client reads the first reply itself and calls a TTL of 0 a
+    // LeaseKeepAliveError.
+    match c.lease_keep_alive(lease).await {
+        Ok(_) => Ok(true),
+        Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A keep-alive three times per TTL, as etcd's own client does.
+fn keep_every(ttl: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ttl).unwrap_or(2) * 1000 / 3)
+}
+
+/// The owner id in a queue key.
+fn owner_of(prefix: &str, key: &[u8]) -> Option<String> {
+    std::str::from_utf8(key)
+        .ok()?
+        .strip_prefix(prefix)
+        .filter(|o| !o.is_empty())
+        .map(str::to_owned)
+}
+
+/// Resolves once one of `sigs` is pending for this process. The waiting
+/// signals are blocked (the caller reads them from a signalfd), so they
+/// stay pending, and the caller's `Sleep::interrupted` finds them after
+/// the call: nothing is consumed here.
+pub(super) async fn signalled(sigs: &'static [i32]) {
+    if sigs.is_empty() {
+        return std::future::pending().await;
+    }
+    while !pending(sigs) {
+        tokio::time::sleep(SIGNAL_POLL).await;
+    }
+}
+
+fn pending(sigs: &[i32]) -> bool {
+    // SAFETY: sigpending fills a sigset_t we own; sigismember reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigpending(&mut set) == 0 && sigs.iter().any(|&s| libc::sigismember(&set, s) == 1)
+    }
+}
+
+/// A waiter's wake-ups on etcd: the watch on the key ahead and the keep-
+/// alive of the waiter lease, on a runtime and connection of their own,
+/// driven while `next_message` waits.
+pub struct Subscription {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    /// None once the store dropped its end (it left the queue).
+    orders: Option<mpsc::UnboundedReceiver<Follow>>,
+    watch: Option<WatchStream>,
+    keep: Option<Keep>,
+    wake_now: bool,
+    /// The URL, password redacted, for error sentences.
+    display: String,
+}
+
+struct Keep {
+    lease: i64,
+    every: Duration,
+    next: tokio::time::Instant,
+    stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+}
+
+/// What woke the subscription's loop.
+enum Got {
+    Timeout,
+    Order(Option<Follow>),
+    Watch(std::result::Result<Option<WatchResponse>, etcd_client::Error>),
+    Kept(std::result::Result<Option<LeaseKeepAliveResponse>, etcd_client::Error>),
+    KeepDue,
+}
+
+impl Subscription {
+    /// `wake` when the watched key changed (or its watch was cancelled,
+    /// or our lease is gone: the attempt joins again), or when there was
+    /// nothing to watch; Ok(None) after `timeout`. An error (connection
+    /// lost) loses the subscription: `lease` makes a new one.
+    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        let Subscription {
+            runtime,
+            client,
+            orders,
+            watch,
+            keep,
+            wake_now,
+            display,
+        } = self;
+        let out = runtime.block_on(async {
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                if std::mem::take(wake_now) {
+                    return Ok(Some(WAKE.to_vec()));
+                }
+                let due = keep.as_ref().map(|k| k.next);
+                let got = tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => Got::Timeout,
+                    f = recv(orders) => Got::Order(f),
+                    m = watch_next(watch) => Got::Watch(m),
+                    k = kept_next(keep) => Got::Kept(k),
+                    () = at(due) => Got::KeepDue,
+                };
+                match got {
+                    Got::Timeout => return Ok(None),
+                    Got::Order(None) => *orders = None,
+                    Got::Order(Some(Follow::WakeNow)) => {
+                        *watch = None;
+                        *wake_now = true;
+                    }
+                    Got::Order(Some(Follow::Watch(key, from))) => {
+                        *watch = None;
+                        let opts = WatchOptions::new().with_start_revision(from);
+                        *watch = Some(client.watch(key, Some(opts)).await?);
+                    }
+                    Got::Order(Some(Follow::KeepAlive(lease, every))) => {
+                        *keep = Some(Keep {
+                            lease,
+                            every,
+                            next: tokio::time::Instant::now() + every,
+                            stream: None,
+                        });
+                    }
+                    Got::Watch(Ok(Some(w))) => {
+                        // Any change of the key ahead (its deletion, in
+                        // practice) or a cancelled watch: look again.
+                        if w.canceled() || !w.events().is_empty() {
+                            *watch = None;
+                            return Ok(Some(WAKE.to_vec()));
+                        }
+                    }
+                    Got::Watch(Ok(None)) => {
+                        return Err(etcd_client::Error::WatchError("watch ended".into()))
+                    }
+                    Got::Watch(Err(e)) | Got::Kept(Err(e)) => return Err(e),
+                    Got::Kept(Ok(Some(r))) if r.ttl() > 0 => {}
+                    Got::Kept(_) => {
+                        // Our lease is gone, and our key with it.
+                        *keep = None;
+                        return Ok(Some(WAKE.to_vec()));
+                    }
+                    Got::KeepDue => {
+                        let k = keep.as_mut().expect("due only when kept");
+                        k.next = tokio::time::Instant::now() + k.every;
+                        match &mut k.stream {
+                            Some((keeper, _)) => keeper.keep_alive().await?,
+                            None => match client.lease_keep_alive(k.lease).await {
+                                Ok(kept) => k.stream = Some(kept),
+                                Err(etcd_client::Error::LeaseKeepAliveError(_)) => {
+                                    *keep = None;
+                                    return Ok(Some(WAKE.to_vec()));
+                                }
+                                Err(e) => return Err(e),
+                            },
+                        }
+                    }
+                }
+            }
+        });
+        out.map_err(|e: etcd_client::Error| {
+            StoreError::Unreachable(super::Failure {
+                op: Some("watch".into()),
+                server: display.clone(),
+                detail: super::one_line(&super::error_chain(&e)),
+            })
+        })
+    }
+}
+
+async fn recv(orders: &mut Option<mpsc::UnboundedReceiver<Follow>>) -> Option<Follow> {
+    match orders {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn watch_next(
+    watch: &mut Option<WatchStream>,
+) -> std::result::Result<Option<WatchResponse>, etcd_client::Error> {
+    match watch {
+        Some(w) => w.message().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn kept_next(
+    keep: &mut Option<Keep>,
+) -> std::result::Result<Option<LeaseKeepAliveResponse>, etcd_client::Error> {
+    match keep.as_mut().and_then(|k| k.stream.as_mut()) {
+        Some((_, s)) => s.message().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn at(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_name_their_owner_and_nothing_else() {
+        let p = "distlock:{a}:queue/";
+        assert_eq!(
+            owner_of(p, b"distlock:{a}:queue/h:1:ff").as_deref(),
+            Some("h:1:ff")
+        );
+        assert_eq!(owner_of(p, b"distlock:{a}:queue/"), None);
+        assert_eq!(owner_of(p, b"distlock:{b}:queue/x"), None);
+        assert_eq!(owner_of(p, b"distlock:{a}:queue/\xff"), None);
+    }
+
+    #[test]
+    fn a_waiter_lease_is_kept_alive_three_times_per_ttl() {
+        assert_eq!(keep_every(3), Duration::from_secs(1));
+        assert_eq!(keep_every(30), Duration::from_secs(10));
+    }
+}

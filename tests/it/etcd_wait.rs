@@ -1,0 +1,266 @@
+//! Waiting on etcd (`run --wait`, `--wait-order any`) through the real
+//! binary against a real `etcd`: fair order by create revision, giving
+//! up (75), a signal ending a wait (128+N, CMD never started, queue key
+//! gone), a dead waiter's key leaving with its lease, and a signal cutting
+//! a blocked etcd call short. Held to the contract's run behaviour 2 and
+//! "Backends", and docs/guide.md "etcd".
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::etcd::{shared, EtcdServer};
+use crate::common::*;
+
+fn at(url: &str) -> Command {
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_URL", url);
+    cmd
+}
+
+/// Takes `name` with `acquire` for `ttl`; its owner id and token.
+fn hold(e: &EtcdServer, name: &str, ttl: &str) -> (String, u64) {
+    let out = exec(
+        at(&e.url()).args(["acquire", name, "--json", "--ttl", ttl]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let j = json(&out.stdout);
+    (
+        j["owner"].as_str().unwrap().to_owned(),
+        j["fencing_token"].as_u64().unwrap(),
+    )
+}
+
+fn release(e: &EtcdServer, name: &str, owner: &str) {
+    let out = exec(
+        at(&e.url()).args(["release", name, "--owner", owner]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
+/// The waiters' queue keys of `name`, in key order.
+fn queue(e: &EtcdServer, name: &str) -> Vec<String> {
+    e.ctl(&[
+        "get",
+        "--prefix",
+        "--keys-only",
+        &format!("distlock:{{{name}}}:queue/"),
+    ])
+    .lines()
+    .filter(|l| !l.is_empty())
+    .map(str::to_owned)
+    .collect()
+}
+
+/// Waits until `name` has `n` queue keys.
+fn queued(e: &EtcdServer, name: &str, n: usize) {
+    assert!(
+        poll(
+            Duration::from_secs(15),
+            Duration::from_millis(20),
+            || queue(e, name).len() == n
+        ),
+        "{name}: expected {n} queue keys, found {:?}",
+        queue(e, name)
+    );
+}
+
+fn spawn_quiet(cmd: &mut Command) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn waiters_never_overlap_and_start_in_arrival_order_with_increasing_tokens() {
+    let e = shared();
+    let name = "ew-fair";
+    let (holder, held_token) = hold(e, name, "20s");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let mut children = Vec::new();
+    for i in 0..5 {
+        let script = format!(
+            "echo \"start {i} $DISTLOCK_FENCING_TOKEN\" >> {log}; sleep 0.2; echo \"end {i}\" >> {log}",
+            log = log.display()
+        );
+        children.push(spawn_quiet(at(&e.url()).args([
+            "run", name, "--wait", "20s", "--ttl", "10s", "--", "sh", "-c", &script,
+        ])));
+        // Arrival order is the order in which each joined the queue.
+        queued(e, name, i + 1);
+    }
+    release(e, name, &holder);
+    for c in &mut children {
+        assert_eq!(wait_with_timeout(c, LIMIT).code(), Some(0));
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 10, "{text}");
+    let mut last = held_token;
+    for (i, pair) in lines.chunks(2).enumerate() {
+        let start: Vec<&str> = pair[0].split(' ').collect();
+        assert_eq!(start[..2], ["start", &i.to_string()], "in order: {text}");
+        assert_eq!(pair[1], format!("end {i}"), "no overlap: {text}");
+        let token: u64 = start[2].parse().unwrap();
+        assert!(token > last, "tokens increase: {text}");
+        last = token;
+    }
+    assert!(queue(e, name).is_empty(), "every waiter left the queue");
+}
+
+#[test]
+fn a_waiter_gives_up_with_75_after_its_wait_and_leaves_the_queue() {
+    let e = shared();
+    let name = "ew-gives-up";
+    let (holder, _) = hold(e, name, "20s");
+    let out = exec(
+        at(&e.url()).args(["run", name, "--wait", "2s", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 75, "{out:?}");
+    assert!(out.took >= Duration::from_secs(2), "{:?}", out.took);
+    assert!(out.stderr.contains(&holder), "names the holder: {out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(queue(e, name).is_empty(), "its queue key is gone");
+    release(e, name, &holder);
+}
+
+#[test]
+fn sigint_ends_a_wait_with_130_cmd_never_runs_and_its_queue_key_goes() {
+    let e = shared();
+    let name = "ew-sigint";
+    let (holder, _) = hold(e, name, "20s");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let mut child = spawn_quiet(at(&e.url()).args([
+        "run",
+        name,
+        "--wait",
+        "30s",
+        "--",
+        "touch",
+        ran.to_str().unwrap(),
+    ]));
+    queued(e, name, 1);
+    let sent = Instant::now();
+    signal(child.id() as i32, libc::SIGINT);
+    let status = wait_with_timeout(&mut child, LIMIT);
+    assert_eq!(status.code(), Some(130));
+    assert!(sent.elapsed() < Duration::from_secs(2), "promptly");
+    assert!(!ran.exists(), "CMD never started");
+    assert!(queue(e, name).is_empty(), "its queue key is gone");
+    release(e, name, &holder);
+}
+
+/// A waiter killed with SIGKILL cannot leave the queue; its key goes with
+/// its lease (its `--ttl`), and then the one behind it is served.
+#[test]
+fn a_killed_waiters_key_leaves_with_its_lease_and_the_next_is_served() {
+    let e = shared();
+    let name = "ew-killed";
+    let (holder, _) = hold(e, name, "20s");
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let mut dead =
+        spawn_quiet(at(&e.url()).args(["run", name, "--wait", "30s", "--ttl", "3s", "--", "true"]));
+    queued(e, name, 1);
+    let prefix = format!("distlock:{{{name}}}:queue/");
+    let script = format!(
+        "ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:{} get --prefix --keys-only {prefix} > {}",
+        e.port,
+        seen.display()
+    );
+    let mut next = spawn_quiet(at(&e.url()).args([
+        "run", name, "--wait", "30s", "--ttl", "10s", "--", "sh", "-c", &script,
+    ]));
+    queued(e, name, 2);
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    let killed = Instant::now();
+    release(e, name, &holder);
+    assert_eq!(wait_with_timeout(&mut next, LIMIT).code(), Some(0));
+    let served = killed.elapsed();
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap().trim(),
+        "",
+        "the dead waiter's key was gone before the next one was served"
+    );
+    assert!(
+        served < Duration::from_secs(3) + Duration::from_secs(4),
+        "served within the dead waiter's TTL (plus slack): {served:?}"
+    );
+}
+
+/// The number of watchers an etcd member has, from its metrics.
+fn watchers(e: &EtcdServer) -> u64 {
+    let out = Command::new("curl")
+        .args(["-s", &format!("http://127.0.0.1:{}/metrics", e.port)])
+        .output_within(Duration::from_secs(10));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+#[test]
+fn wait_order_any_takes_no_queue_key_and_acquires_once_free() {
+    // A member of its own: the test counts its watchers.
+    let e = EtcdServer::start();
+    let name = "ew-any";
+    let (holder, held_token) = hold(&e, name, "20s");
+    let before = watchers(&e);
+    let child = at(&e.url())
+        .args([
+            "run",
+            name,
+            "--wait",
+            "20s",
+            "--wait-order",
+            "any",
+            "--",
+            "sh",
+            "-c",
+            "echo $DISTLOCK_FENCING_TOKEN",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        poll(Duration::from_secs(15), Duration::from_millis(20), || {
+            watchers(&e) > before
+        }),
+        "the waiter watches the lock key"
+    );
+    assert!(queue(&e, name).is_empty(), "no queue key for `any`");
+    release(&e, name, &holder);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(token > held_token);
+}
+
+/// A signal that ends a wait also ends an etcd call that hangs: here a
+/// "server" that accepts the connection and never answers.
+#[test]
+fn sigint_cuts_a_hanging_etcd_call_short() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("etcd://{}", listener.local_addr().unwrap());
+    let mut child = spawn_quiet(at(&url).args(["run", "ew-hang", "--wait", "30s", "--", "true"]));
+    let (_conn, _) = listener.accept().unwrap();
+    let sent = Instant::now();
+    signal(child.id() as i32, libc::SIGINT);
+    let status = wait_with_timeout(&mut child, LIMIT);
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "not after the call's timeout: {:?}",
+        sent.elapsed()
+    );
+}
