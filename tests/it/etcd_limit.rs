@@ -352,20 +352,63 @@ fn a_cmd_cannot_release_the_slot_its_run_holds() {
     );
 }
 
+/// A waiter for a slot watches the slots: a release wakes it at once, long
+/// before its backstop (its own TTL, 30 s here) would.
 #[test]
-fn waiting_for_a_slot_is_refused_until_waiting_works_on_etcd() {
-    let (owner, _) = take(&["--limit", "2", "--ttl", "10s", "lim-wait"]);
-    take(&["--limit", "2", "--ttl", "10s", "lim-wait"]);
-    let out = run(&[
-        "run", "--limit", "2", "--wait", "5s", "lim-wait", "--", "true",
-    ]);
-    assert_eq!(out.code, 2, "{out:?}");
+fn a_waiter_for_a_slot_is_woken_by_a_release() {
+    // A member of its own: the test counts its watchers.
+    let e = EtcdServer::start();
+    let take_on = |args: &[&str]| {
+        let mut all = vec!["acquire", "--json"];
+        all.extend(args);
+        let out = exec(at(&e.url()).args(&all), LIMIT);
+        assert_eq!(out.code, 0, "{out:?}");
+        json(&out.stdout)["owner"].as_str().unwrap().to_owned()
+    };
+    let first = take_on(&["--limit", "2", "--ttl", "30s", "lim-wait"]);
+    take_on(&["--limit", "2", "--ttl", "30s", "lim-wait"]);
+    let before = e.watchers();
+    let child = at(&e.url())
+        .args([
+            "run",
+            "--limit",
+            "2",
+            "--ttl",
+            "30s",
+            "--wait",
+            "20s",
+            "lim-wait",
+            "--",
+            "sh",
+            "-c",
+            "echo $DISTLOCK_FENCING_TOKEN",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     assert!(
-        out.stderr.contains("--wait is not supported on etcd yet"),
-        "{out:?}"
+        poll(Duration::from_secs(15), Duration::from_millis(20), || {
+            e.watchers() > before
+        }),
+        "the waiter watches the slots"
     );
-    run(&["release", "--force", "--limit", "2", "lim-wait"]);
-    let _ = owner;
+    let released = Instant::now();
+    let out = exec(
+        at(&e.url()).args(["release", "--limit", "2", "--owner", &first, "lim-wait"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "woken by the release, not by its 30 s backstop: {:?}",
+        released.elapsed()
+    );
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(token > 0);
 }
 
 // ---------------------------------------------------------------------------

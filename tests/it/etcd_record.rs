@@ -412,3 +412,123 @@ fn a_done_mark_distlock_cannot_read_is_refused_by_name() {
     assert_eq!(once(dir.path(), name, "1h", 0).code, 0);
     assert_eq!(ran(dir.path()).len(), 1);
 }
+
+/// Fair waiting and `--once-per` together: a waiter queued behind a run
+/// that succeeds finds the job done when its turn comes, runs nothing,
+/// exits 0 and leaves the queue.
+#[test]
+fn a_waiter_behind_a_successful_run_finds_the_job_done_and_leaves_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "etcd-rec-wait-done";
+    let go = dir.path().join("go");
+    let mut holder = at()
+        .args(["run", "--once-per", "1h", name, "--", "sh", "-c"])
+        .arg(format!(
+            "while [ ! -e '{}' ]; do sleep 0.02; done",
+            go.display()
+        ))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        poll(LIMIT, Duration::from_millis(20), || inspect_json(name)
+            ["held"]
+            == true),
+        "the first run holds the lock"
+    );
+    let marker = dir.path().join("ran");
+    let waiter = at()
+        .args([
+            "run",
+            "--once-per",
+            "1h",
+            "--wait",
+            "20s",
+            name,
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let queue = || {
+        shared().ctl(&[
+            "get",
+            "--prefix",
+            "--keys-only",
+            &format!("distlock:{{{name}}}:queue/"),
+        ])
+    };
+    assert!(
+        poll(LIMIT, Duration::from_millis(20), || !queue()
+            .trim()
+            .is_empty()),
+        "the waiter queued"
+    );
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(wait_with_timeout(&mut holder, LIMIT).code(), Some(0));
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("distlock: {name}: already done ")),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the waiter's CMD never ran");
+    assert!(queue().trim().is_empty(), "the waiter left the queue");
+    assert_eq!(inspect_json(name)["held"], false);
+}
+
+/// `--min-hold` and `--once-per` together: the lock is kept for its
+/// minimum hold, and the done mark of the successful run is written all
+/// the same (as the Redis release script does), so a run after the hold
+/// ends finds the job done.
+#[test]
+fn a_run_kept_for_its_min_hold_still_leaves_its_done_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "etcd-rec-hold-done";
+    let script = format!(
+        "echo \"$DISTLOCK_FENCING_TOKEN\" >> '{}'",
+        dir.path().join("ran").display()
+    );
+    let first = dl(&[
+        "run",
+        "--once-per",
+        "1h",
+        "--min-hold",
+        "3s",
+        name,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(inspect_json(name)["held"], true, "kept for --min-hold");
+    // The mark's lease: about the window, so it was written at the release.
+    let left = lease_ttl(&done_key(name));
+    assert!(
+        left > 3500,
+        "the done mark is there while the lock is kept ({left}s)"
+    );
+    assert!(
+        poll(LIMIT, Duration::from_millis(50), || inspect_json(name)
+            ["held"]
+            == false),
+        "the hold ends"
+    );
+    let later = once(dir.path(), name, "1h", 0);
+    assert_eq!(later.code, 0, "{later:?}");
+    assert!(
+        later
+            .stderr
+            .starts_with(&format!("distlock: {name}: already done ")),
+        "{later:?}"
+    );
+    assert_eq!(ran(dir.path()).len(), 1, "CMD ran once");
+}

@@ -195,25 +195,13 @@ fn a_killed_waiters_key_leaves_with_its_lease_and_the_next_is_served() {
     );
 }
 
-/// The number of watchers an etcd member has, from its metrics.
-fn watchers(e: &EtcdServer) -> u64 {
-    let out = Command::new("curl")
-        .args(["-s", &format!("http://127.0.0.1:{}/metrics", e.port)])
-        .output_within(Duration::from_secs(10));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
-}
-
 #[test]
 fn wait_order_any_takes_no_queue_key_and_acquires_once_free() {
     // A member of its own: the test counts its watchers.
     let e = EtcdServer::start();
     let name = "ew-any";
     let (holder, held_token) = hold(&e, name, "20s");
-    let before = watchers(&e);
+    let before = e.watchers();
     let child = at(&e.url())
         .args([
             "run",
@@ -234,7 +222,7 @@ fn wait_order_any_takes_no_queue_key_and_acquires_once_free() {
         .unwrap();
     assert!(
         poll(Duration::from_secs(15), Duration::from_millis(20), || {
-            watchers(&e) > before
+            e.watchers() > before
         }),
         "the waiter watches the lock key"
     );

@@ -223,7 +223,13 @@ impl Store {
     ) -> Result<Acquire> {
         if let Some(n) = keys.limit {
             let by_run = meta.iter().any(|(k, _)| *k == "run");
-            return self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run);
+            let got = self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run)?;
+            // A waiter for a slot (in any order, as on Redis) is woken by
+            // a change among the slots.
+            if mode != Mode::Once && matches!(got, Acquire::Busy { .. }) {
+                self.watch_slots(semaphore::slots_prefix(keys), n)?;
+            }
+            return Ok(got);
         }
         if mode == Mode::Fair {
             return self.acquire_fair(keys, owner, ttl_ms, meta);

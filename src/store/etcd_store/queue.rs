@@ -67,6 +67,9 @@ enum Follow {
     KeepAlive(i64, Duration),
     /// Wake us when this key changes, from this revision on.
     Watch(String, i64),
+    /// Wake us when any key under this prefix changes, from this revision
+    /// on (a semaphore's slots).
+    WatchPrefix(String, i64),
     /// Wake us at once: there was nothing to watch.
     WakeNow,
 }
@@ -403,6 +406,29 @@ impl Store {
         )
     }
 
+    /// After a busy slot attempt of a waiter: wake it when a slot of the
+    /// name changes. Counted at revision R and watched from R + 1, so no
+    /// release in between is missed; fewer than `n` slots now means one
+    /// is free already.
+    pub(super) fn watch_slots(&mut self, prefix: String, n: u32) -> Result<()> {
+        let (free, from) = self.call("acquire", |mut c| async move {
+            let got = c
+                .get(
+                    prefix.clone(),
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await?;
+            let from = got.header().map_or(0, |h| h.revision()) + 1;
+            Ok((got.count() < i64::from(n), (prefix, from)))
+        })?;
+        self.order(if free {
+            Follow::WakeNow
+        } else {
+            Follow::WatchPrefix(from.0, from.1)
+        });
+        Ok(())
+    }
+
     fn order(&mut self, f: Follow) {
         if let Some(tx) = &self.queue.follow {
             let _ = tx.send(f);
@@ -561,6 +587,11 @@ impl Subscription {
                         *watch = None;
                         let opts = WatchOptions::new().with_start_revision(from);
                         *watch = Some(client.watch(key, Some(opts)).await?);
+                    }
+                    Got::Order(Some(Follow::WatchPrefix(prefix, from))) => {
+                        *watch = None;
+                        let opts = WatchOptions::new().with_start_revision(from).with_prefix();
+                        *watch = Some(client.watch(prefix, Some(opts)).await?);
                     }
                     Got::Order(Some(Follow::KeepAlive(lease, every))) => {
                         *keep = Some(Keep {

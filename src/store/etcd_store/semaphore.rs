@@ -38,6 +38,11 @@ struct Slots {
     run: String,
 }
 
+/// `P:{N}:slot/`: every slot key of the name, whatever its N.
+pub(super) fn slots_prefix(keys: &LockKeys) -> String {
+    Slots::of(keys, 0).all
+}
+
 impl Slots {
     fn of(keys: &LockKeys, n: u32) -> Slots {
         Slots {

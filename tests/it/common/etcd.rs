@@ -44,6 +44,22 @@ impl EtcdServer {
         format!("etcd://127.0.0.1:{}", self.port)
     }
 
+    /// The watchers this member has (its `/metrics`, read with a plain
+    /// HTTP/1.0 GET: no curl needed): a waiter's watch shows here.
+    pub fn watchers(&self) -> u64 {
+        use std::io::{Read, Write};
+        let mut body = String::new();
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+            let _ = s.read_to_string(&mut body);
+        }
+        body.lines()
+            .find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    }
+
     /// `etcdctl ARGS` against this member: its stdout, or None on failure.
     pub fn try_ctl(&self, args: &[&str]) -> Option<String> {
         let out = Command::new("etcdctl")
