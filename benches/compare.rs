@@ -70,6 +70,10 @@ const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
 #[path = "compare/scale.rs"]
 mod scale;
 
+#[path = "compare/etcd.rs"]
+mod etcd;
+use etcd::Etcd;
+
 const WORKERS: usize = 8;
 const RUNS_PER_WORKER: usize = 25;
 const LOAD_WAITERS: usize = 4;
@@ -96,6 +100,22 @@ fn main() {
         fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
         to
     };
+    let scale: Vec<usize> = std::env::var("DISTLOCK_BENCH_SCALE")
+        .map(|v| scale::parse_counts("DISTLOCK_BENCH_SCALE", &v))
+        .unwrap_or_default();
+    // The scale parts start their own etcd; the everyday ones measure
+    // distlock on etcd beside `etcdctl lock` unless told not to.
+    let etcd = if scale.is_empty() && env_usize("DISTLOCK_BENCH_ETCD", 1) > 0 {
+        match Etcd::start() {
+            Ok(e) => Some(e),
+            Err(why) => {
+                eprintln!("  etcd: not measured: {why}");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let ctx = Ctx {
         url: redis.url(),
         helper: installed(&std::env::current_exe().expect("current_exe"), "helper"),
@@ -103,10 +123,11 @@ fn main() {
         before: std::env::var_os("DISTLOCK_BENCH_BEFORE")
             .map(|b| installed(Path::new(&b), "distlock-before")),
         dir,
+        etcd: etcd.as_ref().map(|e| e.endpoint.clone()),
     };
-    let scale: Vec<usize> = std::env::var("DISTLOCK_BENCH_SCALE")
-        .map(|v| scale::parse_counts("DISTLOCK_BENCH_SCALE", &v))
-        .unwrap_or_default();
+    if let Some(e) = &etcd {
+        eprintln!("  etcd: {} at {} (data on tmpfs)", e.version(), e.endpoint);
+    }
     let mut con = redis.conn();
     let version: String = redis::cmd("INFO")
         .arg("server")
@@ -135,7 +156,7 @@ fn main() {
     eprintln!("[1/5] overhead …");
     let overhead = bench_overhead(&ctx, n);
     eprintln!("[2/5] handoff …");
-    let handoff = bench_handoff(&ctx, &redis, handoff_rounds);
+    let handoff = bench_handoff(&ctx, &redis, etcd.as_ref(), handoff_rounds);
     eprintln!("[3/5] contention …");
     let contention = bench_contention(&ctx, &redis, contention_rounds);
     eprintln!("      FIFO check under MONITOR …");
@@ -195,7 +216,7 @@ fn helper(args: &[String]) -> ! {
         }
         Some("work") => {
             let var = |k: &str| std::env::var(k).unwrap_or_else(|_| "-".into());
-            let (i, tok) = (var("BENCH_ITER"), var("DISTLOCK_FENCING_TOKEN"));
+            let (i, tok) = (var("BENCH_ITER"), token());
             let mut f = OpenOptions::new()
                 .append(true)
                 .create(true)
@@ -228,11 +249,7 @@ fn helper(args: &[String]) -> ! {
         }
         Some("log") => {
             let var = |k: &str| std::env::var(k).unwrap_or_else(|_| "-".into());
-            let (w, i, tok) = (
-                var("BENCH_WORKER"),
-                var("BENCH_ITER"),
-                var("DISTLOCK_FENCING_TOKEN"),
-            );
+            let (w, i, tok) = (var("BENCH_WORKER"), var("BENCH_ITER"), token());
             let mut f = OpenOptions::new()
                 .append(true)
                 .create(true)
@@ -250,6 +267,14 @@ fn helper(args: &[String]) -> ! {
         }
     }
     std::process::exit(0)
+}
+
+/// The CMD's fencing token: distlock's, or the revision `etcdctl lock`
+/// exports (its lock key's create revision), or `-`.
+fn token() -> String {
+    std::env::var("DISTLOCK_FENCING_TOKEN")
+        .or_else(|_| std::env::var("ETCD_LOCK_REV"))
+        .unwrap_or_else(|_| "-".into())
 }
 
 /// CLOCK_MONOTONIC in ns: one clock for every process on the machine.
@@ -277,6 +302,10 @@ enum Tool {
     Distlock,
     /// `DISTLOCK_BENCH_BEFORE`, when set.
     Before,
+    /// distlock against the bench's etcd (`etcd://`), when etcd is there.
+    DistlockEtcd,
+    /// `etcdctl lock`, against the same etcd.
+    Etcdctl,
 }
 
 impl Tool {
@@ -288,6 +317,8 @@ impl Tool {
             Tool::Flock => "flock",
             Tool::Distlock => "distlock",
             Tool::Before => "distlock-before",
+            Tool::DistlockEtcd => "distlock on etcd",
+            Tool::Etcdctl => "etcdctl lock",
         }
     }
 }
@@ -308,6 +339,9 @@ struct Ctx {
     distlock: PathBuf,
     dir: PathBuf,
     before: Option<PathBuf>,
+    /// The bench's etcd client URL (`http://127.0.0.1:PORT`), when etcd
+    /// and etcdctl are on PATH: the etcd tools then run beside the others.
+    etcd: Option<String>,
 }
 
 impl Ctx {
@@ -335,12 +369,21 @@ impl Ctx {
                 c.arg(self.dir.join(format!("{lock}.lock"))).args(cmd);
                 c
             }
-            Tool::Distlock | Tool::Before => {
+            Tool::Distlock | Tool::Before | Tool::DistlockEtcd => {
                 let mut c = match (tool, &self.before) {
                     (Tool::Before, Some(before)) => Command::new(before),
                     _ => Command::new(&self.distlock),
                 };
                 c.args(["run", lock]).args(opts).arg("--").args(cmd);
+                c
+            }
+            // Waits by default; distlock's options mean nothing to it.
+            Tool::Etcdctl => {
+                let mut c = Command::new("etcdctl");
+                c.env("ETCDCTL_API", "3")
+                    .env("ETCDCTL_ENDPOINTS", self.etcd.as_deref().expect("etcd"))
+                    .args(["lock", lock])
+                    .args(cmd);
                 c
             }
         };
@@ -349,9 +392,12 @@ impl Ctx {
                 c.env_remove(k);
             }
         }
-        c.env("DISTLOCK_REDIS_URL", &self.url)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
+        c.env("DISTLOCK_REDIS_URL", &self.url);
+        if tool == Tool::DistlockEtcd {
+            let endpoint = self.etcd.as_deref().expect("etcd");
+            c.env("DISTLOCK_URL", endpoint.replacen("http://", "etcd://", 1));
+        }
+        c.stdin(Stdio::null()).stdout(Stdio::null());
         c
     }
 
@@ -367,6 +413,9 @@ impl Ctx {
         let mut tools = vec![Tool::Flock, Tool::Distlock];
         if self.before.is_some() {
             tools.push(Tool::Before);
+        }
+        if self.etcd.is_some() {
+            tools.extend([Tool::DistlockEtcd, Tool::Etcdctl]);
         }
         let n = tools.len();
         tools.rotate_left(r % n);
@@ -396,6 +445,9 @@ fn bench_overhead(ctx: &Ctx, n: usize) -> HashMap<Tool, Vec<f64>> {
     if ctx.before.is_some() {
         tools.push(Tool::Before);
     }
+    if ctx.etcd.is_some() {
+        tools.extend([Tool::DistlockEtcd, Tool::Etcdctl]);
+    }
     let mut samples: HashMap<Tool, Vec<f64>> = HashMap::new();
     let warmup = 5;
     let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
@@ -423,19 +475,30 @@ fn bench_overhead(ctx: &Ctx, n: usize) -> HashMap<Tool, Vec<f64>> {
 // ---------------------------------------------------------------------------
 // 2. Handoff.
 
-fn bench_handoff(ctx: &Ctx, redis: &RedisServer, rounds: usize) -> HashMap<Tool, Vec<f64>> {
+fn bench_handoff(
+    ctx: &Ctx,
+    redis: &RedisServer,
+    etcd: Option<&Etcd>,
+    rounds: usize,
+) -> HashMap<Tool, Vec<f64>> {
     let mut out: HashMap<Tool, Vec<f64>> = HashMap::new();
     let mut con = redis.conn();
     for r in 0..rounds {
         for tool in ctx.lockers(r) {
-            let ms = handoff_once(ctx, &mut con, tool, r);
+            let ms = handoff_once(ctx, &mut con, etcd, tool, r);
             out.entry(tool).or_default().push(ms);
         }
     }
     out
 }
 
-fn handoff_once(ctx: &Ctx, con: &mut redis::Connection, tool: Tool, round: usize) -> f64 {
+fn handoff_once(
+    ctx: &Ctx,
+    con: &mut redis::Connection,
+    etcd: Option<&Etcd>,
+    tool: Tool,
+    round: usize,
+) -> f64 {
     let tag = format!("handoff-{}-{round}", tool.name());
     let (ready, gate, end, start) = (
         ctx.path(&format!("{tag}.ready")),
@@ -455,6 +518,17 @@ fn handoff_once(ctx: &Ctx, con: &mut redis::Connection, tool: Tool, round: usize
     wait_until(&format!("{} holder to start", tool.name()), || {
         Path::new(&ready).exists()
     });
+    // On etcd, the waiter has queued once a key of its own joins the
+    // holder's: distlock's under `distlock:{handoff}`, etcdctl's under
+    // `handoff/`.
+    let etcd_keys = || {
+        let prefix = match tool {
+            Tool::Etcdctl => "handoff/",
+            _ => "distlock:{handoff}",
+        };
+        etcd.expect("etcd").count(prefix)
+    };
+    let held_keys = matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl).then(etcd_keys);
     let mut waiter = ctx
         .locked(
             tool,
@@ -467,6 +541,7 @@ fn handoff_once(ctx: &Ctx, con: &mut redis::Connection, tool: Tool, round: usize
     let pid = waiter.id();
     wait_until(&format!("{} waiter to block", tool.name()), || match tool {
         Tool::Flock => flock_blocked(pid),
+        Tool::DistlockEtcd | Tool::Etcdctl => Some(etcd_keys()) > held_keys,
         _ => queued(con, "handoff") == 1,
     });
     fs::write(&gate, "").unwrap();
