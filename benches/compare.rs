@@ -475,18 +475,24 @@ fn bench_overhead(ctx: &Ctx, n: usize) -> HashMap<Tool, Vec<f64>> {
 // ---------------------------------------------------------------------------
 // 2. Handoff.
 
-fn bench_handoff(
-    ctx: &Ctx,
-    redis: &RedisServer,
-    etcd: Option<&Etcd>,
-    rounds: usize,
-) -> HashMap<Tool, Vec<f64>> {
-    let mut out: HashMap<Tool, Vec<f64>> = HashMap::new();
+/// Hand-off gaps (ms) per tool, and the private memory (RssAnon, KiB) of
+/// each waiter once it was blocked.
+struct Handoff {
+    gaps: HashMap<Tool, Vec<f64>>,
+    waiter_kib: HashMap<Tool, Vec<f64>>,
+}
+
+fn bench_handoff(ctx: &Ctx, redis: &RedisServer, etcd: Option<&Etcd>, rounds: usize) -> Handoff {
+    let mut out = Handoff {
+        gaps: HashMap::new(),
+        waiter_kib: HashMap::new(),
+    };
     let mut con = redis.conn();
     for r in 0..rounds {
         for tool in ctx.lockers(r) {
-            let ms = handoff_once(ctx, &mut con, etcd, tool, r);
-            out.entry(tool).or_default().push(ms);
+            let (ms, kib) = handoff_once(ctx, &mut con, etcd, tool, r);
+            out.gaps.entry(tool).or_default().push(ms);
+            out.waiter_kib.entry(tool).or_default().push(kib as f64);
         }
     }
     out
@@ -498,7 +504,7 @@ fn handoff_once(
     etcd: Option<&Etcd>,
     tool: Tool,
     round: usize,
-) -> f64 {
+) -> (f64, u64) {
     let tag = format!("handoff-{}-{round}", tool.name());
     let (ready, gate, end, start) = (
         ctx.path(&format!("{tag}.ready")),
@@ -544,11 +550,12 @@ fn handoff_once(
         Tool::DistlockEtcd | Tool::Etcdctl => Some(etcd_keys()) > held_keys,
         _ => queued(con, "handoff") == 1,
     });
+    let waiter_kib = scale::rss_anon(pid).unwrap_or(0);
     fs::write(&gate, "").unwrap();
     check(tool, "handoff holder", wait_child(&mut holder));
     check(tool, "handoff waiter", wait_child(&mut waiter));
     let read = |p: &str| -> u64 { fs::read_to_string(p).unwrap().trim().parse().unwrap() };
-    (read(&start) as f64 - read(&end) as f64) / 1e6
+    ((read(&start) as f64 - read(&end) as f64) / 1e6, waiter_kib)
 }
 
 /// Whether process `pid` is blocked waiting for a flock: /proc/locks lists
@@ -1014,7 +1021,7 @@ fn verdict(ok: bool) -> &'static str {
 #[allow(clippy::too_many_arguments)]
 fn report(
     overhead: &HashMap<Tool, Vec<f64>>,
-    handoff: &HashMap<Tool, Vec<f64>>,
+    handoffs: &Handoff,
     contention: &HashMap<Tool, Contention>,
     fifo: &Fifo,
     load: &Load,
@@ -1023,6 +1030,7 @@ fn report(
     handoff_rounds: usize,
     contention_rounds: usize,
 ) -> bool {
+    let handoff = &handoffs.gaps;
     let mib = |kib: u64| kib as f64 / 1024.0;
     let p = |m: &HashMap<Tool, Vec<f64>>, t: Tool, q: f64| m.get(&t).map(|v| pct(v, q));
     let pair = |m: &HashMap<Tool, Vec<f64>>, t: Tool| match (p(m, t, 50.0), p(m, t, 95.0)) {
@@ -1074,6 +1082,9 @@ fn report(
             pair(handoff, Tool::Before),
             rate(Tool::Before).unwrap_or(f64::NAN),
         );
+    }
+    if overhead.contains_key(&Tool::DistlockEtcd) {
+        etcd_rows(overhead, handoffs, &rate);
     }
     println!();
     println!(
@@ -1209,6 +1220,58 @@ fn report(
         verdict(load.holder_hwm_kib <= 3072)
     );
     safe
+}
+
+/// distlock on etcd against `etcdctl lock`, measured in the same rounds
+/// as the rows above (issue 33: ahead on every row).
+fn etcd_rows(
+    overhead: &HashMap<Tool, Vec<f64>>,
+    handoffs: &Handoff,
+    rate: &dyn Fn(Tool) -> Option<f64>,
+) {
+    let p =
+        |m: &HashMap<Tool, Vec<f64>>, t: Tool, q: f64| m.get(&t).map_or(f64::NAN, |v| pct(v, q));
+    println!();
+    println!("| on etcd | overhead p50 / p95 (ms) | handoff p50 / p95 (ms) | contention {WORKERS}×{RUNS_PER_WORKER} (runs/s) | a blocked waiter's RssAnon (KiB) |");
+    println!("|---|---|---|---|---|");
+    for t in [Tool::DistlockEtcd, Tool::Etcdctl] {
+        println!(
+            "| `{}` | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} | {:.0} |",
+            t.name(),
+            p(overhead, t, 50.0),
+            p(overhead, t, 95.0),
+            p(&handoffs.gaps, t, 50.0),
+            p(&handoffs.gaps, t, 95.0),
+            rate(t).unwrap_or(f64::NAN),
+            p(&handoffs.waiter_kib, t, 50.0),
+        );
+    }
+    let (d, e) = (Tool::DistlockEtcd, Tool::Etcdctl);
+    let rows = [
+        ("overhead p50", p(overhead, d, 50.0) < p(overhead, e, 50.0)),
+        (
+            "handoff p50",
+            p(&handoffs.gaps, d, 50.0) < p(&handoffs.gaps, e, 50.0),
+        ),
+        (
+            "handoff p95",
+            p(&handoffs.gaps, d, 95.0) < p(&handoffs.gaps, e, 95.0),
+        ),
+        (
+            "contention",
+            rate(d).unwrap_or(0.0) > rate(e).unwrap_or(f64::INFINITY),
+        ),
+        (
+            "waiter memory",
+            p(&handoffs.waiter_kib, d, 50.0) < p(&handoffs.waiter_kib, e, 50.0),
+        ),
+    ];
+    for (row, ahead) in rows {
+        println!(
+            "- distlock on etcd ahead of etcdctl lock in {row}: {}",
+            verdict(ahead)
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
