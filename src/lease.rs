@@ -212,6 +212,7 @@ fn wait_for(
     queued: &mut bool,
 ) -> Result<Acquired> {
     let (keys, owner, ttl_ms, meta) = (a.keys, a.owner, a.ttl_ms, a.meta);
+    store.set_watched(watch.every().is_some());
     let since = now();
     // A wait too long for the clock to count to is a wait without limit.
     let give_up_at = match a.wait {

@@ -323,6 +323,13 @@ impl Store {
         each!(self, s => s.set_timeout(timeout))
     }
 
+    /// Whether someone watches this wait (a status line): a store whose
+    /// busy reply does not carry the holder's details reads them then,
+    /// and only then.
+    pub fn set_watched(&mut self, on: bool) {
+        each!(self, s => s.set_watched(on))
+    }
+
     pub fn display(&self) -> &str {
         each!(self, s => s.display())
     }

@@ -202,3 +202,45 @@ fn watching_costs_the_server_no_command() {
         "three seconds of waiting, at a terminal and not"
     );
 }
+
+/// The same line on etcd: the holder's host, pid and command come from
+/// its metadata key, read in the waiter's own attempt.
+#[test]
+fn on_etcd_the_line_names_holder_and_place_too() {
+    let url = crate::common::etcd::shared().url();
+    let on_etcd = || {
+        let mut c = bare_distlock();
+        c.env("DISTLOCK_URL", &url);
+        c
+    };
+    let mut holder = Holder::spawn_cmd(
+        on_etcd().args(["run", "status-etcd"]).stderr(Stdio::null()),
+        &[],
+    );
+    holder.wait_held();
+    let host = hostname();
+    let mut waiter = on_etcd();
+    waiter
+        .env("TERM", "xterm")
+        .args(["run", "--wait", "30s", "status-etcd", "--", "true"]);
+    let (code, screen) = on_pty(waiter, |s| {
+        assert!(
+            wait_until(LIMIT, || s.now().contains("waited 2s")),
+            "no status line redrawn: {:?}",
+            s.now()
+        );
+        holder.finish();
+    });
+    assert_eq!(code, 0, "{screen:?}");
+    let last = screen
+        .rsplit(ERASE)
+        .find(|l| !l.is_empty())
+        .unwrap_or_else(|| panic!("nothing drawn: {screen:?}"));
+    assert!(
+        last.starts_with("distlock: waiting for status-etcd (1st in line, waited ")
+            && last.contains(&format!("): held by {host} pid {} for ", holder.pid()))
+            && last.contains("sh -c "),
+        "{last:?} in {screen:?}"
+    );
+    assert!(screen.ends_with(ERASE), "{screen:?}");
+}

@@ -50,6 +50,8 @@ pub struct Store {
     client: Option<Client>,
     interrupt_on: &'static [i32],
     queue: queue::Queue,
+    /// Someone watches the wait: see `set_watched`.
+    watched: bool,
 }
 
 impl Store {
@@ -63,6 +65,7 @@ impl Store {
             client: None,
             interrupt_on: &[],
             queue: queue::Queue::default(),
+            watched: false,
         }
     }
 
@@ -70,6 +73,12 @@ impl Store {
     /// Redis; they stay pending for the caller to read.
     pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
         std::mem::replace(&mut self.interrupt_on, sigs)
+    }
+
+    /// A watched waiter's attempts also read the holder's metadata key
+    /// (one more read each), for its status line.
+    pub fn set_watched(&mut self, on: bool) {
+        self.watched = on;
     }
 
     /// `--min-replicas` is refused for etcd URLs before a store is made:

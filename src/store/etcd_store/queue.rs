@@ -42,7 +42,7 @@ use etcd_client::{
 };
 use tokio::sync::mpsc;
 
-use super::{lease_secs, Acquire, LockKeys, Mode, Result, Store, StoreError, Watched};
+use super::{lease_secs, Acquire, LockKeys, Mode, Result, Store, StoreError};
 
 /// What this process knows of its place in a queue.
 #[derive(Default)]
@@ -85,6 +85,8 @@ enum Fair {
     Taken(i64),
     Busy {
         holder: Option<Vec<u8>>,
+        /// The holder's metadata, for the status line.
+        meta: Option<Vec<u8>>,
         head: Option<Vec<u8>>,
         place: u64,
         watch: Option<(String, i64)>,
@@ -134,6 +136,7 @@ impl Store {
         let (lock, fence, marker) = (keys.lock.clone(), keys.fence.clone(), keys.meta.clone());
         let me = owner.to_owned();
         let was = self.queue.joined.filter(|j| j.ttl == ttl);
+        let watched = self.watched;
         let (joined, found) = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time.
             let mut joined = match was {
@@ -155,6 +158,16 @@ impl Store {
                     .await?;
                 let held = c.get(lock.clone(), None).await?;
                 let holder = held.kvs().first().map(|kv| kv.value().to_vec());
+                // The holder's metadata, for a status line: read only when
+                // someone watches (under contention each read on the way
+                // to the lock measured dear) and the lock is held.
+                let meta = match &holder {
+                    Some(_) if watched => {
+                        let m = c.get(holder_kv.0.clone(), None).await?;
+                        m.kvs().first().map(|kv| kv.value().to_vec())
+                    }
+                    _ => None,
+                };
                 if let Some(next) = ahead.kvs().first() {
                     let from = ahead.header().map_or(0, |h| h.revision()) + 1;
                     let next = String::from_utf8_lossy(next.key()).into_owned();
@@ -162,6 +175,7 @@ impl Store {
                         joined,
                         Fair::Busy {
                             holder,
+                            meta,
                             head: ahead.kvs().last().map(|kv| kv.key().to_vec()),
                             place: ahead.kvs().len() as u64,
                             watch: Some((next, from)),
@@ -174,6 +188,7 @@ impl Store {
                         joined,
                         Fair::Busy {
                             holder,
+                            meta,
                             head: None,
                             place: 0,
                             watch: Some((lock, from)),
@@ -235,6 +250,7 @@ impl Store {
                 joined,
                 Fair::Busy {
                     holder: None,
+                    meta: None,
                     head: None,
                     place: 0,
                     watch: None,
@@ -251,6 +267,7 @@ impl Store {
             }
             Fair::Busy {
                 holder,
+                meta,
                 head,
                 place,
                 watch,
@@ -268,10 +285,7 @@ impl Store {
                     holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
                     ttl: None,
                     ahead,
-                    watched: Watched {
-                        place: Some(place),
-                        ..Watched::default()
-                    },
+                    watched: super::record::holder_watched(meta.as_deref(), place),
                 })
             }
         }

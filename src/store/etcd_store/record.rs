@@ -38,6 +38,7 @@ type Ec<T> = std::result::Result<T, etcd_client::Error>;
 use crate::config::fmt_duration;
 use crate::store::{
     DoneMark, ForeignKey, HistoryRecord, LastRun, LockKeys, Release, Result, RunRecord, StoreError,
+    Watched,
 };
 
 /// What `run --once-per` found before taking the lock.
@@ -136,6 +137,23 @@ fn parse_mark(v: &[u8]) -> Option<(DoneMark, u64, u64)> {
         expires_in: None,
     };
     Some((mark, u("once_per_ms")?, u("age_ms").unwrap_or(0)))
+}
+
+/// What a waiter's status line shows of the holder, from its metadata
+/// (`holder_put`); how long it has held by the acquiring host's clock
+/// (etcd has none a read can give), so only roughly.
+pub(super) fn holder_watched(v: Option<&[u8]>, place: u64) -> Watched {
+    let f = v.and_then(fields).unwrap_or_default();
+    let get = |k: &str| f.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone());
+    Watched {
+        host: get("host"),
+        pid: get("pid").and_then(|p| p.parse().ok()),
+        command: get("command"),
+        held: get("acquired_ms")
+            .and_then(|a| a.parse::<u64>().ok())
+            .map(|a| Duration::from_millis(now_ms().saturating_sub(a))),
+        place: Some(place),
+    }
 }
 
 /// Holder metadata: the acquisition time and `meta`'s pairs.
