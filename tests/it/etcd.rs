@@ -236,3 +236,40 @@ fn cmd_cannot_release_the_lease_its_run_holds() {
     let freed = run(&["release", "etcd-own2", "--owner", "me"]);
     assert_eq!(freed.code, 0, "{freed:?}");
 }
+
+/// The async runtime etcd's client needs is made only for an etcd URL: a
+/// Redis `run` holds no epoll instance (tokio's driver), an etcd `run`
+/// does. Read from distlock's descriptors by its CMD.
+#[test]
+fn only_an_etcd_url_starts_an_async_runtime() {
+    let fds_of_distlock = |cmd: &mut std::process::Command| {
+        let out = exec(
+            cmd.args([
+                "run",
+                "runtime-probe",
+                "--",
+                "sh",
+                "-c",
+                "for f in /proc/$PPID/fd/*; do readlink \"$f\"; done",
+            ]),
+            LIMIT,
+        );
+        assert_eq!(out.code, 0, "{out:?}");
+        out.stdout
+    };
+    let redis = RedisServer::start();
+    let on_redis = fds_of_distlock(&mut distlock(&redis));
+    assert!(
+        on_redis.contains("socket:["),
+        "distlock's own descriptors (its Redis connection) are seen: {on_redis}"
+    );
+    assert!(
+        !on_redis.contains("anon_inode:[eventpoll]"),
+        "a Redis run made an async runtime: {on_redis}"
+    );
+    let on_etcd = fds_of_distlock(&mut at(&shared().url()));
+    assert!(
+        on_etcd.contains("anon_inode:[eventpoll]"),
+        "an etcd run's runtime is seen: {on_etcd}"
+    );
+}
