@@ -401,6 +401,11 @@ fn a_done_mark_distlock_cannot_read_is_refused_by_name() {
     assert_eq!(out.code, 125, "{out:?}");
     assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
     assert!(out.stderr.contains(&done_key(name)), "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("the key {} is an etcd value", done_key(name))),
+        "named as an etcd key, not a Redis one: {out:?}"
+    );
     assert!(ran(dir.path()).is_empty(), "CMD not started");
     assert_eq!(
         shared().get(&format!("distlock:{{{name}}}")),

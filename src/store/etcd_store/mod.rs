@@ -359,6 +359,7 @@ impl Store {
             _ => Err(ForeignKey {
                 key: keys.lock.clone(),
                 kind: format!("key at revision {rev}, not a fencing token,"),
+                store: "an etcd",
             }
             .into()),
         }
@@ -370,6 +371,7 @@ impl Store {
             ForeignKey {
                 key: key.to_owned(),
                 kind: "value that is not an owner id,".to_owned(),
+                store: "an etcd",
             }
             .into()
         })

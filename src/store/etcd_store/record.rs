@@ -201,6 +201,7 @@ fn unreadable(key: &[u8], what: &str) -> StoreError {
     ForeignKey {
         key: String::from_utf8_lossy(key).into_owned(),
         kind: format!("value that is not {what},"),
+        store: "an etcd",
     }
     .into()
 }

@@ -736,6 +736,7 @@ mod tests {
         let fk = StoreError::from(ForeignKey {
             key: "distlock:{x}:fence".into(),
             kind: "hash".into(),
+            store: "a Redis",
         })
         .during("acquire");
         assert!(matches!(fk, StoreError::WrongType(_)));

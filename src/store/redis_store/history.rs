@@ -131,6 +131,7 @@ impl Store {
                     ForeignKey {
                         key: keys.history.clone(),
                         kind: "list of records that are not distlock's,".to_owned(),
+                        store: "a Redis",
                     }
                     .into()
                 })

@@ -27,16 +27,19 @@ use super::{DoneMark, LockInfo, SlotsInfo, Watched};
 pub struct ForeignKey {
     /// The full Redis key, e.g. `distlock:{billing}:fence`.
     pub key: String,
-    /// Its Redis type, as TYPE names it (`hash`, `list`, ...).
+    /// Its Redis type, as TYPE names it (`hash`, `list`, ...), or what
+    /// else is wrong with it, in words.
     pub kind: String,
+    /// The store, with its article, for the sentence: `a Redis`, `an etcd`.
+    pub store: &'static str,
 }
 
 impl fmt::Display for ForeignKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the key {} is a Redis {} written by something else: it does not hold a distlock lease (distlock left it alone; delete it, or use another name or --prefix)",
-            self.key, self.kind
+            "the key {} is {} {} written by something else: it does not hold a distlock lease (distlock left it alone; delete it, or use another name or --prefix)",
+            self.key, self.store, self.kind
         )
     }
 }
@@ -382,6 +385,7 @@ pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
                     k if k == "counter" => UNREADABLE_COUNTER.to_owned(),
                     k => k,
                 },
+                store: "a Redis",
             }),
             _ => None,
         },
@@ -760,7 +764,8 @@ mod tests {
             foreign_key(&v),
             Some(ForeignKey {
                 key: "p:{n}:fence".into(),
-                kind: "hash".into()
+                kind: "hash".into(),
+                store: "a Redis",
             })
         );
         assert_eq!(foreign_key(&Value::Array(vec![Value::Int(1)])), None);
