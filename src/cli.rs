@@ -110,15 +110,15 @@ Examples:
   distlock completions zsh > /usr/local/share/zsh/site-functions/_distlock
   distlock completions fish > ~/.config/fish/completions/distlock.fish";
 
-/// Run a command while holding a lease in Redis, so one worker at a time acts
-/// across many machines.
+/// Run a command while holding a lease in Redis or etcd, so one worker at a
+/// time acts across many machines.
 #[derive(Debug, Parser)]
 #[command(
     name = "distlock",
     // The package version, plus the commit when built from a git checkout
     // (set by build.rs), so `--version` on a fleet host names the build.
     version = env!("DISTLOCK_VERSION"),
-    about = "Run a command while holding a lease in Redis: one worker at a time across many machines",
+    about = "Run a command while holding a lease in Redis or etcd: one worker at a time across many machines",
     // Generated from the one exit table at compile time.
     after_help = crate::exit::HELP,
     propagate_version = true,
@@ -214,11 +214,13 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// Options every subcommand accepts, before or after the subcommand name.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Redis to hold leases in: redis://[user[:pass]@]host[:port][/db],
+    /// Redis or etcd to hold leases in: redis://[user[:pass]@]host[:port][/db],
     /// rediss://… (TLS), redis+unix:///path or unix:///path[?db=N],
     /// redis+sentinel://host:26379,host:26379/master[/db],
-    /// redis+cluster://host:port,host:port [env: DISTLOCK_URL, else
-    /// DISTLOCK_REDIS_URL] [default: redis://127.0.0.1:6379]
+    /// redis+cluster://host:port,host:port,
+    /// etcd://[user[:pass]@]host[:port][,host[:port]…], etcds://… (TLS)
+    /// [env: DISTLOCK_URL, else DISTLOCK_REDIS_URL] [default:
+    /// redis://127.0.0.1:6379]
     //
     // Two variables, the new name first: clap's `env` takes one, so the
     // older name and the default are applied in `url()`.
@@ -412,7 +414,7 @@ pub struct LeaseArgs {
 #[command(
     long_about = "Run CMD while holding the lock NAME.\n\n\
         Takes a lease in Redis (one atomic script: SET NX PX plus a fencing \
-        token), starts CMD in its own process group with DISTLOCK_NAME, \
+        token) or etcd (one transaction; the token is etcd's revision), starts CMD in its own process group with DISTLOCK_NAME, \
         DISTLOCK_KEY, DISTLOCK_OWNER and DISTLOCK_FENCING_TOKEN set, renews \
         the lease while CMD runs, and releases it when CMD ends. If the lease \
         cannot be renewed, CMD's process group gets --kill-signal before the \
@@ -451,8 +453,9 @@ pub struct RunArgs {
     pub at_risk_signal: Option<Signal>,
 
     /// Once per window: after acquiring, start CMD only if no `run
-    /// --once-per` of NAME succeeded (exited 0) less than D ago, by the Redis
-    /// server's clock; otherwise exit with --done-exit-code. A success
+    /// --once-per` of NAME succeeded (exited 0) less than D ago, by the
+    /// server's clock (on etcd D is whole seconds); otherwise exit with
+    /// --done-exit-code. A success
     /// writes the done mark PREFIX:{NAME}:done, which expires D after that
     /// run acquired the lock. Not with --limit above 1
     #[arg(long, value_name = "D", value_parser = config::parse_window, allow_hyphen_values = true, help_heading = HEADING_CRON_CI)]
@@ -470,12 +473,12 @@ pub struct RunArgs {
     )]
     pub done_exit_code: u8,
 
-    /// How long Redis keeps the record of the last run (who, when, how
+    /// How long the store keeps the record of the last run (who, when, how
     /// long, exit status, token)
     #[arg(long, default_value = "7d", value_name = "D", value_parser = config::parse_expiry, allow_hyphen_values = true, help_heading = HEADING_CRON_CI)]
     pub last_run_keep: Duration,
 
-    /// How many records of its runs Redis keeps for NAME (`distlock
+    /// How many records of its runs the store keeps for NAME (`distlock
     /// history`); 0 keeps none
     #[arg(long, env = "DISTLOCK_HISTORY_KEEP", hide_env_values = true, default_value_t = 100, value_name = "N", help_heading = HEADING_CRON_CI)]
     pub history_keep: u32,
