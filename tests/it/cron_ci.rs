@@ -85,38 +85,6 @@ fn processes_of(server: &RedisServer) -> Vec<i32> {
     out
 }
 
-/// `export NAME='value'` lines evaluated by sh; returns the named variables.
-fn eval_exports(exports: &str, vars: &[&str]) -> Vec<String> {
-    let script = format!(
-        "eval \"$1\" || exit 9; printf '%s\\n' {}",
-        vars.iter()
-            .map(|v| format!("\"${v}\""))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let out = Command::new("sh")
-        .args(["-c", &script, "sh", exports])
-        .output_within(LIMIT);
-    assert!(out.status.success(), "eval failed: {exports:?}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Kills a process on drop (a hold renewer a failed test leaves behind).
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.0 > 0 && alive(self.0) {
-            signal(self.0, libc::SIGCONT);
-            signal(self.0, libc::SIGKILL);
-        }
-    }
-}
-
 /// Waits for a background child; kills and fails on timeout.
 fn finish(child: &mut Child) -> ExitStatus {
     wait_with_timeout(child, LIMIT)

@@ -273,3 +273,41 @@ fn only_an_etcd_url_starts_an_async_runtime() {
         "an etcd run's runtime is seen: {on_etcd}"
     );
 }
+
+/// `hold` on etcd: the background renewer keeps the key past several of
+/// its TTLs, a release by the printed owner frees it and the renewer
+/// exits.
+#[test]
+fn hold_keeps_the_lease_past_its_ttl_until_released() {
+    let e = shared();
+    let key = "distlock:{etcd-hold}";
+    let out = run(&["hold", "--ttl", "2s", "etcd-hold"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = eval_exports(&out.stdout, &["DISTLOCK_OWNER", "DISTLOCK_HOLD_PID"]);
+    let (owner, pid): (String, i32) = (v[0].clone(), v[1].parse().unwrap());
+    let _renewer = KillOnDrop(pid);
+    assert_eq!(e.get(key).as_deref(), Some(owner.as_str()));
+    // Three TTLs: only renewal keeps the key.
+    let since = std::time::Instant::now();
+    while since.elapsed() < Duration::from_secs(6) {
+        assert_eq!(
+            e.get(key).as_deref(),
+            Some(owner.as_str()),
+            "lapsed after {:?}",
+            since.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = exec(
+        at(&e.url())
+            .env("DISTLOCK_OWNER", &owner)
+            .args(["release", "etcd-hold"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(e.get(key), None, "released");
+    assert!(
+        poll(LIMIT, Duration::from_millis(20), || !alive(pid)),
+        "the renewer exits once the lock is released"
+    );
+}

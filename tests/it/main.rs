@@ -15,6 +15,7 @@ mod etcd;
 mod etcd_cluster;
 mod etcd_limit;
 mod etcd_record;
+mod etcd_secure;
 mod etcd_wait;
 mod faults;
 mod fencing;

@@ -3,7 +3,7 @@
 //! shared ([`shared`]): tests that use it pick names of their own and do
 //! not stop it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -17,18 +17,37 @@ pub struct EtcdServer {
     pub port: u16,
     /// Data directory (and etcd.log), removed on drop.
     _dir: tempfile::TempDir,
+    /// Clients speak TLS to it (`etcds://`).
+    tls: Option<ServerTls>,
+}
+
+/// A TLS member's certificate and key, and the CA that signed them.
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
 }
 
 impl EtcdServer {
     /// Starts a one-member cluster and waits until it answers.
     pub fn start() -> EtcdServer {
+        Self::start_with(None)
+    }
+
+    /// The same, with clients on TLS only (`https://`, so `etcds://`).
+    pub fn start_tls(tls: ServerTls) -> EtcdServer {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<ServerTls>) -> EtcdServer {
         let dir = tempfile::tempdir().unwrap();
         let (port, peer) = (free_port(), free_port());
-        let child = spawn_member(dir.path(), port, peer);
+        let child = spawn_member(dir.path(), port, peer, tls.as_ref());
         let server = EtcdServer {
             child,
             port,
             _dir: dir,
+            tls,
         };
         assert!(
             poll(Duration::from_secs(20), Duration::from_millis(50), || {
@@ -39,9 +58,10 @@ impl EtcdServer {
         server
     }
 
-    /// `etcd://127.0.0.1:PORT`.
+    /// `etcd://127.0.0.1:PORT` (`etcds://` for a TLS member).
     pub fn url(&self) -> String {
-        format!("etcd://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "etcds" } else { "etcd" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The watchers this member has (its `/metrics`, read with a plain
@@ -62,12 +82,16 @@ impl EtcdServer {
 
     /// `etcdctl ARGS` against this member: its stdout, or None on failure.
     pub fn try_ctl(&self, args: &[&str]) -> Option<String> {
-        let out = Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints=127.0.0.1:{}", self.port))
-            .arg("--dial-timeout=2s")
-            .args(args)
-            .output_within(Duration::from_secs(10));
+        let mut ctl = Command::new("etcdctl");
+        ctl.env("ETCDCTL_API", "3").arg("--dial-timeout=2s");
+        match &self.tls {
+            Some(t) => ctl
+                .arg(format!("--endpoints=https://127.0.0.1:{}", self.port))
+                .arg("--cacert")
+                .arg(&t.ca),
+            None => ctl.arg(format!("--endpoints=127.0.0.1:{}", self.port)),
+        };
+        let out = ctl.args(args).output_within(Duration::from_secs(10));
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
@@ -104,9 +128,10 @@ impl Drop for EtcdServer {
 /// Starts `etcd` as a one-member cluster on `port` (clients) and `peer`.
 /// It dies with the test process (PR_SET_PDEATHSIG), so a shared member
 /// held in a static never outlives the test binary.
-fn spawn_member(dir: &Path, port: u16, peer: u16) -> Child {
+fn spawn_member(dir: &Path, port: u16, peer: u16, tls: Option<&ServerTls>) -> Child {
     use std::os::unix::process::CommandExt;
-    let client = format!("http://127.0.0.1:{port}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let client = format!("{scheme}://127.0.0.1:{port}");
     let peer = format!("http://127.0.0.1:{peer}");
     let mut cmd = Command::new("etcd");
     cmd.arg("--name=m")
@@ -116,6 +141,12 @@ fn spawn_member(dir: &Path, port: u16, peer: u16) -> Child {
         .arg(format!("--listen-peer-urls={peer}"))
         .arg(format!("--initial-advertise-peer-urls={peer}"))
         .arg(format!("--initial-cluster=m={peer}"))
+        .args(tls.map_or_else(Vec::new, |t| {
+            vec![
+                format!("--cert-file={}", t.cert.display()),
+                format!("--key-file={}", t.key.display()),
+            ]
+        }))
         .arg("--logger=zap")
         .arg("--log-level=error")
         .stdin(Stdio::null())
