@@ -202,11 +202,21 @@ pub fn answers_as(port: u16, pid: u32) -> bool {
 /// A loopback port that was free a moment ago (a server started on it may
 /// still lose a race and must retry, as `RedisServer::start_with` does).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // The kernel may hand the same free port to two binds in a row: a
+    // three-member etcd once got one port for two members. A port is given
+    // out once per test process.
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// The distlock binary built for these tests.
