@@ -311,3 +311,47 @@ fn hold_keeps_the_lease_past_its_ttl_until_released() {
         "the renewer exits once the lock is released"
     );
 }
+
+/// etcd refreshes a lease to the TTL it was granted with, so a second
+/// acquisition or a renewal with the same owner and a longer --ttl cannot
+/// be honoured: it is refused (exit 2, nothing changed) rather than
+/// reported as held for a TTL the lease does not have.
+#[test]
+fn the_same_owner_cannot_claim_a_longer_ttl_than_its_lease_was_granted() {
+    let e = shared();
+    let owner = ["--owner", "ttl-owner"];
+    let take = |ttl: &str| {
+        exec(
+            at(&e.url())
+                .args(["acquire"])
+                .args(owner)
+                .args(["--ttl", ttl, "etcd-ttl"]),
+            LIMIT,
+        )
+    };
+    assert_eq!(take("2s").code, 0);
+    let longer = take("10s");
+    assert_eq!(longer.code, 2, "{longer:?}");
+    assert!(
+        longer.stderr.contains("etcd cannot lengthen a lease"),
+        "{longer:?}"
+    );
+    let renew = |ttl: &str| {
+        exec(
+            at(&e.url())
+                .args(["renew"])
+                .args(owner)
+                .args(["--ttl", ttl, "etcd-ttl"]),
+            LIMIT,
+        )
+    };
+    let out = renew("10s");
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(renew("2s").code, 0, "the granted TTL renews");
+    assert_eq!(take("2s").code, 0, "a retry with the granted TTL is ours");
+    let out = exec(
+        at(&e.url()).args(["release"]).args(owner).arg("etcd-ttl"),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+}

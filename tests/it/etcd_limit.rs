@@ -561,3 +561,62 @@ fn min_hold_shorter_than_cmd_releases_at_once_on_etcd() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(shared().get(&key("etcd-quick")), None);
 }
+
+/// A fair waiter on a plain lock whose name becomes a semaphore while it
+/// waits (another client's slot appears): when the lock goes, the waiter
+/// is refused with the usage error of a disagreeing limit, as on Redis,
+/// instead of retrying until its wait runs out.
+#[test]
+fn a_fair_waiter_on_a_name_that_became_a_semaphore_is_refused_not_spinning() {
+    let e = EtcdServer::start();
+    let name = "lim-became";
+    let take = exec(
+        at(&e.url()).args(["acquire", "--json", "--ttl", "30s", name]),
+        LIMIT,
+    );
+    assert_eq!(take.code, 0, "{take:?}");
+    let owner = json(&take.stdout)["owner"].as_str().unwrap().to_owned();
+    let waiter = at(&e.url())
+        .args(["run", "--wait", "20s", name, "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let queue = format!("distlock:{{{name}}}:queue/");
+    assert!(
+        poll(LIMIT, Duration::from_millis(20), || !e
+            .ctl(&["get", "--prefix", "--keys-only", &queue])
+            .trim()
+            .is_empty()),
+        "the waiter queued"
+    );
+    // Another client's slot of a semaphore of 2, then the lock goes.
+    e.ctl(&["put", &format!("distlock:{{{name}}}:slot/2/0"), "someone"]);
+    let out = exec(
+        at(&e.url()).args(["release", "--owner", &owner, name]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let released = Instant::now();
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{name} is in use as a semaphore with --limit 2, but this call says --limit 1"
+        )),
+        "{err}"
+    );
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "refused at once, not when the wait ran out: {:?}",
+        released.elapsed()
+    );
+    assert!(
+        e.ctl(&["get", "--prefix", "--keys-only", &queue])
+            .trim()
+            .is_empty(),
+        "it left the queue"
+    );
+}

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, PutOptions, TxnOp};
 
-use super::semaphore::lease_left;
+use super::semaphore::lease_alive;
 use super::{LockKeys, Result};
 
 /// `P:{N}:hold`.
@@ -77,7 +77,9 @@ impl super::Store {
             if h.value() != me.as_bytes() {
                 return Ok(None);
             }
-            let Some(left) = lease_left(&mut c, h.lease()).await else {
+            // An error here is an error: read as "no hold", it would
+            // release the lock before its minimum hold.
+            let Some(left) = lease_alive(&mut c, h.lease()).await? else {
                 return Ok(None);
             };
             let got = c.get(lock.clone(), None).await?;

@@ -268,7 +268,7 @@ impl Store {
         let by_run = meta.iter().any(|(k, _)| *k == "run");
         let marker = keys.meta.clone();
         let (hold_secs, k) = (min_hold::hold_secs(meta), keys.clone());
-        let (outcome, done_moved) = self.call("acquire", |mut c| async move {
+        let (outcome, done_moved, short) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();
             let hold = min_hold::grant(&mut c, hold_secs).await?;
             let mut ops = vec![
@@ -301,7 +301,7 @@ impl Store {
             let resp = c.txn(txn).await?;
             if resp.succeeded() {
                 let rev = resp.header().map_or(0, |h| h.revision());
-                return Ok((Ok(rev), false));
+                return Ok((Ok(rev), false, None));
             }
             let replies = op_responses(&resp)?;
             let kv = first_kv(&replies);
@@ -318,19 +318,23 @@ impl Store {
             }
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
-                return Ok((Err((None, None)), done_moved));
+                return Ok((Err((None, None)), done_moved, None));
             };
             if kv.value() == me.as_bytes() {
-                // A retry after a lost reply: ours already, same token.
-                c.lease_keep_alive(kv.lease()).await?;
-                return Ok((Ok(kv.create_revision()), false));
+                // A retry after a lost reply (or another call with our
+                // owner id): ours already, same token, if its lease lasts.
+                return Ok(match keep_alive_for(&mut c, kv.lease(), ttl).await? {
+                    Kept::Yes => (Ok(kv.create_revision()), false, None),
+                    Kept::Short(granted) => (Ok(kv.create_revision()), false, Some(granted)),
+                    Kept::Gone => (Err((None, None)), false, None),
+                });
             }
-            let ttl = match c.lease_time_to_live(kv.lease(), None).await {
-                Ok(r) if r.ttl() > 0 => Some(Duration::from_secs(r.ttl() as u64)),
-                _ => None,
-            };
-            Ok((Err((Some(kv.value().to_vec()), ttl)), done_moved))
+            let ttl = semaphore::lease_left(&mut c, kv.lease()).await;
+            Ok((Err((Some(kv.value().to_vec()), ttl)), done_moved, None))
         })?;
+        if let Some(granted) = short {
+            return Err(short_lease(keys, granted, ttl));
+        }
         if let Err((None, _)) = outcome {
             self.refuse_semaphore(keys)?;
         }
@@ -384,27 +388,29 @@ impl Store {
     /// Renews our lease: the key must still hold our owner (deleted or
     /// taken over is a lost lease), then one keep-alive on its lease, whose
     /// reply must confirm it (TTL > 0). The lease's TTL is the one it was
-    /// granted with: etcd cannot change it.
+    /// granted with: etcd cannot change it, so one granted shorter than
+    /// `--ttl` is refused (see `keep_alive_for`).
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
-        lease_secs(ttl_ms)?;
+        let ttl = lease_secs(ttl_ms)?;
         if let Some(n) = keys.limit {
-            return self.renew_slot(keys, owner, n);
+            return self.renew_slot(keys, owner, n, ttl);
         }
         let (key, me) = (keys.lock.clone(), owner.to_owned());
-        self.call("renewal", |mut c| async move {
+        let kept = self.call("renewal", |mut c| async move {
             let got = c.get(key, None).await?;
             let Some(kv) = got.kvs().first() else {
-                return Ok(false);
+                return Ok(Kept::Gone);
             };
             if kv.value() != me.as_bytes() || kv.lease() == 0 {
-                return Ok(false);
+                return Ok(Kept::Gone);
             }
-            match c.lease_keep_alive(kv.lease()).await {
-                Ok(_) => Ok(true),
-                Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
-                Err(e) => Err(e),
-            }
-        })
+            keep_alive_for(&mut c, kv.lease(), ttl).await
+        })?;
+        match kept {
+            Kept::Yes => Ok(true),
+            Kept::Gone => Ok(false),
+            Kept::Short(granted) => Err(short_lease(keys, granted, ttl)),
+        }
     }
 
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
@@ -637,6 +643,46 @@ impl Store {
         found.dedup();
         Ok(found)
     }
+}
+
+/// What keeping the lease a lock key is under alive found.
+enum Kept {
+    /// Kept, and granted with at least the TTL asked for.
+    Yes,
+    /// Kept, but granted with this shorter TTL (seconds).
+    Short(i64),
+    /// No such lease any more.
+    Gone,
+}
+
+/// Keeps lease `id` alive and checks it was granted with at least `ttl`
+/// seconds. etcd refreshes a lease to the TTL it was granted with, so a
+/// lease granted shorter (by an earlier call with the same owner id, or
+/// the `--min-hold` lease a kept lock moved to) would expire before the
+/// deadline distlock counts from `--ttl`: two holders. Redis extends to
+/// the longer of the two instead; etcd cannot.
+async fn keep_alive_for(
+    c: &mut Client,
+    id: i64,
+    ttl: i64,
+) -> std::result::Result<Kept, etcd_client::Error> {
+    if !queue::kept_alive(c, id).await? {
+        return Ok(Kept::Gone);
+    }
+    let granted = c.lease_time_to_live(id, None).await?.granted_ttl();
+    Ok(if granted >= ttl {
+        Kept::Yes
+    } else {
+        Kept::Short(granted)
+    })
+}
+
+/// The usage error for a lease held under a shorter TTL than asked.
+fn short_lease(keys: &LockKeys, granted: i64, ttl: i64) -> StoreError {
+    StoreError::Unsupported(format!(
+        "{} is held by this owner under an etcd lease of {granted}s, and etcd cannot lengthen a lease: --ttl {ttl}s is refused (release it and acquire it again)",
+        keys.name
+    ))
 }
 
 /// The name in a lock key `P:{N}`, or None for any other key.

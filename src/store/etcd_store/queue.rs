@@ -137,12 +137,28 @@ impl Store {
         let me = owner.to_owned();
         let was = self.queue.joined.filter(|j| j.ttl == ttl);
         let watched = self.watched;
+        // Joining is a call of its own, recorded before anything else can
+        // fail: a waiter interrupted (or timed out) later in its first
+        // attempt still revokes its lease when it leaves, so its key does
+        // not block the one behind it for a whole TTL.
+        let (start, fresh) = match was {
+            Some(j) => (j, false),
+            None => {
+                let (mine, me) = (mine.clone(), me.clone());
+                let j = self.call("acquire", |mut c| async move {
+                    join(&mut c, &mine, &me, ttl, None).await
+                })?;
+                self.queue.joined = Some(j);
+                (j, true)
+            }
+        };
         let (joined, found) = self.call("acquire", |mut c| async move {
-            // Our lease must last a full TTL from this attempt's send time.
-            let mut joined = match was {
-                Some(j) if kept_alive(&mut c, j.lease).await? => j,
-                _ => join(&mut c, &mine, &me, ttl, None).await?,
-            };
+            // Our lease must last a full TTL from this attempt's send time:
+            // just granted, or kept alive now.
+            let mut joined = start;
+            if !fresh && !kept_alive(&mut c, joined.lease).await? {
+                joined = join(&mut c, &mine, &me, ttl, None).await?;
+            }
             for _ in 0..3 {
                 let ahead = c
                     .get(
@@ -276,6 +292,12 @@ impl Store {
                     self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
                 }
                 self.queue.joined = Some(joined);
+                // Free, yet not ours after three tries: the name may have
+                // become a semaphore (its slots fail our compare), which is
+                // the usage error it is on Redis, not a reason to spin.
+                if watch.is_none() && holder.is_none() {
+                    self.refuse_semaphore(keys)?;
+                }
                 self.order(match watch {
                     Some((key, from)) => Follow::Watch(key, from),
                     None => Follow::WakeNow,
@@ -484,7 +506,10 @@ async fn join(
 
 /// One keep-alive of `lease`, confirmed by its reply: false when the
 /// lease is gone (TTL 0), and our key with it.
-async fn kept_alive(c: &mut Client, lease: i64) -> std::result::Result<bool, etcd_client::Error> {
+pub(super) async fn kept_alive(
+    c: &mut Client,
+    lease: i64,
+) -> std::result::Result<bool, etcd_client::Error> {
     // etcd-client reads the first reply itself and calls a TTL of 0 a
     // LeaseKeepAliveError.
     match c.lease_keep_alive(lease).await {

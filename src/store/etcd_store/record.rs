@@ -106,7 +106,7 @@ fn done_ttl(window_ms: u64, elapsed_ms: u64) -> Option<i64> {
 /// was granted, from etcd's TTL in whole seconds (the lease ends within
 /// `left + 1` s), counted low: a mark is never taken for older than it is.
 fn mark_age(written_age_ms: u64, granted_s: i64, left_s: i64) -> Duration {
-    let since = (granted_s - left_s - 1).max(0) as u64;
+    let since = (granted_s.saturating_sub(left_s).saturating_sub(1)).max(0) as u64;
     Duration::from_millis(written_age_ms.saturating_add(since.saturating_mul(1000)))
 }
 
@@ -345,13 +345,15 @@ impl Store {
             let Some(kv) = got.kvs().first().cloned() else {
                 return Ok(None);
             };
+            // A lookup that fails is an error, never "no lease": judged
+            // by this host's clock instead, a clock running ahead would
+            // find a fresh mark old.
             let ttl = match kv.lease() {
                 0 => None,
-                l => c
-                    .lease_time_to_live(l, None)
-                    .await
-                    .ok()
-                    .map(|r| (r.granted_ttl(), r.ttl())),
+                l => {
+                    let r = c.lease_time_to_live(l, None).await?;
+                    Some((r.granted_ttl(), r.ttl()))
+                }
             };
             Ok(Some((kv, rev, ttl)))
         })?;

@@ -219,10 +219,14 @@ impl super::Store {
                     return finish(&mut c, lease, Found::Mismatch(e)).await;
                 }
                 if let Some(kv) = seen.mine(&me) {
-                    // A retry after a lost reply: ours already, same token.
-                    c.lease_keep_alive(kv.lease()).await?;
-                    let token = kv.create_revision();
-                    return finish(&mut c, lease, Found::Token(token)).await;
+                    // A retry after a lost reply: ours already, same token,
+                    // if its lease lasts.
+                    let found = match super::keep_alive_for(&mut c, kv.lease(), ttl).await? {
+                        super::Kept::Yes => Found::Token(kv.create_revision()),
+                        super::Kept::Short(g) => Found::Mismatch(super::short_lease(&k, g, ttl)),
+                        super::Kept::Gone => continue,
+                    };
+                    return finish(&mut c, lease, found).await;
                 }
                 let taken: Vec<&[u8]> = seen.slots.iter().map(KeyValue::key).collect();
                 let Some(free) = (0..n).find(|&i| !taken.contains(&s.slot(i).as_bytes())) else {
@@ -274,23 +278,30 @@ impl super::Store {
 
     /// `renew` of our slot: a keep-alive of its lease, whose reply must
     /// confirm it.
-    pub(super) fn renew_slot(&mut self, keys: &LockKeys, owner: &str, n: u32) -> Result<bool> {
+    pub(super) fn renew_slot(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        n: u32,
+        ttl: i64,
+    ) -> Result<bool> {
         let ours = Slots::of(keys, n).ours;
         let me = owner.to_owned();
-        self.call("renewal", |mut c| async move {
+        let kept = self.call("renewal", |mut c| async move {
             let got = c.get(ours, Some(GetOptions::new().with_prefix())).await?;
             let Some(kv) = got.kvs().iter().find(|kv| kv.value() == me.as_bytes()) else {
-                return Ok(false);
+                return Ok(super::Kept::Gone);
             };
             if kv.lease() == 0 {
-                return Ok(false);
+                return Ok(super::Kept::Gone);
             }
-            match c.lease_keep_alive(kv.lease()).await {
-                Ok(_) => Ok(true),
-                Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
-                Err(e) => Err(e),
-            }
-        })
+            super::keep_alive_for(&mut c, kv.lease(), ttl).await
+        })?;
+        match kept {
+            super::Kept::Yes => Ok(true),
+            super::Kept::Gone => Ok(false),
+            super::Kept::Short(g) => Err(super::short_lease(keys, g, ttl)),
+        }
     }
 
     /// `release` of our slot, by the process that took it (`unless_run`
@@ -436,15 +447,23 @@ async fn finish<T>(
     Ok(out)
 }
 
-/// Time left on a lease; None when it is gone (or cannot be read).
+/// Time left on a lease; None when it is gone (or cannot be read), for
+/// what is only shown. A decision (the minimum hold) uses `lease_alive`.
 pub(super) async fn lease_left(c: &mut Client, lease: i64) -> Option<Duration> {
+    lease_alive(c, lease).await.ok().flatten()
+}
+
+/// Time left on a lease; None when it is gone, an error when etcd did not
+/// say.
+pub(super) async fn lease_alive(
+    c: &mut Client,
+    lease: i64,
+) -> std::result::Result<Option<Duration>, etcd_client::Error> {
     if lease == 0 {
-        return None;
+        return Ok(None);
     }
-    match c.lease_time_to_live(lease, None).await {
-        Ok(r) if r.ttl() > 0 => Some(Duration::from_secs(r.ttl() as u64)),
-        _ => None,
-    }
+    let r = c.lease_time_to_live(lease, None).await?;
+    Ok((r.ttl() > 0).then(|| Duration::from_secs(r.ttl() as u64)))
 }
 
 /// The holder whose slot expires first, and its time left, for the busy
