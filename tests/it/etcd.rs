@@ -6,15 +6,9 @@
 use std::time::Duration;
 
 use crate::common::etcd;
+use crate::common::etcd::at;
 use crate::common::*;
 use etcd::shared;
-
-/// `distlock` pointed at `url` through the backend-neutral variable.
-fn at(url: &str) -> std::process::Command {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_URL", url);
-    cmd
-}
 
 fn run(args: &[&str]) -> Out {
     exec(at(&shared().url()).args(args), LIMIT)

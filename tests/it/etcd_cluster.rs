@@ -11,6 +11,7 @@ use std::process::{Child, Stdio};
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
+use crate::common::etcd::at;
 use crate::common::etcd_cluster::EtcdCluster;
 use crate::common::*;
 
@@ -19,12 +20,6 @@ use crate::common::*;
 fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn at(url: &str) -> std::process::Command {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_URL", url);
-    cmd
 }
 
 /// `run NAME --ttl TTL -- sh -c SCRIPT DIR` in the background; the script

@@ -9,16 +9,10 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::etcd::at;
 use crate::common::etcd::{shared, EtcdServer};
 use crate::common::etcd_proc;
 use crate::common::*;
-
-/// `distlock` pointed at `url` through the backend-neutral variable.
-fn at(url: &str) -> std::process::Command {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_URL", url);
-    cmd
-}
 
 fn run(args: &[&str]) -> Out {
     exec(at(&shared().url()).args(args), LIMIT)
@@ -199,7 +193,7 @@ fn release_frees_a_slot_and_force_frees_them_all() {
     assert_eq!(run(&["acquire", "--limit", "2", "lim-rel"]).code, 75);
     // A retry by the same owner (a lost reply) gets the same slot and token.
     let again = run(&[
-        "acquire", "--json", "--limit", "2", "--owner", &a, "lim-rel",
+        "acquire", "--json", "--limit", "2", "--ttl", "10s", "--owner", &a, "lim-rel",
     ]);
     assert_eq!(json(&again.stdout)["fencing_token"], ta, "{again:?}");
     assert_eq!(slot_keys(e, "lim-rel").len(), 2);

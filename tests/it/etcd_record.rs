@@ -14,9 +14,7 @@ use crate::common::etcd::shared;
 use crate::common::*;
 
 fn at() -> std::process::Command {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_URL", shared().url());
-    cmd
+    crate::common::etcd::at(&shared().url())
 }
 
 fn dl(args: &[&str]) -> Out {

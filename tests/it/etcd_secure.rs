@@ -4,15 +4,10 @@
 //! password is exit 125 with one line that never shows it. The contract's
 //! "Backends": unreachable, auth refused or TLS failure is 125 as on Redis.
 
+use crate::common::etcd::at;
 use crate::common::etcd::{EtcdServer, ServerTls};
 use crate::common::tls::Pki;
 use crate::common::*;
-
-fn at(url: &str) -> std::process::Command {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_URL", url);
-    cmd
-}
 
 const TOKEN: &[&str] = &["--", "sh", "-c", "echo $DISTLOCK_FENCING_TOKEN"];
 

@@ -8,14 +8,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::etcd::at;
 use crate::common::etcd::{shared, EtcdServer};
 use crate::common::*;
-
-fn at(url: &str) -> Command {
-    let mut cmd = bare_distlock();
-    cmd.env("DISTLOCK_URL", url);
-    cmd
-}
 
 /// Takes `name` with `acquire` for `ttl`; its owner id and token.
 fn hold(e: &EtcdServer, name: &str, ttl: &str) -> (String, u64) {

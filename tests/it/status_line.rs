@@ -79,6 +79,22 @@ fn on_pty(mut cmd: Command, during: impl FnOnce(&Screen)) -> (i32, String) {
     (code, screen.finish())
 }
 
+/// The last line drawn names us first in line for `name`, and the holder
+/// by this host, its pid and its command (a `sh -c` from `Holder`).
+fn assert_last_line_names_the_holder(screen: &str, name: &str, pid: u32) {
+    let last = screen
+        .rsplit(ERASE)
+        .find(|l| !l.is_empty())
+        .unwrap_or_else(|| panic!("nothing drawn: {screen:?}"));
+    assert!(
+        last.starts_with(&format!(
+            "distlock: waiting for {name} (1st in line, waited "
+        )) && last.contains(&format!("): held by {} pid {pid} for ", hostname()))
+            && last.contains("sh -c "),
+        "{last:?} in {screen:?}"
+    );
+}
+
 fn waiter(server: &RedisServer, wait: &str, extra: &[&str]) -> Command {
     let mut c = distlock(server);
     c.env("TERM", "xterm")
@@ -105,7 +121,6 @@ fn the_line_names_holder_and_place_and_is_erased_when_the_lock_is_taken() {
         &[],
     );
     holder.wait_held();
-    let host = hostname();
     let (code, screen) = on_pty(waiter(&server, "30s", &[]), |s| {
         // Redrawn while nothing else happens: a second line of waiting.
         assert!(
@@ -116,16 +131,7 @@ fn the_line_names_holder_and_place_and_is_erased_when_the_lock_is_taken() {
         holder.finish();
     });
     assert_eq!(code, 0, "{screen:?}");
-    let last = screen
-        .rsplit(ERASE)
-        .find(|l| !l.is_empty())
-        .unwrap_or_else(|| panic!("nothing drawn: {screen:?}"));
-    assert!(
-        last.starts_with("distlock: waiting for t (1st in line, waited ")
-            && last.contains(&format!("): held by {host} pid {} for ", holder.pid()))
-            && last.contains("sh -c "),
-        "{last:?} in {screen:?}"
-    );
+    assert_last_line_names_the_holder(&screen, "t", holder.pid());
     assert!(
         screen.matches(ERASE).count() >= 4,
         "redrawn in place: {screen:?}"
@@ -218,7 +224,6 @@ fn on_etcd_the_line_names_holder_and_place_too() {
         &[],
     );
     holder.wait_held();
-    let host = hostname();
     let mut waiter = on_etcd();
     waiter
         .env("TERM", "xterm")
@@ -232,15 +237,6 @@ fn on_etcd_the_line_names_holder_and_place_too() {
         holder.finish();
     });
     assert_eq!(code, 0, "{screen:?}");
-    let last = screen
-        .rsplit(ERASE)
-        .find(|l| !l.is_empty())
-        .unwrap_or_else(|| panic!("nothing drawn: {screen:?}"));
-    assert!(
-        last.starts_with("distlock: waiting for status-etcd (1st in line, waited ")
-            && last.contains(&format!("): held by {host} pid {} for ", holder.pid()))
-            && last.contains("sh -c "),
-        "{last:?} in {screen:?}"
-    );
+    assert_last_line_names_the_holder(&screen, "status-etcd", holder.pid());
     assert!(screen.ends_with(ERASE), "{screen:?}");
 }

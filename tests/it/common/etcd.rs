@@ -10,6 +10,14 @@ use std::time::Duration;
 
 use super::{free_port, poll, Bounded};
 
+/// `distlock` pointed at `url` through the backend-neutral `DISTLOCK_URL`,
+/// with no DISTLOCK_* variables inherited.
+pub fn at(url: &str) -> Command {
+    let mut cmd = super::bare_distlock();
+    cmd.env("DISTLOCK_URL", url);
+    cmd
+}
+
 /// An etcd member of our own, killed and reaped on drop.
 pub struct EtcdServer {
     child: Child,
