@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, PutOptions, TxnOp};
 
+use super::record::EndWrites;
 use super::semaphore::lease_alive;
 use super::{LockKeys, Result};
 
@@ -60,12 +61,15 @@ impl super::Store {
     /// Keeps our lock for the rest of its minimum hold, if any is left:
     /// the time left, or None when the release should go ahead. With
     /// `unless_run`, a lock a `run` marks is not touched (the release then
-    /// refuses it as usual).
+    /// refuses it as usual). `end`, a run's records and done mark, is
+    /// written by the same transaction that keeps the lock, so a kept
+    /// lock never lacks its done mark.
     pub(super) fn keep_for_min_hold(
         &mut self,
         keys: &LockKeys,
         owner: &str,
         unless_run: bool,
+        end: Option<EndWrites>,
     ) -> Result<Option<Duration>> {
         let (lock, hold, marker) = (keys.lock.clone(), hold_key(keys), keys.meta.clone());
         let me = owner.to_owned();
@@ -89,10 +93,13 @@ impl super::Store {
             if l.value() != me.as_bytes() {
                 return Ok(None);
             }
-            if l.lease() == h.lease() {
-                // Kept already by an earlier release.
-                return Ok(Some(left));
-            }
+            let (mut ops, settle) = match end {
+                Some(e) => {
+                    let (ops, settle) = e.prepare(&mut c).await?;
+                    (ops, Some(settle))
+                }
+                None => (Vec::new(), None),
+            };
             let mut when = vec![
                 Compare::mod_revision(lock.clone(), CompareOp::Equal, l.mod_revision()),
                 Compare::mod_revision(hold, CompareOp::Equal, h.mod_revision()),
@@ -100,15 +107,28 @@ impl super::Store {
             if unless_run {
                 when.push(Compare::create_revision(marker, CompareOp::Equal, 0));
             }
-            let txn = etcd_client::Txn::new().when(when).and_then([TxnOp::put(
-                lock,
-                me,
-                Some(PutOptions::new().with_lease(h.lease())),
-            )]);
-            if !c.txn(txn).await?.succeeded() {
+            // Kept already by an earlier release: only the records, if any.
+            let moving = l.lease() != h.lease();
+            if moving {
+                ops.push(TxnOp::put(
+                    lock,
+                    me,
+                    Some(PutOptions::new().with_lease(h.lease())),
+                ));
+            }
+            let written = if ops.is_empty() {
+                true
+            } else {
+                let txn = etcd_client::Txn::new().when(when).and_then(ops);
+                c.txn(txn).await?.succeeded()
+            };
+            if let Some(settle) = settle {
+                settle.after(&mut c, written).await?;
+            }
+            if !written {
                 return Ok(None);
             }
-            if l.lease() != 0 {
+            if moving && l.lease() != 0 {
                 let _ = c.lease_revoke(l.lease()).await;
             }
             Ok(Some(left))

@@ -423,7 +423,7 @@ impl Store {
         if let Some(n) = keys.limit {
             return self.release_slot(keys, owner, n, true, RunRecord::default());
         }
-        if let Some(left) = self.keep_for_min_hold(keys, owner, true)? {
+        if let Some(left) = self.keep_for_min_hold(keys, owner, true, None)? {
             return Ok(Release::Kept(left));
         }
         self.delete_if_owner(keys, owner, true)
@@ -442,8 +442,8 @@ impl Store {
         if let Some(n) = keys.limit {
             return self.release_slot(keys, owner, n, false, record);
         }
-        if let Some(left) = self.keep_for_min_hold(keys, owner, false)? {
-            self.write_records(keys, record, mark_done)?;
+        let end = record::EndWrites::of(keys, owner, &record, mark_done)?;
+        if let Some(left) = self.keep_for_min_hold(keys, owner, false, Some(end))? {
             return Ok(Release::Kept(left));
         }
         if record.last.is_none() && record.history.is_none() && !mark_done {
@@ -499,7 +499,7 @@ impl Store {
     }
 
     pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
-        self.write_records(keys, record, false)
+        self.write_records(keys, record)
     }
 
     pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {

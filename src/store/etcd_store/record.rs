@@ -273,6 +273,83 @@ fn run_writes(
     (out, trim)
 }
 
+/// What a run's end writes, prepared outside any call so that it can ride
+/// in another module's transaction: a lock kept for its `--min-hold`
+/// writes its records and done mark with the transaction that keeps it,
+/// as the Redis release script does, never in a second one that could
+/// fail after the first.
+pub(super) struct EndWrites {
+    writes: Vec<Write>,
+    last: String,
+    prefix: String,
+    keep: Option<u32>,
+}
+
+impl EndWrites {
+    /// The records of `record` and, with `mark_done` and `--once-per`, the
+    /// done mark.
+    pub(super) fn of(
+        keys: &LockKeys,
+        owner: &str,
+        record: &RunRecord,
+        mark_done: bool,
+    ) -> Result<EndWrites> {
+        let window_ms = window_secs(keys)?
+            .filter(|_| mark_done)
+            .map(|s| s.saturating_mul(1000));
+        let (writes, keep) = run_writes(keys, owner, record, window_ms);
+        Ok(EndWrites {
+            writes,
+            last: keys.last.clone(),
+            prefix: history_prefix(keys),
+            keep,
+        })
+    }
+
+    /// Grants the writes' leases and reads the lease of the last-run
+    /// record they replace: the puts for the transaction, and what
+    /// `settle` needs after it.
+    pub(super) async fn prepare(self, c: &mut Client) -> Ec<(Vec<TxnOp>, Settle)> {
+        let old_last = last_lease(c, &self.last).await?;
+        let (ops, granted) = puts(c, self.writes).await?;
+        let settle = Settle {
+            granted,
+            old_last,
+            prefix: self.prefix,
+            keep: self.keep,
+        };
+        Ok((ops, settle))
+    }
+}
+
+/// What is left to do once the transaction carrying [`EndWrites`] ran.
+pub(super) struct Settle {
+    granted: Vec<i64>,
+    old_last: Option<i64>,
+    prefix: String,
+    keep: Option<u32>,
+}
+
+impl Settle {
+    /// Written: the replaced last-run record's lease goes and the history
+    /// is trimmed. Not written: the new leases go.
+    pub(super) async fn after(self, c: &mut Client, written: bool) -> Ec<()> {
+        if !written {
+            for id in self.granted {
+                let _ = c.lease_revoke(id).await;
+            }
+            return Ok(());
+        }
+        if let Some(id) = self.old_last {
+            let _ = c.lease_revoke(id).await;
+        }
+        if let Some(keep) = self.keep {
+            trim(c, self.prefix, keep).await?;
+        }
+        Ok(())
+    }
+}
+
 /// The puts of `writes`, each under a new lease of its TTL; the leases
 /// granted, to revoke if the transaction does not happen.
 async fn puts(c: &mut Client, writes: Vec<Write>) -> Ec<(Vec<TxnOp>, Vec<i64>)> {
@@ -401,16 +478,13 @@ impl Store {
         record: RunRecord,
         mark_done: bool,
     ) -> Result<Release> {
-        let window_ms = window_secs(keys)?
-            .filter(|_| mark_done)
-            .map(|s| s.saturating_mul(1000));
-        let (writes, keep) = run_writes(keys, owner, &record, window_ms);
-        let (lock, me, last, prefix) = (
-            keys.lock.clone(),
-            owner.to_owned(),
-            keys.last.clone(),
-            history_prefix(keys),
-        );
+        let EndWrites {
+            writes,
+            last,
+            prefix,
+            keep,
+        } = EndWrites::of(keys, owner, &record, mark_done)?;
+        let (lock, me) = (keys.lock.clone(), owner.to_owned());
         let deletes = [keys.lock.clone(), keys.meta.clone(), holder_key(keys)];
         let found = self.call("release", |mut c| async move {
             let got = c.get(lock.clone(), None).await?;
@@ -455,16 +529,9 @@ impl Store {
         }
     }
 
-    /// The last-run and history records on their own, in one transaction:
-    /// for a lost lease (no release to carry them, `mark_done` false), or a
-    /// lock kept for its `--min-hold`, whose successful `--once-per` run
-    /// also leaves its done mark now, as on Redis.
-    pub(super) fn write_records(
-        &mut self,
-        keys: &LockKeys,
-        record: RunRecord,
-        mark_done: bool,
-    ) -> Result<()> {
+    /// The last-run and history records on their own, in one transaction,
+    /// for a lost lease: no release to carry them.
+    pub(super) fn write_records(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
         if record.last.is_none() && record.history.is_none() {
             return Ok(());
         }
@@ -472,10 +539,7 @@ impl Store {
             .last
             .map(|(l, _)| l.owner.clone())
             .unwrap_or_default();
-        let window_ms = window_secs(keys)?
-            .filter(|_| mark_done)
-            .map(|s| s.saturating_mul(1000));
-        let (writes, keep) = run_writes(keys, &owner, &record, window_ms);
+        let (writes, keep) = run_writes(keys, &owner, &record, None);
         let (last, prefix) = (keys.last.clone(), history_prefix(keys));
         self.call("recording the run", |mut c| async move {
             let old_last = last_lease(&mut c, &last).await?;
