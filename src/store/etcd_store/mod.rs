@@ -231,8 +231,7 @@ impl Store {
         meta: &[(&str, &str)],
     ) -> Result<Acquire> {
         if let Some(n) = keys.limit {
-            let by_run = meta.iter().any(|(k, _)| *k == "run");
-            let got = self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run)?;
+            let got = self.acquire_slot(keys, owner, lease_secs(ttl_ms)?, n, by_run(meta))?;
             // A waiter for a slot (in any order, as on Redis) is woken by
             // a change among the slots.
             if mode != Mode::Once && matches!(got, Acquire::Busy { .. }) {
@@ -251,7 +250,7 @@ impl Store {
             record::Look::Free(rev) => rev,
         };
         let done = keys.done.clone();
-        let (holder_key, holder) = record::holder_put(keys, meta);
+        let taking = Taking::new(keys, owner, meta);
         let mut when = vec![
             Compare::create_revision(keys.lock.clone(), CompareOp::Equal, 0),
             semaphore::no_slots(keys),
@@ -261,42 +260,13 @@ impl Store {
             when.push(Self::nobody_waits(keys));
         }
         when.extend(done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)));
-        let (key, fence, me) = (keys.lock.clone(), keys.fence.clone(), owner.to_owned());
-        // A `run` marks its lease with `P:{N}:meta` under the same lease, so
-        // that a release by owner from its CMD can be refused
-        // (`release_by_owner`); the lease's revocation or expiry takes it.
-        let by_run = meta.iter().any(|(k, _)| *k == "run");
-        let marker = keys.meta.clone();
-        let (hold_secs, k) = (min_hold::hold_secs(meta), keys.clone());
+        let (key, me) = (keys.lock.clone(), owner.to_owned());
         let (outcome, done_moved, short) = self.call("acquire", |mut c| async move {
             let lease = c.lease_grant(ttl, None).await?.id();
-            let hold = min_hold::grant(&mut c, hold_secs).await?;
-            let mut ops = vec![
-                TxnOp::put(
-                    key.clone(),
-                    me.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                ),
-                TxnOp::put(fence, me.clone(), None),
-                TxnOp::put(
-                    holder_key,
-                    holder,
-                    Some(PutOptions::new().with_lease(lease)),
-                ),
-            ];
-            if let Some(h) = hold {
-                ops.push(min_hold::put(&k, &me, h));
-            }
-            if by_run {
-                ops.push(TxnOp::put(
-                    marker,
-                    "run",
-                    Some(PutOptions::new().with_lease(lease)),
-                ));
-            }
+            let hold = min_hold::grant(&mut c, taking.hold_secs).await?;
             let txn = Txn::new()
                 .when(when)
-                .and_then(ops)
+                .and_then(taking.ops(lease, hold))
                 .or_else([TxnOp::get(key, None), TxnOp::get(done, None)]);
             let resp = c.txn(txn).await?;
             if resp.succeeded() {
@@ -642,6 +612,58 @@ impl Store {
         found.sort();
         found.dedup();
         Ok(found)
+    }
+}
+
+/// Whether `meta` is a `run`'s: its lease also carries the run marker.
+fn by_run(meta: &[(&str, &str)]) -> bool {
+    meta.iter().any(|(k, _)| *k == "run")
+}
+
+/// What taking the lock writes, prepared outside the call. The plain
+/// acquisition and a fair waiter's both write it, so a holder looks the
+/// same (to `inspect`, a release by owner, a status line) whichever way it
+/// came.
+struct Taking {
+    keys: LockKeys,
+    owner: String,
+    /// `P:{N}:holder` and its metadata (`record::holder_put`).
+    holder: (String, String),
+    by_run: bool,
+    /// The `--min-hold` lease to grant, in seconds, if any.
+    hold_secs: Option<i64>,
+}
+
+impl Taking {
+    fn new(keys: &LockKeys, owner: &str, meta: &[(&str, &str)]) -> Taking {
+        Taking {
+            keys: keys.clone(),
+            owner: owner.to_owned(),
+            holder: record::holder_put(keys, meta),
+            by_run: by_run(meta),
+            hold_secs: min_hold::hold_secs(meta),
+        }
+    }
+
+    /// The puts under the holder's `lease`: the lock key, the fence, the
+    /// holder's metadata, the minimum hold's key (under `hold`) and, for a
+    /// `run`, its marker `P:{N}:meta`, by which a release by owner from
+    /// its CMD is refused (`release_by_owner`); the lease's end takes it.
+    fn ops(&self, lease: i64, hold: Option<i64>) -> Vec<TxnOp> {
+        let under = || Some(PutOptions::new().with_lease(lease));
+        let (keys, me) = (&self.keys, self.owner.as_str());
+        let mut ops = vec![
+            TxnOp::put(keys.lock.clone(), me, under()),
+            TxnOp::put(keys.fence.clone(), me, None),
+            TxnOp::put(self.holder.0.clone(), self.holder.1.clone(), under()),
+        ];
+        if let Some(h) = hold {
+            ops.push(min_hold::put(keys, me, h));
+        }
+        if self.by_run {
+            ops.push(TxnOp::put(keys.meta.clone(), "run", under()));
+        }
+        ops
     }
 }
 

@@ -127,13 +127,11 @@ impl Store {
             super::record::Look::Free(rev) => rev,
         };
         let done = keys.done.clone();
-        let holder_kv = super::record::holder_put(keys, meta);
+        let taking = super::Taking::new(keys, owner, meta);
         let no_slots = super::semaphore::no_slots(keys);
-        let (hold_secs, k) = (super::min_hold::hold_secs(meta), keys.clone());
-        let by_run = meta.iter().any(|(k, _)| *k == "run");
         let prefix = Self::queue_prefix(keys);
         let mine = format!("{prefix}{owner}");
-        let (lock, fence, marker) = (keys.lock.clone(), keys.fence.clone(), keys.meta.clone());
+        let lock = keys.lock.clone();
         let me = owner.to_owned();
         let was = self.queue.joined.filter(|j| j.ttl == ttl);
         let watched = self.watched;
@@ -179,7 +177,7 @@ impl Store {
                 // to the lock measured dear) and the lock is held.
                 let meta = match &holder {
                     Some(_) if watched => {
-                        let m = c.get(holder_kv.0.clone(), None).await?;
+                        let m = c.get(taking.holder.0.clone(), None).await?;
                         m.kvs().first().map(|kv| kv.value().to_vec())
                     }
                     _ => None,
@@ -211,31 +209,9 @@ impl Store {
                         },
                     ));
                 }
-                let mut ops = vec![
-                    TxnOp::put(
-                        lock.clone(),
-                        me.clone(),
-                        Some(PutOptions::new().with_lease(joined.lease)),
-                    ),
-                    TxnOp::put(fence.clone(), me.clone(), None),
-                    TxnOp::delete(mine.clone(), None),
-                    TxnOp::put(
-                        holder_kv.0.clone(),
-                        holder_kv.1.clone(),
-                        Some(PutOptions::new().with_lease(joined.lease)),
-                    ),
-                ];
-                let hold = super::min_hold::grant(&mut c, hold_secs).await?;
-                if let Some(h) = hold {
-                    ops.push(super::min_hold::put(&k, &me, h));
-                }
-                if by_run {
-                    ops.push(TxnOp::put(
-                        marker.clone(),
-                        "run",
-                        Some(PutOptions::new().with_lease(joined.lease)),
-                    ));
-                }
+                let hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
+                let mut ops = taking.ops(joined.lease, hold);
+                ops.push(TxnOp::delete(mine.clone(), None));
                 let mut when = vec![
                     Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
                     Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
