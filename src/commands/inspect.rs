@@ -353,7 +353,13 @@ fn list_batch(g: &Global, store: &mut Store, batch: &[Found]) -> Result<Vec<Entr
                 skip_foreign(g, &fk);
                 continue;
             }
-            Err(_) => continue,
+            // A plain lock under the same name (its slots expired): listed
+            // by its own entry.
+            Err(StoreError::LimitMismatch { .. }) => continue,
+            // Refused or unreachable, as for a plain lock: a list that
+            // leaves out what it could not read would tell the operator
+            // nobody holds it.
+            Err(e) => return Err(e.into()),
         };
         if info.holders.is_empty() {
             continue;

@@ -1568,6 +1568,42 @@ fn a_denied_command_says_permission() {
     }
 }
 
+/// `list` reads a semaphore with commands a plain lock does not need
+/// (ZRANGEBYSCORE among them). A user denied one of them used to get the
+/// plain locks and exit 0, the held semaphore silently left out: an
+/// operator asking who holds what was told a lie by omission. Now it is
+/// the same one line and 125 as any other refusal.
+#[test]
+fn list_that_may_not_read_a_semaphore_says_so_instead_of_leaving_it_out() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    for args in [
+        &["acquire", "--limit", "2", "sem"][..],
+        &["acquire", "plain"],
+    ] {
+        let out = against(&server.url(), args);
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    let _: () = server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "carol",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-zrangebyscore",
+    ]);
+    let url = format!("redis://carol:pw@127.0.0.1:{}", server.port);
+    let out = against(&url, &["list"]);
+    assert_plain_failure(&out, "permission");
+    assert!(
+        out.stdout.is_empty() || !out.stdout.contains("sem"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn a_database_the_server_does_not_have_is_named() {
     let _serial = serial();
