@@ -581,38 +581,81 @@ impl Store {
     }
 
     /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores
-    /// by their slot keys (a range read of the prefix, keys only); other
+    /// by their slot keys (range reads of the prefix, keys only); other
     /// keys under it are not locks.
+    ///
+    /// Read a page of [`LIST_PAGE`] keys at a time: one read of the whole
+    /// prefix failed once its keys passed the client's 4 MiB message limit
+    /// (about 760 names with 100 history records each). A page that ends
+    /// in a name's history goes on past the rest of it ([`list_resume`]).
     pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
         let start = format!("{prefix}:{{");
-        let keys = self.call("list", |mut c| async move {
-            let got = c
-                .get(
-                    start,
-                    Some(GetOptions::new().with_prefix().with_keys_only()),
-                )
-                .await?;
-            Ok(got
-                .kvs()
-                .iter()
-                .map(|kv| kv.key().to_vec())
-                .collect::<Vec<_>>())
-        })?;
-        let mut found: Vec<Found> = keys
-            .iter()
-            .filter_map(|k| std::str::from_utf8(k).ok())
-            .filter_map(|k| {
-                let (name, semaphore) = match lock_name(prefix, k) {
-                    Some(name) => (name, false),
-                    None => (semaphore::slot_name(prefix, k)?, true),
-                };
-                Some(Found { name, semaphore })
-            })
-            .collect();
+        let end = semaphore::prefix_end(&start);
+        let mut from = start.clone().into_bytes();
+        let mut found = Vec::new();
+        loop {
+            let range = (from.clone(), end.clone());
+            let (keys, more) = self.call("list", |mut c| async move {
+                let got = c
+                    .get(
+                        range.0,
+                        Some(
+                            GetOptions::new()
+                                .with_range(range.1)
+                                .with_keys_only()
+                                .with_limit(LIST_PAGE),
+                        ),
+                    )
+                    .await?;
+                let keys: Vec<Vec<u8>> = got.kvs().iter().map(|kv| kv.key().to_vec()).collect();
+                Ok((keys, got.more()))
+            })?;
+            found.extend(
+                keys.iter()
+                    .filter_map(|k| std::str::from_utf8(k).ok())
+                    .filter_map(|k| {
+                        let (name, semaphore) = match lock_name(prefix, k) {
+                            Some(name) => (name, false),
+                            None => (semaphore::slot_name(prefix, k)?, true),
+                        };
+                        Some(Found { name, semaphore })
+                    }),
+            );
+            match keys.last() {
+                Some(last) if more => from = list_resume(last, start.len()),
+                _ => break,
+            }
+        }
         found.sort();
         found.dedup();
         Ok(found)
     }
+}
+
+/// Keys per read of `list`: about 60 KiB of keys a page.
+const LIST_PAGE: i64 = 1000;
+
+/// Where `list`'s next page starts after `key` (whose name starts at
+/// byte `at`): just past it, or past the whole of its name's history when
+/// `key` is a history key, since a name holds up to `--history-keep` of
+/// them and none is a lock. Names hold no braces, so the first `}` ends
+/// the name.
+fn list_resume(key: &[u8], at: usize) -> Vec<u8> {
+    const HISTORY: &[u8] = b"}:history/";
+    let rest = key.get(at..).unwrap_or_default();
+    if let Some(i) = rest.iter().position(|&b| b == b'}') {
+        if rest[i..].starts_with(HISTORY) {
+            // `/` + 1 is `0`: the first key after every `…}:history/…`.
+            let mut next = key[..at + i + HISTORY.len()].to_vec();
+            if let Some(last) = next.last_mut() {
+                *last += 1;
+            }
+            return next;
+        }
+    }
+    let mut next = key.to_vec();
+    next.push(0);
+    next
 }
 
 /// Whether `meta` is a `run`'s: its lease also carries the run marker.
@@ -780,6 +823,24 @@ fn secs(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_page_ending_in_a_history_goes_on_past_it_and_else_just_past_the_key() {
+        let at = "distlock:{".len();
+        let next = list_resume(b"distlock:{job}:history/00000000000000000042", at);
+        assert_eq!(next, b"distlock:{job}:history0".to_vec());
+        // Past the history, before the name's slots and the next name.
+        assert!(next.as_slice() < b"distlock:{job}:slot/2/0".as_slice());
+        assert!(next.as_slice() > b"distlock:{job}:history/99999999999999999999".as_slice());
+        assert_eq!(
+            list_resume(b"distlock:{job}", at),
+            b"distlock:{job}\0".to_vec()
+        );
+        assert_eq!(
+            list_resume(b"distlock:{job}:done", at),
+            b"distlock:{job}:done\0".to_vec()
+        );
+    }
 
     #[test]
     fn lock_names_come_only_from_lock_keys() {

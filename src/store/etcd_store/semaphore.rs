@@ -74,7 +74,7 @@ impl Slots {
 
 /// The first key after every key that starts with `prefix` (etcd's
 /// `with_prefix` range end; our prefixes end in `/`, never in 0xff).
-fn prefix_end(prefix: &str) -> Vec<u8> {
+pub(super) fn prefix_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
     if let Some(last) = end.last_mut() {
         *last += 1;
