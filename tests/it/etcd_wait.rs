@@ -247,3 +247,42 @@ fn sigint_cuts_a_hanging_etcd_call_short() {
         sent.elapsed()
     );
 }
+
+/// Joining the queue reads the key just ahead of ours, not every key ahead
+/// (docs/queue.md: no work that grows with the queue). Each attempt used to
+/// read all keys ahead, so a waiter's join cost grew with its place: etcd
+/// sent 942 bytes per join with 10 waiters and 3,966 with 80. Counted by
+/// the member itself (`etcd_network_client_grpc_sent_bytes_total`) over
+/// the joins of N waiters behind a holder, on a member of this test's own.
+#[test]
+fn joining_costs_the_same_per_waiter_at_the_back_of_a_long_queue() {
+    let _heavy = heavy();
+    let e = EtcdServer::start();
+    let per_join = |n: usize| {
+        let name = format!("join{n}");
+        let (owner, _) = hold(&e, &name, "60s");
+        let sent = || e.metric("etcd_network_client_grpc_sent_bytes_total");
+        let before = sent();
+        let mut kids = Reaper(
+            (0..n)
+                .map(|_| {
+                    spawn_quiet(at(&e.url()).args([
+                        "run", "--ttl", "60s", "--wait", "forever", &name, "--", "true",
+                    ]))
+                })
+                .collect(),
+        );
+        queued(&e, &name, n);
+        let bytes = sent() - before;
+        release(&e, &name, &owner);
+        for k in &mut kids.0 {
+            assert!(wait_with_timeout(k, LIMIT).success());
+        }
+        bytes as f64 / n as f64
+    };
+    let (few, many) = (per_join(10), per_join(80));
+    assert!(
+        many <= 1.5 * few,
+        "bytes etcd sent per joining waiter: {few:.0} with 10 waiters, {many:.0} with 80"
+    );
+}

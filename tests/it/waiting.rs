@@ -169,22 +169,6 @@ fn later(token: Option<u64>, prev: u64, what: &str) -> u64 {
     }
 }
 
-/// Kills (SIGCONT first, in case it is stopped) and reaps children that a
-/// failed assertion left behind.
-struct Reaper(Vec<Child>);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if let Ok(None) = c.try_wait() {
-                signal(c.id() as i32, libc::SIGCONT);
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
 /// One command as MONITOR reported it.
 #[derive(Debug, Clone)]
 struct Entry {

@@ -158,18 +158,20 @@ impl Store {
                 joined = join(&mut c, &mine, &me, ttl, None).await?;
             }
             for _ in 0..3 {
-                let ahead = c
-                    .get(
-                        prefix.clone(),
-                        Some(
-                            GetOptions::new()
-                                .with_prefix()
-                                .with_keys_only()
-                                .with_max_create_revision(joined.rev - 1)
-                                .with_sort(SortTarget::Create, SortOrder::Descend),
-                        ),
-                    )
-                    .await?;
+                // The key just ahead of ours, to watch. A status line also
+                // shows our place, which takes every key ahead (etcd's
+                // count ignores the revision filter): read only when
+                // someone watches, so an attempt costs the same at the
+                // back of a long queue as at its head.
+                let mut ahead_of_us = GetOptions::new()
+                    .with_prefix()
+                    .with_keys_only()
+                    .with_max_create_revision(joined.rev - 1)
+                    .with_sort(SortTarget::Create, SortOrder::Descend);
+                if !watched {
+                    ahead_of_us = ahead_of_us.with_limit(1);
+                }
+                let ahead = c.get(prefix.clone(), Some(ahead_of_us)).await?;
                 let held = c.get(lock.clone(), None).await?;
                 let holder = held.kvs().first().map(|kv| kv.value().to_vec());
                 // The holder's metadata, for a status line: read only when
@@ -185,12 +187,17 @@ impl Store {
                 if let Some(next) = ahead.kvs().first() {
                     let from = ahead.header().map_or(0, |h| h.revision()) + 1;
                     let next = String::from_utf8_lossy(next.key()).into_owned();
+                    // Free, and so promised to the head: named, as on Redis.
+                    let head = match holder {
+                        None => queue_head(&mut c, &prefix).await?,
+                        Some(_) => None,
+                    };
                     return Ok((
                         joined,
                         Fair::Busy {
                             holder,
                             meta,
-                            head: ahead.kvs().last().map(|kv| kv.key().to_vec()),
+                            head,
                             place: ahead.kvs().len() as u64,
                             watch: Some((next, from)),
                         },
@@ -313,19 +320,7 @@ impl Store {
         let ahead = match mode {
             Mode::Once if holder.is_none() => {
                 let head = self.call("acquire", |mut c| async move {
-                    let got = c
-                        .get(
-                            prefix.clone(),
-                            Some(
-                                GetOptions::new()
-                                    .with_prefix()
-                                    .with_keys_only()
-                                    .with_sort(SortTarget::Create, SortOrder::Ascend)
-                                    .with_limit(1),
-                            ),
-                        )
-                        .await?;
-                    Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
+                    queue_head(&mut c, &prefix).await
                 })?;
                 head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k))
                     .or(ahead)
@@ -446,6 +441,26 @@ impl Store {
             let _ = tx.send(f);
         }
     }
+}
+
+/// The oldest key in the queue under `prefix`, if any: its head.
+async fn queue_head(
+    c: &mut Client,
+    prefix: &str,
+) -> std::result::Result<Option<Vec<u8>>, etcd_client::Error> {
+    let got = c
+        .get(
+            prefix,
+            Some(
+                GetOptions::new()
+                    .with_prefix()
+                    .with_keys_only()
+                    .with_sort(SortTarget::Create, SortOrder::Ascend)
+                    .with_limit(1),
+            ),
+        )
+        .await?;
+    Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
 }
 
 /// Joins the queue: a new lease (or `lease`, when joining again under the

@@ -72,9 +72,14 @@ impl EtcdServer {
         format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
-    /// The watchers this member has (its `/metrics`, read with a plain
-    /// HTTP/1.0 GET: no curl needed): a waiter's watch shows here.
+    /// The watchers this member has: a waiter's watch shows here.
     pub fn watchers(&self) -> u64 {
+        self.metric("etcd_debugging_mvcc_watcher_total")
+    }
+
+    /// A counter or gauge of this member's `/metrics` (read with a plain
+    /// HTTP/1.0 GET: no curl needed), 0 if absent.
+    pub fn metric(&self, name: &str) -> u64 {
         use std::io::{Read, Write};
         let mut body = String::new();
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
@@ -83,7 +88,7 @@ impl EtcdServer {
             let _ = s.read_to_string(&mut body);
         }
         body.lines()
-            .find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "))
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
             .and_then(|v| v.trim().parse::<f64>().ok())
             .map_or(0, |v| v as u64)
     }

@@ -556,3 +556,19 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// Kills (SIGCONT first, in case it is stopped) and reaps children that a
+/// failed assertion left behind.
+pub struct Reaper(pub Vec<std::process::Child>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                signal(c.id() as i32, libc::SIGCONT);
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
