@@ -397,3 +397,40 @@ fn list_reads_past_more_keys_than_one_reply_may_carry() {
         .collect();
     assert_eq!(names, ["aaa", "big", "zzz"]);
 }
+
+/// A run's renewals keep alive the lease its own acquisition granted, so
+/// they need not ask etcd what TTL it was granted with: a get and a
+/// keep-alive each, no LeaseTimeToLive (it used to be one per renewal).
+/// The `renew` subcommand, in another process, still asks (the same owner
+/// cannot claim a longer TTL than granted: the test above).
+#[test]
+fn a_runs_renewals_do_not_ask_etcd_for_the_granted_ttl() {
+    let server = EtcdServer::start();
+    let asked = || {
+        server.metric(
+            "grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"LeaseTimeToLive\",grpc_service=\"etcdserverpb.Lease\",grpc_type=\"unary\"}",
+        )
+    };
+    let kept = || {
+        server.metric(
+            "grpc_server_started_total{grpc_method=\"LeaseKeepAlive\",grpc_service=\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}",
+        )
+    };
+    let (asked_before, kept_before) = (asked(), kept());
+    // --ttl 3s renews every second: three renewals or more in 3.5 s.
+    let out = exec(
+        at(&server.url()).args(["run", "--ttl", "3s", "renewing", "--", "sleep", "3.5"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        kept() - kept_before >= 3,
+        "renewals: {} keep-alives",
+        kept() - kept_before
+    );
+    assert_eq!(
+        asked() - asked_before,
+        0,
+        "LeaseTimeToLive calls during the run"
+    );
+}

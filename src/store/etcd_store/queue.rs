@@ -260,6 +260,7 @@ impl Store {
             Fair::Taken(rev) => {
                 // The waiter lease is the holder's now; nothing to leave.
                 self.queue.joined = None;
+                self.granted = Some((joined.lease, joined.ttl));
                 Ok(Acquire::Acquired {
                     token: self.token(keys, rev)?,
                 })
