@@ -8,8 +8,9 @@
 //! that found it, so no deletion between the read and the watch is
 //! missed; when that key goes it looks again, and the head watches the
 //! lock key. The head takes the lock in one transaction: the lock key was
-//! never created, our queue key is still ours, no queue key is older than
-//! ours; then the lock key is put under our waiter lease (kept alive at
+//! never created and our queue key is still ours (that no queue key is
+//! older than ours the attempt's read showed, and no older one can
+//! appear); then the lock key is put under our waiter lease (kept alive at
 //! the start of the same attempt, so it lasts a full TTL from the
 //! attempt's send time, which is t0) and our queue key is deleted. A
 //! release therefore wakes one waiter, and each hand-off wakes one more
@@ -219,11 +220,14 @@ impl Store {
                 let hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
                 let mut ops = taking.ops(joined.lease, hold);
                 ops.push(TxnOp::delete(mine.clone(), None));
+                // Nobody older than us: the read above found no key older
+                // than ours, and none can appear since (a new key's create
+                // revision is later than that read's). A compare over the
+                // whole queue, as etcd evaluates one on every key in its
+                // range, would cost each hand-off the length of the queue.
                 let mut when = vec![
                     Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
                     Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
-                    Compare::create_revision(prefix.clone(), CompareOp::Greater, joined.rev - 1)
-                        .with_prefix(),
                     no_slots.clone(),
                 ];
                 when.extend(
