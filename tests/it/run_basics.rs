@@ -442,8 +442,8 @@ fn closed_stdin_and_stdout_reach_cmd_as_dev_null_not_as_distlock_descriptors() {
 }
 
 /// build.rs links the unwinder from libgcc_eh.a, so a run loads libc and
-/// nothing else: a second shared library cost every run 0.1 ms or more
-/// (docs/benchmarks.md). Read from the running distlock's own map, through CMD.
+/// nothing else: a second shared library cost every run 0.15 to 0.3 ms
+/// (docs/design.md). Read from the running distlock's own map, through CMD.
 #[test]
 fn a_run_maps_no_shared_library_but_libc() {
     let server = RedisServer::start();
