@@ -272,7 +272,30 @@ fn joining_costs_the_same_per_waiter_at_the_back_of_a_long_queue() {
                 })
                 .collect(),
         );
-        queued(&e, &name, n);
+        // Counted with a one-key read: polling with the whole queue would
+        // itself send bytes that grow with it.
+        let prefix = format!("distlock:{{{name}}}:queue/");
+        let count = || {
+            let out = e.ctl(&[
+                "get",
+                "--prefix",
+                "--keys-only",
+                "--limit=1",
+                "-w",
+                "json",
+                &prefix,
+            ]);
+            json(&out)["count"].as_u64().unwrap_or(0)
+        };
+        assert!(
+            poll(
+                Duration::from_secs(30),
+                Duration::from_millis(20),
+                || count() == n as u64
+            ),
+            "{name}: {} of {n} waiters queued",
+            count()
+        );
         let bytes = sent() - before;
         release(&e, &name, &owner);
         for k in &mut kids.0 {
