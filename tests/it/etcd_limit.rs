@@ -361,32 +361,11 @@ fn a_waiter_for_a_slot_is_woken_by_a_release() {
     };
     let first = take_on(&["--limit", "2", "--ttl", "30s", "lim-wait"]);
     take_on(&["--limit", "2", "--ttl", "30s", "lim-wait"]);
-    let before = e.watchers();
-    let child = at(&e.url())
-        .args([
-            "run",
-            "--limit",
-            "2",
-            "--ttl",
-            "30s",
-            "--wait",
-            "20s",
-            "lim-wait",
-            "--",
-            "sh",
-            "-c",
-            "echo $DISTLOCK_FENCING_TOKEN",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(
-        poll(Duration::from_secs(15), Duration::from_millis(20), || {
-            e.watchers() > before
-        }),
-        "the waiter watches the slots"
+    let child = e.spawn_token_waiter(
+        &[
+            "run", "--limit", "2", "--ttl", "30s", "--wait", "20s", "lim-wait",
+        ],
+        "the slots",
     );
     let released = Instant::now();
     let out = exec(

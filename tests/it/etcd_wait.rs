@@ -196,30 +196,9 @@ fn wait_order_any_takes_no_queue_key_and_acquires_once_free() {
     let e = EtcdServer::start();
     let name = "ew-any";
     let (holder, held_token) = hold(&e, name, "20s");
-    let before = e.watchers();
-    let child = at(&e.url())
-        .args([
-            "run",
-            name,
-            "--wait",
-            "20s",
-            "--wait-order",
-            "any",
-            "--",
-            "sh",
-            "-c",
-            "echo $DISTLOCK_FENCING_TOKEN",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(
-        poll(Duration::from_secs(15), Duration::from_millis(20), || {
-            e.watchers() > before
-        }),
-        "the waiter watches the lock key"
+    let child = e.spawn_token_waiter(
+        &["run", name, "--wait", "20s", "--wait-order", "any"],
+        "the lock key",
     );
     assert!(queue(&e, name).is_empty(), "no queue key for `any`");
     release(&e, name, &holder);

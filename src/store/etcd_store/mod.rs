@@ -669,12 +669,8 @@ fn list_resume(key: &[u8], at: usize) -> Vec<u8> {
     let rest = key.get(at..).unwrap_or_default();
     if let Some(i) = rest.iter().position(|&b| b == b'}') {
         if rest[i..].starts_with(HISTORY) {
-            // `/` + 1 is `0`: the first key after every `…}:history/…`.
-            let mut next = key[..at + i + HISTORY.len()].to_vec();
-            if let Some(last) = next.last_mut() {
-                *last += 1;
-            }
-            return next;
+            // The first key after every `…}:history/…` (`…}:history0`).
+            return semaphore::prefix_end(&key[..at + i + HISTORY.len()]);
         }
     }
     let mut next = key.to_vec();

@@ -74,8 +74,8 @@ impl Slots {
 
 /// The first key after every key that starts with `prefix` (etcd's
 /// `with_prefix` range end; our prefixes end in `/`, never in 0xff).
-pub(super) fn prefix_end(prefix: &str) -> Vec<u8> {
-    let mut end = prefix.as_bytes().to_vec();
+pub(super) fn prefix_end(prefix: impl AsRef<[u8]>) -> Vec<u8> {
+    let mut end = prefix.as_ref().to_vec();
     if let Some(last) = end.last_mut() {
         *last += 1;
     }

@@ -77,6 +77,29 @@ impl EtcdServer {
         self.metric("etcd_debugging_mvcc_watcher_total")
     }
 
+    /// Starts `distlock run ARGS -- sh -c 'echo $DISTLOCK_FENCING_TOKEN'`
+    /// (stdout piped: the token CMD saw) and returns once it sleeps on a
+    /// watch: this member's watcher count rose. `what` names what it should
+    /// be watching, for the failure message.
+    pub fn spawn_token_waiter(&self, args: &[&str], what: &str) -> Child {
+        let before = self.watchers();
+        let child = at(&self.url())
+            .args(args)
+            .args(["--", "sh", "-c", "echo $DISTLOCK_FENCING_TOKEN"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert!(
+            poll(Duration::from_secs(15), Duration::from_millis(20), || {
+                self.watchers() > before
+            }),
+            "the waiter watches {what}"
+        );
+        child
+    }
+
     /// A counter or gauge of this member's `/metrics` (read with a plain
     /// HTTP/1.0 GET: no curl needed), 0 if absent.
     pub fn metric(&self, name: &str) -> u64 {
