@@ -35,6 +35,10 @@
 //! cores deschedule a normal-priority server in the middle of a command,
 //! and SLOWLOG counts that time too (a SUBSCRIBE or a PTTL, O(1), then
 //! logs over 1 ms); under FIFO the log shows the commands' own time.
+//! `DISTLOCK_BENCH_BEFORE` (another distlock binary) drains the same
+//! queues in the same rounds as a fourth tool, `distlock-before`, each
+//! round's gap set against the same round's flock: a change to the
+//! hand-off is judged under the same load as the binary it replaces.
 //! `DISTLOCK_BENCH_ETCD_MAX` (default 300) caps N for etcdctl: at 1,000
 //! waiters on this 2-core box the etcd run did not get all of them queued
 //! (the waiters had exited and etcd was gone when the 180 s wait ran out).
@@ -53,14 +57,22 @@ const QUEUE_LIMIT: Duration = Duration::from_secs(180);
 enum Locker {
     Flock,
     Distlock,
+    /// `DISTLOCK_BENCH_BEFORE`: another distlock binary, drained in the
+    /// same rounds, so that a change is judged against the same load.
+    Before,
     Etcd,
 }
 
 impl Locker {
+    fn is_redis(self) -> bool {
+        matches!(self, Locker::Distlock | Locker::Before)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Locker::Flock => "flock",
             Locker::Distlock => "distlock",
+            Locker::Before => "distlock-before",
             Locker::Etcd => "etcdctl lock",
         }
     }
@@ -172,8 +184,12 @@ fn command_for(
 ) -> Command {
     match tool {
         Locker::Flock => ctx.locked(Tool::Flock, lock, &[], cmd),
-        Locker::Distlock => ctx.locked(
-            Tool::Distlock,
+        Locker::Distlock | Locker::Before => ctx.locked(
+            if tool == Locker::Before {
+                Tool::Before
+            } else {
+                Tool::Distlock
+            },
             lock,
             if wait { &["--wait", "forever"] } else { &[] },
             cmd,
@@ -245,7 +261,7 @@ fn drain(
     loop {
         let blocked = match tool {
             Locker::Flock => flock_blocked_among(&pids),
-            Locker::Distlock => queued(&mut con, &lock) as usize,
+            Locker::Distlock | Locker::Before => queued(&mut con, &lock) as usize,
             // The holder's key and one per waiter.
             Locker::Etcd => etcd.unwrap().count(&etcd_prefix).saturating_sub(1),
         };
@@ -332,15 +348,13 @@ fn drain(
         gaps_ms.push((r.0 as f64 - prev_end as f64) / 1e6);
         prev_end = r.1;
         max_end = max_end.max(r.1);
-        if tool == Locker::Distlock
-            && k > 0
-            && !matches!((runs[k - 1].2, r.2), (Some(a), Some(b)) if b > a)
+        if tool.is_redis() && k > 0 && !matches!((runs[k - 1].2, r.2), (Some(a), Some(b)) if b > a)
         {
             token_errors += 1;
         }
     }
     failed += n - runs.len().min(n);
-    let redis_side = tool == Locker::Distlock;
+    let redis_side = tool.is_redis();
     let (join, _) = delta(&s0, &s1);
     let (cmds, publish) = delta(&s1, &s2);
     Drain {
@@ -656,6 +670,9 @@ pub(super) fn run(ctx: &Ctx, redis: &RedisServer, ns: &[usize]) -> bool {
     let mut drains = Vec::new();
     for &n in ns {
         let mut tools = vec![Locker::Flock, Locker::Distlock];
+        if ctx.before.is_some() {
+            tools.push(Locker::Before);
+        }
         if etcd.is_some() && n <= etcd_max {
             tools.push(Locker::Etcd);
         }
@@ -770,6 +787,7 @@ fn report(
         .iter()
         .filter(|d| d.tool == Locker::Distlock)
         .collect();
+    let compared: Vec<&Drain> = drains.iter().filter(|d| d.tool.is_redis()).collect();
     if let (Some(small), Some(large)) = (
         dl.iter().find(|d| d.n == 10),
         dl.iter().filter(|d| d.n > 10).max_by_key(|d| d.n),
@@ -811,12 +829,13 @@ fn report(
         let each: Vec<String> = r.iter().map(|x| format!("{x:.2}")).collect();
         (median(&r), each.join(", "))
     };
-    for d in &dl {
+    for d in &compared {
         let g = pct(&d.gaps_ms, 50.0);
         if let Some(f) = at(d.n, Locker::Flock) {
             let (r, each) = ratio(d, f);
             print!(
-                "- N={}: gap p50 {g:.2} ms; ÷ flock's, median over rounds {r:.2}× ({each}) (target ≤ 1.5×) {}",
+                "- {} N={}: gap p50 {g:.2} ms; ÷ flock's, median over rounds {r:.2}× ({each}) (target ≤ 1.5×) {}",
+                d.tool.name(),
                 d.n,
                 verdict(r <= 1.5)
             );
