@@ -63,6 +63,13 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         meta.push(("min_hold_ms", ms.as_str()));
     }
 
+    // A run that may wait forks its guardian now, while it has time:
+    // at a hand-off the fork would compete with CMD's start for the CPU.
+    let standby = match args.lease.wait {
+        config::Wait::For(d) if d.is_zero() => None,
+        _ => Some(Guardian::standby()?),
+    };
+
     // A signal that ends the wait also cuts short a call in progress.
     store.set_interrupt_signals(process::WAIT_ENDERS);
     let started = std::time::SystemTime::now();
@@ -201,7 +208,12 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             return Ok(code);
         }
     };
-    let guardian = match Guardian::start(pgid, t0 + timings.hard_after()) {
+    let deadline = t0 + timings.hard_after();
+    let guardian = match standby {
+        Some(standby) => standby.arm(pgid, deadline),
+        None => Guardian::start(pgid, deadline),
+    };
+    let guardian = match guardian {
         Ok(g) => g,
         Err(e) => {
             process::kill_and_reap(pgid);

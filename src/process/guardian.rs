@@ -126,6 +126,16 @@ impl Guardian {
         }
     }
 
+    /// Forks a guardian with nothing to guard yet, for `run --wait`: the
+    /// fork then costs nothing at the hand-off, where it would compete for
+    /// the CPU with CMD's own start (and the next holder's, and the
+    /// server's). [`Standby::arm`] gives it CMD's group; until then it only
+    /// waits for that message, and exits when distlock is gone or tells it
+    /// to stand down.
+    pub fn standby() -> Result<Standby> {
+        Guardian::start(0, Duration::MAX).map(|g| Standby(Some(g)))
+    }
+
     /// Moves the deadline later, after a confirmed renewal.
     pub fn extend(&self, deadline: Duration) {
         // A full pipe means a guardian that is not reading (stopped): it
@@ -210,6 +220,38 @@ impl Guardian {
     }
 }
 
+/// A guardian forked ahead of CMD ([`Guardian::standby`]). Dropped
+/// unarmed (the wait ended without the lock), it stands down and is
+/// reaped, like a guardian whose CMD ended.
+pub struct Standby(Option<Guardian>);
+
+impl Standby {
+    /// Gives the guardian CMD's group and the deadline, in one write (at
+    /// most `PIPE_BUF` bytes, so atomic): it never sees a group without
+    /// its deadline. One that died while distlock waited is replaced by a
+    /// new fork.
+    pub fn arm(mut self, pgid: i32, deadline: Duration) -> Result<Guardian> {
+        let guardian = self.0.take().expect("armed once");
+        let mut msg = [0u8; 16];
+        msg[..8].copy_from_slice(&u64::from(pgid.unsigned_abs()).to_ne_bytes());
+        msg[8..].copy_from_slice(&nanos(deadline).min(STAND_DOWN - 1).to_ne_bytes());
+        if !guardian.is_gone() && write(&guardian.pipe, &msg) == Ok(msg.len()) {
+            return Ok(guardian);
+        }
+        guardian.wait_gone();
+        Guardian::start(pgid, deadline)
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        if let Some(guardian) = self.0.take() {
+            guardian.stand_down();
+            guardian.wait_gone();
+        }
+    }
+}
+
 /// A pidfd for our child `pid` (close-on-exec), or None where the kernel
 /// has no pidfd_open (before 5.3) or a sandbox refuses it.
 fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
@@ -238,7 +280,7 @@ fn nanos(d: Duration) -> u64 {
 /// distlock may have held a lock (the allocator's, say) at the fork, so the
 /// child must allocate nothing and take no lock, which nix's wrappers do
 /// not promise.
-unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
+unsafe fn guardian_main(read_end: RawFd, mut pgid: i32, mut deadline: u64) -> ! {
     // Its own process group: a Ctrl-Z or `kill %1` aimed at distlock's job
     // must not stop or kill the guardian.
     libc::setpgid(0, 0);
@@ -262,6 +304,23 @@ unsafe fn guardian_main(read_end: RawFd, pgid: i32, mut deadline: u64) -> ! {
     }
     libc::dup2(keep, 3);
     libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+    // A standby (pgid 0) has nothing to guard until distlock sends CMD's
+    // group and the deadline in one write; EOF or a stand-down before that
+    // leaves nothing to kill.
+    while pgid == 0 {
+        let mut buf = [0u8; 16];
+        match libc::read(3, buf.as_mut_ptr().cast(), 16) {
+            16 => {
+                let (mut group, mut at) = ([0u8; 8], [0u8; 8]);
+                group.copy_from_slice(&buf[..8]);
+                at.copy_from_slice(&buf[8..]);
+                pgid = u64::from_ne_bytes(group) as i32;
+                deadline = u64::from_ne_bytes(at);
+            }
+            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+            _ => libc::_exit(0),
+        }
+    }
     let kill_all = || -> ! {
         libc::killpg(pgid, libc::SIGKILL);
         libc::_exit(0)

@@ -152,6 +152,49 @@ fn run_leaves_no_guardian_behind_when_it_exits() {
     }
 }
 
+/// A waiter forks its guardian before it has the lock; one that gives up
+/// (the wait ran out, or a signal ended it) takes that guardian with it.
+#[test]
+fn a_waiter_that_gives_up_leaves_no_guardian_behind() {
+    let server = RedisServer::start();
+    let holder = holder::Holder::start(&server.url(), &["run", "busy"]);
+    let holders: Vec<i32> = vec![holder.pid() as i32, holder.cmd_pid()];
+    let others = || -> Vec<i32> {
+        processes_of(&server)
+            .into_iter()
+            .filter(|p| !holders.contains(p) && !holders.contains(&parent_of(*p)))
+            .collect()
+    };
+    for i in 0..10 {
+        let out = dl(&server, &["run", "--wait", "20ms", "busy", "--", "true"]);
+        assert_eq!(out.code, 75, "{out:?}");
+        let lingering = others();
+        assert!(
+            lingering.is_empty(),
+            "wait {i}: processes left behind after distlock gave up: {lingering:?}"
+        );
+    }
+    let mut waiter = distlock_at(&server.url())
+        .args(["run", "--wait", "1m", "busy", "--", "true"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let waiter_pid = waiter.id() as i32;
+    assert!(
+        wait_until(LIMIT, || others().len() == 2),
+        "the waiter and its guardian: {:?}",
+        others()
+    );
+    signal(waiter_pid, libc::SIGTERM);
+    let status = wait_with_timeout(&mut waiter, LIMIT);
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    let lingering = others();
+    assert!(
+        lingering.is_empty(),
+        "processes left behind after a waiter was stopped by SIGTERM: {lingering:?}"
+    );
+}
+
 #[test]
 fn run_min_hold_shorter_than_cmd_releases_at_once() {
     let server = RedisServer::start();

@@ -498,8 +498,7 @@ fn children_named(pid: i32, comm: &str) -> Vec<i32> {
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
             continue;
         };
-        let ppid = stat[close + 1..].split_whitespace().nth(1);
-        if &stat[open + 1..close] == comm && ppid == Some(&pid.to_string()) {
+        if &stat[open + 1..close] == comm && parent_of(child) == pid {
             out.push(child);
         }
     }
@@ -534,6 +533,51 @@ fn sigkill_of_distlock_kills_cmd_by_pdeathsig_even_without_the_guardian() {
     assert!(
         wait_until(Duration::from_secs(2), || !alive(pid)),
         "CMD {pid} survived distlock's death without the guardian"
+    );
+}
+
+/// A `run --wait` forks its guardian while it waits (at the hand-off the
+/// fork would compete with CMD's start for the CPU), and that same
+/// guardian guards CMD once it runs: distlock's death still takes CMD's
+/// background child with it, which only the guardian reaches.
+#[test]
+fn a_waiter_forks_its_guardian_while_it_waits_and_that_guardian_guards_cmd() {
+    let server = server();
+    let mut holder = holder::Holder::start(&server.url(), &["run", "relay"]);
+    let mut job = Job::start(
+        &server,
+        "relay",
+        &["--ttl", "5s", "--wait", "30s"],
+        &sh("sleep 100 & echo $$ $! > pids; wait"),
+    );
+    let mut standby = Vec::new();
+    assert!(
+        wait_until(LIMIT, || {
+            standby = children_named(job.pid(), "dl-guard");
+            standby.len() == 1
+        }),
+        "no guardian while waiting: {standby:?}"
+    );
+    assert!(
+        !job.path("pids").exists(),
+        "CMD ran while the lock was held"
+    );
+
+    assert!(holder.finish().success());
+    let pids = job.pids("pids", 2);
+    let _reap = Reap(pids.clone());
+    assert_eq!(
+        children_named(job.pid(), "dl-guard"),
+        standby,
+        "CMD is guarded by the guardian forked while waiting, and by no other"
+    );
+    signal(job.pid(), libc::SIGKILL);
+    job.wait();
+    assert!(
+        wait_until(Duration::from_secs(2), || !alive(pids[1])),
+        "CMD's background child {} survived distlock's death: the guardian \
+         forked while waiting was never given CMD's group",
+        pids[1]
     );
 }
 

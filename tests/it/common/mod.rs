@@ -296,6 +296,17 @@ pub fn signal(pid: i32, sig: i32) {
     }
 }
 
+/// The parent of `pid`, from /proc; 0 once it is gone.
+pub fn parent_of(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 /// Whether a process with this pid exists and is not a zombie.
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
