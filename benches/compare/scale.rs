@@ -6,8 +6,8 @@
 //!    `etcdctl` are on PATH), a holder takes the lock, N
 //!    `--wait forever` waiters are started at once with a 10 ms CMD, and
 //!    once all N are blocked (flock: /proc/locks; distlock: the queue's
-//!    ZCARD; etcd: the lock's keys) their private memory (RssAnon) is read
-//!    and the holder lets go. From then until the last waiter exits: server
+//!    ZCARD; etcd: the lock's keys) their private memory (RssAnon,
+//!    distlock's guardian included) is read and the holder lets go. From then until the last waiter exits: server
 //!    commands per hand-off (`INFO commandstats`, which counts commands run
 //!    inside scripts), server CPU per hand-off (redis-server: `INFO cpu`;
 //!    etcd: /proc/PID/stat), SLOWLOG entries of 1 ms or more (the log is
@@ -164,6 +164,24 @@ pub(super) fn rss_anon(pid: u32) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+/// RssAnon of `pid` and of its guardian (`dl-guard`) if it has one: what
+/// a waiting or holding distlock costs in private memory, in all. A
+/// forked guardian's pages are shared with distlock until either writes
+/// them, yet RssAnon counts them in both: an upper bound.
+fn rss_anon_with_guardian(pid: u32) -> Option<u64> {
+    let own = rss_anon(pid)?;
+    let children =
+        fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let guardians = children
+        .split_whitespace()
+        .filter(|c| {
+            fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == "dl-guard")
+        })
+        .filter_map(|c| rss_anon(c.parse().ok()?))
+        .sum::<u64>();
+    Some(own + guardians)
+}
+
 /// Waiters blocked in flock(2) among `pids`.
 fn flock_blocked_among(pids: &[u32]) -> usize {
     let locks = fs::read_to_string("/proc/locks").unwrap_or_default();
@@ -275,7 +293,10 @@ fn drain(
         );
         std::thread::sleep(Duration::from_millis(if n > 100 { 100 } else { 5 }));
     }
-    let rss_anon_kib: Vec<u64> = pids.iter().filter_map(|&p| rss_anon(p)).collect();
+    let rss_anon_kib: Vec<u64> = pids
+        .iter()
+        .filter_map(|&p| rss_anon_with_guardian(p))
+        .collect();
 
     let s1 = commandstats(&mut con);
     let cpu0 = match tool {
@@ -487,7 +508,10 @@ fn renewal(ctx: &Ctx, redis: &RedisServer, names: usize, window: Duration) -> Re
         std::thread::sleep(Duration::from_millis(50));
     }
     let start_wall = t.elapsed();
-    let mut rss: Vec<u64> = kids.iter().filter_map(|k| rss_anon(k.id())).collect();
+    let mut rss: Vec<u64> = kids
+        .iter()
+        .filter_map(|k| rss_anon_with_guardian(k.id()))
+        .collect();
     rss.sort_unstable();
     let (s0, c0) = (commandstats(&mut con), redis_cpu(&mut con));
     let t = Instant::now();
@@ -731,7 +755,7 @@ fn report(
     println!();
     println!("Queue: N `--wait forever` waiters on one lock, CMD {CMD_MS} ms; per hand-off = per waiter served, counted from the holder's release to the last waiter's exit; {rounds} round(s) per N, the tools in a rotated order, gaps pooled over the rounds{}.", if fifo { "; redis-server under SCHED_FIFO" } else { "" });
     println!();
-    println!("| N | tool | gap p50 / p95 / max (ms) | gap p50 each round (ms) | server commands per hand-off (PUBLISH) | joining: commands per waiter | server CPU per hand-off (ms) | SLOWLOG ≥ 1 ms | RssAnon per waiter, median / max (KiB) | drain wall per round (s) |");
+    println!("| N | tool | gap p50 / p95 / max (ms) | gap p50 each round (ms) | server commands per hand-off (PUBLISH) | joining: commands per waiter | server CPU per hand-off (ms) | SLOWLOG ≥ 1 ms | RssAnon per waiter (guardian included), median / max (KiB) | drain wall per round (s) |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for d in drains {
         let n = handoffs(d);
@@ -872,7 +896,7 @@ fn report(
     if let Some(r) = renewal {
         println!();
         println!(
-            "Renewal: {} names held at once by `distlock run` (--ttl 30s, renewed every 10s): {:.1} server commands/s ({:.1} script calls/s), redis-server CPU {:.2}% of one core, over {:.1}s; all {} started in {:.1}s; a holder's RssAnon (median) {} KiB",
+            "Renewal: {} names held at once by `distlock run` (--ttl 30s, renewed every 10s): {:.1} server commands/s ({:.1} script calls/s), redis-server CPU {:.2}% of one core, over {:.1}s; all {} started in {:.1}s; a holder's RssAnon with its guardian (median) {} KiB",
             r.names,
             r.cmds_per_s,
             r.scripts_per_s,
