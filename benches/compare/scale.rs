@@ -168,7 +168,7 @@ pub(super) fn rss_anon(pid: u32) -> Option<u64> {
 /// a waiting or holding distlock costs in private memory, in all. A
 /// forked guardian's pages are shared with distlock until either writes
 /// them, yet RssAnon counts them in both: an upper bound.
-fn rss_anon_with_guardian(pid: u32) -> Option<u64> {
+pub(super) fn rss_anon_with_guardian(pid: u32) -> Option<u64> {
     let own = rss_anon(pid)?;
     let children =
         fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
