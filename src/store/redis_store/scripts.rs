@@ -309,8 +309,8 @@ end
 /// those still promised a turn are told `claimed` and go back to sleep.
 /// With more than `AHEAD` stopped waiters in a row the live one behind them
 /// holds no promise and comes in on its own keep-alive backstop (its TTL);
-/// docs/queue.md says why no fixed number of messages per hand-off can do
-/// better. `turns`: zset, owner → end of its claim window (server ms),
+/// docs/queue.md says why, and what covering any number would cost.
+/// `turns`: zset, owner → end of its claim window (server ms),
 /// never more than `AHEAD` + 1 waiters, the front of the queue.
 ///
 /// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
