@@ -7,9 +7,10 @@
 //!    `--wait forever` waiters are started at once with a 10 ms CMD, and
 //!    once all N are blocked (flock: /proc/locks; distlock: the queue's
 //!    ZCARD; etcd: the lock's keys) their private memory (RssAnon,
-//!    distlock's guardian included) is read and the holder lets go. From then until the last waiter exits: server
-//!    commands per hand-off (`INFO commandstats`, which counts commands run
-//!    inside scripts), server CPU per hand-off (redis-server: `INFO cpu`;
+//!    distlock's guardian included) is read and the holder lets go. From
+//!    then until the last waiter exits: server commands per hand-off
+//!    (`INFO commandstats`, which counts commands run inside scripts),
+//!    server CPU per hand-off (redis-server: `INFO cpu`;
 //!    etcd: /proc/PID/stat), SLOWLOG entries of 1 ms or more (the log is
 //!    reset before the waiters start, so joining the queue counts too) and
 //!    the hand-off gap (a CMD's start minus the previous CMD's end, both
@@ -202,16 +203,14 @@ fn command_for(
 ) -> Command {
     match tool {
         Locker::Flock => ctx.locked(Tool::Flock, lock, &[], cmd),
-        Locker::Distlock | Locker::Before => ctx.locked(
-            if tool == Locker::Before {
-                Tool::Before
-            } else {
-                Tool::Distlock
-            },
-            lock,
-            if wait { &["--wait", "forever"] } else { &[] },
-            cmd,
-        ),
+        Locker::Distlock | Locker::Before => {
+            let binary = match tool {
+                Locker::Before => Tool::Before,
+                _ => Tool::Distlock,
+            };
+            let opts: &[&str] = if wait { &["--wait", "forever"] } else { &[] };
+            ctx.locked(binary, lock, opts, cmd)
+        }
         Locker::Etcd => {
             let mut c = Command::new("etcdctl");
             c.env("ETCDCTL_API", "3")
