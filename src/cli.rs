@@ -418,7 +418,9 @@ pub struct LeaseArgs {
         DISTLOCK_KEY, DISTLOCK_OWNER and DISTLOCK_FENCING_TOKEN set, renews \
         the lease while CMD runs, and releases it when CMD ends. If the lease \
         cannot be renewed, CMD's process group gets --kill-signal before the \
-        lease can expire and SIGKILL --kill-grace later; distlock then exits 124.",
+        lease can expire and SIGKILL --kill-grace later; distlock then exits 124. \
+        A release that wakes a waiter returns once that waiter holds the lock \
+        (about a millisecond; 0.9 s more for each stopped waiter first in line).",
     after_long_help = RUN_EXAMPLES
 )]
 pub struct RunArgs {
@@ -608,7 +610,9 @@ pub struct RenewArgs {
         released, 1 not held by that owner (nothing is deleted). A lease that \
         a running `distlock run` holds is ended only by that run, when its \
         command has exited: a release by owner (from that command, say) is \
-        refused with exit 1. With --force, \
+        refused with exit 1. A release that wakes a waiter returns once that \
+        waiter holds the lock (about a millisecond; 0.9 s more for each stopped \
+        waiter first in line). With --force, \
         delete the lease whoever holds it and say who that was; the fencing \
         counter is left alone, so the next holder still gets a larger token.",
     after_long_help = RELEASE_EXAMPLES

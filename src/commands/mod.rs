@@ -18,7 +18,8 @@ mod status_line;
 use std::time::Duration;
 
 use crate::config::Security;
-use crate::store::{LockKeys, Store, Target};
+use crate::process::{self, Signals};
+use crate::store::{Handoff, LockKeys, Store, Target};
 
 pub use acquire::{acquire, hold, hold_renewer};
 pub use doctor::doctor;
@@ -93,6 +94,36 @@ fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>, unacked:
 
 /// Timeout for the manual subcommands' connect and each call.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// After a release that woke the next waiter: stays until it has claimed
+/// (about a millisecond), waking the waiter after it whenever promised
+/// turns pass unclaimed (stopped waiters, guarantees.md §5). A failure
+/// only warns: the lock is released, and the waiters' own retries go on.
+/// With `signals` (`run`), a signal that ends a wait ends this one too,
+/// without a word: the user asked distlock to go.
+fn see_through(
+    g: &Global,
+    store: &mut Store,
+    keys: &LockKeys,
+    handoff: Option<Handoff>,
+    signals: Option<&Signals>,
+) {
+    let Some(handoff) = handoff else {
+        return;
+    };
+    if signals.is_some() {
+        store.set_interrupt_signals(process::WAIT_ENDERS);
+    }
+    let Err(e) = store.relay(keys, handoff) else {
+        return;
+    };
+    if signals.is_some_and(|s| s.drain().into_iter().any(signal_policy::ends_wait)) {
+        return;
+    }
+    g.say(format_args!(
+        "warning: {e:#}; if the waiters next in line are stopped, the one after them waits for its own retry"
+    ));
+}
 
 /// Releases a lease we took but will not use; failures only warn, the
 /// lease expires by itself.

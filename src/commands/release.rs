@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::inspect::DoneView;
 use super::output::print_lines;
-use super::{Global, IO_TIMEOUT};
+use super::{see_through, Global, IO_TIMEOUT};
 use crate::config::{fmt_duration, ReleaseConfig, ReleaseHow, RenewConfig};
 use crate::exit;
 use crate::store::{LockKeys, Release};
@@ -55,7 +55,10 @@ pub fn release(g: &Global, args: ReleaseConfig) -> Result<u8> {
         ReleaseHow::Owner(owner) => owner,
     };
     match store.release_by_owner(&keys, &owner)? {
-        Release::Released => Ok(0),
+        Release::Released(handoff) => {
+            see_through(g, &mut store, &keys, handoff, None);
+            Ok(0)
+        }
         Release::HeldByRun => {
             g.say(format_args!(
                 "{} is held by a running `distlock run` as {owner}: only that run releases it, when its command has exited (use --force to end it early); nothing changed",

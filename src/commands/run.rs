@@ -10,7 +10,7 @@ use super::inspect::readable_done;
 use super::metrics;
 use super::output::rfc3339;
 use super::status_line::StatusLine;
-use super::{busy_line, release_quietly, signal_policy, Global};
+use super::{busy_line, release_quietly, see_through, signal_policy, Global};
 use crate::clock;
 use crate::config::{self, fmt_duration, RunConfig};
 use crate::exit;
@@ -290,6 +290,9 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
         last: Some((&record, args.last_run_keep)),
         history: Some((&entry, args.history_keep)),
     };
+    // A release that woke the next waiter is seen through, once all else
+    // is done (see `see_through`).
+    let mut handoff = None;
     match outcome.lost {
         Some(Loss::NotOwner) => {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
@@ -299,8 +302,12 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             store.set_timeout(timings.renew_every.min(Duration::from_secs(1)));
             // The release writes the records only if the lease is still
             // ours; if it is not, they go on their own.
-            if let Ok(Release::NotOwner(_)) = store.release_recording(&keys, &owner, both, false) {
-                let _ = store.record_run(&keys, both);
+            match store.release_recording(&keys, &owner, both, false) {
+                Ok(Release::NotOwner(_)) => {
+                    let _ = store.record_run(&keys, both);
+                }
+                Ok(Release::Released(h)) => handoff = h,
+                _ => {}
             }
         }
         None => {
@@ -311,8 +318,9 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
                 let _ = store.record_run(&keys, both);
             }
             match released {
+                Ok(Release::Released(h)) => handoff = h,
                 // HeldByRun only answers a release by owner, not this one.
-                Ok(Release::Released | Release::HeldByRun) => {}
+                Ok(Release::HeldByRun) => {}
                 Ok(Release::Kept(left)) if g.verbose > 0 => g.say(format_args!(
                     "{} stays held for another {} (--min-hold)",
                     keys.name,
@@ -338,6 +346,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     driver.guardian.wait_gone();
     let success = entry.outcome == RunOutcome::Success;
     write_metrics(g, &args, acquired_at, record.duration_ms, code, success);
+    see_through(g, &mut store, &keys, handoff, Some(&signals));
     Ok(code)
 }
 

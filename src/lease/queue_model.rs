@@ -6,7 +6,12 @@
 //! waiters behind an outside holder, a network that interleaves the
 //! messages to different waiters in any order (each waiter's own arrive in
 //! order, on one connection) and may lose any one, and a nemesis that stops
-//! (SIGSTOP, for good) up to two waiters and kills one at any point.
+//! (SIGSTOP, for good) up to two waiters and kills one at any point. The
+//! releaser sees its hand-off through (`Store::relay`): when every turn
+//! promised has passed unclaimed it runs `RELAY`. With the real lookahead
+//! (two promised turns) three waiters cannot put it to work, so the world
+//! is also checked with a lookahead of one, where two stopped waiters in
+//! a row leave only the releaser to act.
 //!
 //! The waiters run the project's own [`Turn`] and [`Notice`] (what a
 //! message asks for, when a promised turn has come) and the wait loop's
@@ -14,16 +19,16 @@
 //! sleep. An attempt is two steps (the script runs; the reply arrives
 //! later), so messages land between a check and the sleep. The server is
 //! [`Server`], a line-for-line mirror of the Lua in `store/scripts.rs`
-//! (`prune`, `promise`, `wake_next`, `end_turns`, and the queue part of
-//! ACQUIRE and RELEASE): Lua cannot run here, so the mirror must be kept
-//! in step with the scripts by hand; the keep-alive deadlines are left out
-//! (they only ever drop a waiter sooner).
+//! (`prune`, `promise`, `wake_next`, `end_turns`, `schedule_end`, and the
+//! queue part of ACQUIRE, RELEASE and RELAY): Lua cannot run here, so the
+//! mirror must be kept in step with the scripts by hand; the keep-alive
+//! deadlines are left out (they only ever drop a waiter sooner).
 //!
 //! Time (ms, the real constants) stands still while anything is due: a
 //! message in flight to a running waiter, a reply, a wake-up, a turn that
-//! has come, a release. Then it jumps to the next moment a waiter acts (its
-//! turn, or its keep-alive backstop). Every waiter arrives before time first
-//! moves.
+//! has come, a release, a relay. Then it jumps to the next moment a waiter
+//! acts (its turn, or its keep-alive backstop) or the releaser does. Every
+//! waiter arrives before time first moves.
 
 use std::time::{Duration, Instant};
 
@@ -36,6 +41,9 @@ const WAITERS: usize = 3;
 /// `CLAIM_MS` and `AHEAD` of `wake_next!` in store/scripts.rs.
 const CLAIM_MS: u32 = 900;
 const AHEAD: usize = 2;
+
+/// `RELAY_SLACK` of the releaser (store/redis_store/lock.rs).
+const RELAY_SLACK_MS: u32 = 5;
 
 /// A waiter's own backstop: it tries again this long after its last try
 /// (its TTL) even if told nothing.
@@ -82,13 +90,19 @@ impl Server {
         }
     }
 
+    /// `schedule_end` of the Lua, as a moment: when the last promised
+    /// window ends.
+    fn schedule_end(&self, now: u32) -> u32 {
+        self.turns.iter().map(|t| t.1).max().unwrap_or(now).max(now)
+    }
+
     /// `promise` of the Lua: returns the waiters told.
-    fn promise(&mut self, now: u32, subscribed: &[bool], out: &mut Out) -> Vec<u8> {
+    fn promise(&mut self, now: u32, subscribed: &[bool], out: &mut Out, m: &Queue) -> Vec<u8> {
         let Some(mut last) = self.turns.iter().map(|t| t.1).max() else {
             return Vec::new();
         };
         let mut told = Vec::new();
-        let front: Vec<u8> = self.queue.iter().take(AHEAD + 1).copied().collect();
+        let front: Vec<u8> = self.queue.iter().take(m.ahead + 1).copied().collect();
         for w in front {
             if self.turn_of(w).is_none() {
                 if subscribed[w as usize] {
@@ -112,7 +126,7 @@ impl Server {
         now: u32,
         subscribed: &[bool],
         out: &mut Out,
-        dead_head_ends: bool,
+        m: &Queue,
     ) -> Option<u8> {
         self.prune(now);
         loop {
@@ -125,24 +139,33 @@ impl Server {
                 if self.turn_of(head).is_none() {
                     self.turns.push((head, now + CLAIM_MS));
                 }
-                self.promise(now, subscribed, out);
+                self.promise(now, subscribed, out, m);
                 return Some(head);
             }
-            if dead_head_ends {
+            if m.dead_head_ends {
                 return None;
             }
             self.drop_waiter(head);
         }
     }
 
-    /// ACQUIRE in `fair` mode, for the lock's part; true when acquired.
-    fn acquire(&mut self, me: u8, now: u32, subscribed: &[bool], out: &mut Out, m: &Queue) -> bool {
+    /// ACQUIRE in `fair` mode, for the lock's part: whether acquired, and
+    /// whether that settled a hand-off (`turns` existed: `settle`).
+    fn acquire(
+        &mut self,
+        me: u8,
+        now: u32,
+        subscribed: &[bool],
+        out: &mut Out,
+        m: &Queue,
+    ) -> (bool, bool) {
         let ahead = if self.held {
             None
         } else {
-            self.wake_next(Some(me), now, subscribed, out, m.dead_head_ends)
+            self.wake_next(Some(me), now, subscribed, out, m)
         };
         if !self.held && ahead.is_none() {
+            let settled = !self.turns.is_empty();
             // end_turns, then DEL turns.
             for (w, _) in &self.turns {
                 if *w != me {
@@ -152,13 +175,13 @@ impl Server {
             self.turns.clear();
             self.drop_waiter(me);
             self.held = true;
-            return true;
+            return (true, settled);
         }
         if !self.queue.contains(&me) {
             self.queue.push(me);
         }
         if ahead.is_some() {
-            let told = self.promise(now, subscribed, out);
+            let told = self.promise(now, subscribed, out, m);
             if let Some(end) = self.turn_of(me) {
                 if !told.contains(&me) {
                     let starts = (end - CLAIM_MS).saturating_sub(now);
@@ -166,12 +189,24 @@ impl Server {
                 }
             }
         }
-        false
+        (false, false)
     }
 
-    fn release(&mut self, now: u32, subscribed: &[bool], out: &mut Out, m: &Queue) {
-        self.wake_next(None, now, subscribed, out, m.dead_head_ends);
+    /// RELEASE: when it woke a waiter, the moment the releaser acts
+    /// unless the hand-off settles first.
+    fn release(&mut self, now: u32, subscribed: &[bool], out: &mut Out, m: &Queue) -> Option<u32> {
+        let woken = self.wake_next(None, now, subscribed, out, m);
         self.held = false;
+        woken.map(|_| self.schedule_end(now) + RELAY_SLACK_MS)
+    }
+
+    /// RELAY: the releaser's next moment, or None when it is done.
+    fn relay(&mut self, now: u32, subscribed: &[bool], out: &mut Out, m: &Queue) -> Option<u32> {
+        if self.held {
+            return None;
+        }
+        self.wake_next(None, now, subscribed, out, m)?;
+        Some(self.schedule_end(now) + RELAY_SLACK_MS)
     }
 }
 
@@ -225,6 +260,9 @@ struct World {
     waiters: Vec<Waiter>,
     arrivals: Vec<u8>,
     served: Vec<u8>,
+    /// When the releaser acts next (its BLPOP times out); None once the
+    /// hand-off settled, or with nobody woken.
+    relay_at: Option<u32>,
     stops: u8,
     kills: u8,
     drops: u8,
@@ -249,6 +287,7 @@ impl World {
 
     fn nothing_due(&self) -> bool {
         !self.outside_holds
+            && self.relay_at.is_none_or(|t| t > self.now)
             && self.waiters.iter().all(|w| {
                 !w.runs()
                     || (w.inbox.is_empty()
@@ -265,6 +304,7 @@ impl World {
             .iter()
             .filter(|w| w.runs() && w.phase == Phase::Waiting)
             .flat_map(|w| [w.turn_due(), Some(w.last_try + BACKSTOP_MS)])
+            .chain([self.relay_at])
             .flatten()
             .filter(|&t| t > self.now && t <= HORIZON_MS)
             .min()
@@ -274,6 +314,8 @@ impl World {
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 enum Action {
     Release(Option<u8>),
+    /// The releaser's BLPOP timed out: it runs RELAY.
+    Relay,
     Try(u8),
     Reply(u8),
     /// The oldest message to a waiter: one connection delivers in order
@@ -286,8 +328,10 @@ enum Action {
 }
 
 /// The world and its mutants.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Queue {
+    /// Waiters promised a turn behind the head (`AHEAD`).
+    ahead: usize,
     max_stops: u8,
     max_kills: u8,
     max_drops: u8,
@@ -296,6 +340,8 @@ struct Queue {
     /// Mutant: the waiter forgets its wake-up and turn after the attempt's
     /// reply, not before the attempt (checks, then sleeps without looking).
     forget_after_reply: bool,
+    /// Mutant: the releaser exits at once, as before `Store::relay`.
+    releaser_leaves: bool,
 }
 
 impl Model for Queue {
@@ -323,6 +369,7 @@ impl Model for Queue {
             waiters: vec![waiter; WAITERS],
             arrivals: Vec::new(),
             served: Vec::new(),
+            relay_at: None,
             stops: 0,
             kills: 0,
             drops: 0,
@@ -333,6 +380,9 @@ impl Model for Queue {
     fn actions(&self, w: &World, actions: &mut Vec<Action>) {
         if w.outside_holds {
             actions.push(Action::Release(None));
+        }
+        if w.relay_at.is_some_and(|t| t <= w.now) {
+            actions.push(Action::Relay);
         }
         for (i, x) in w.waiters.iter().enumerate() {
             let i = i as u8;
@@ -377,13 +427,20 @@ impl Model for Queue {
             Action::Release(who) => {
                 let mut out = Vec::new();
                 let subscribed = w.subscribed();
-                w.server.release(now, &subscribed, &mut out, self);
+                let relay_at = w.server.release(now, &subscribed, &mut out, self);
+                w.relay_at = relay_at.filter(|_| !self.releaser_leaves);
                 w.deliver(out);
                 w.released_at = now;
                 match who {
                     None => w.outside_holds = false,
                     Some(i) => w.waiters[i as usize].phase = Phase::Served,
                 }
+            }
+            Action::Relay => {
+                let mut out = Vec::new();
+                let subscribed = w.subscribed();
+                w.relay_at = w.server.relay(now, &subscribed, &mut out, self);
+                w.deliver(out);
             }
             Action::Try(i) => {
                 let x = &mut w.waiters[i as usize];
@@ -397,7 +454,10 @@ impl Model for Queue {
                 x.last_try = now;
                 let mut out = Vec::new();
                 let subscribed = w.subscribed();
-                let got = w.server.acquire(i, now, &subscribed, &mut out, self);
+                let (got, settled) = w.server.acquire(i, now, &subscribed, &mut out, self);
+                if settled {
+                    w.relay_at = None;
+                }
                 w.waiters[i as usize].phase = Phase::Replying(got);
                 w.deliver(out);
             }
@@ -521,10 +581,22 @@ fn check(q: Queue) -> Vec<(&'static str, String)> {
 
 fn faults() -> Queue {
     Queue {
+        ahead: AHEAD,
         max_stops: 2,
         max_kills: 1,
         max_drops: 1,
-        ..Queue::default()
+        dead_head_ends: false,
+        forget_after_reply: false,
+        releaser_leaves: false,
+    }
+}
+
+/// A lookahead of one: two stopped waiters in a row use up every promise,
+/// and only the releaser is left to wake the third.
+fn short_lookahead() -> Queue {
+    Queue {
+        ahead: 1,
+        ..faults()
     }
 }
 
@@ -551,6 +623,24 @@ fn mutant_check_then_sleep_without_recheck_is_caught() {
     let found = check(Queue {
         forget_after_reply: true,
         ..faults()
+    });
+    assert!(found.iter().any(|f| f.0 == ONE_WINDOW), "{found:#?}");
+}
+
+#[test]
+fn the_releaser_covers_more_stopped_waiters_than_were_promised_turns() {
+    let found = check(short_lookahead());
+    let names: Vec<_> = found.iter().map(|f| f.0).collect();
+    assert!(names.contains(&STOPPED_PASSED), "{names:?}");
+    let broken: Vec<_> = found.iter().filter(|f| f.0 != STOPPED_PASSED).collect();
+    assert!(broken.is_empty(), "{broken:#?}");
+}
+
+#[test]
+fn mutant_releaser_leaves_at_once_is_caught() {
+    let found = check(Queue {
+        releaser_leaves: true,
+        ..short_lookahead()
     });
     assert!(found.iter().any(|f| f.0 == ONE_WINDOW), "{found:#?}");
 }

@@ -302,11 +302,12 @@ fn list_skips_a_foreign_key_with_one_warning_and_lists_the_rest() {
     assert_eq!(snapshot(&server, "middle"), before, "list changed a key");
 }
 
-/// The done mark of `run --once-per` and the fair queue's turns are keys of
-/// the name too: a foreign value there is refused by name like the lock's
-/// own, and `release --forget-done` never deletes it.
+/// The done mark of `run --once-per` and the fair queue's turns and
+/// settled list are keys of the name too: a foreign value there is refused
+/// by name like the lock's own, and `release --forget-done` never deletes
+/// it.
 #[test]
-fn a_foreign_done_mark_or_turns_key_is_refused_and_left_alone() {
+fn a_foreign_done_mark_turns_or_settled_key_is_refused_and_left_alone() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
@@ -331,9 +332,16 @@ fn a_foreign_done_mark_or_turns_key_is_refused_and_left_alone() {
         ("turns", &["run", "{n}", "--", "sh", "-c", "{touch}"]),
         ("turns", &["acquire", "{n}"]),
         ("turns", &["release", "--force", "{n}"]),
+        ("settled", &["run", "{n}", "--", "sh", "-c", "{touch}"]),
+        ("settled", &["acquire", "{n}"]),
     ];
     for (case, (suffix, args)) in cases.iter().enumerate() {
-        for kind in ["list", "set"] {
+        // `settled` is a list of distlock's own.
+        let kinds: &[&str] = match *suffix {
+            "settled" => &["hash", "set"],
+            _ => &["list", "set"],
+        };
+        for &kind in kinds {
             let name = format!("d{case}{kind}");
             let key = format!("distlock:{{{name}}}:{suffix}");
             plant(&server, &key, kind);

@@ -21,7 +21,7 @@ use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -181,14 +181,23 @@ fn three_concurrent_waiting_hosts_run_cmd_once_and_all_exit_0() {
     let mut c = host(&server, &dir, "billing", "C", &[]);
     wait_queued(&server, "billing", 2);
     open_gate(&dir);
+    let opened = Instant::now();
     let outs = [
         finish(&mut a, &dir, "A"),
         finish(&mut b, &dir, "B"),
         finish(&mut c, &dir, "C"),
     ];
+    // A sees its hand-off through, and B and C, skipping, end it: A does
+    // not stay for the turns its release promised them (B's claim window
+    // alone is 900 ms).
+    let a_done = opened.elapsed();
     for o in &outs {
         assert_eq!(o.code, Some(0), "{o:?}");
     }
+    assert!(
+        a_done < Duration::from_millis(900),
+        "A stayed after nobody was left to claim: {a_done:?}"
+    );
     let (labels, tokens) = runs_by(&dir);
     assert_eq!(labels, ["A"], "CMD must run exactly once");
     let token = tokens[0];

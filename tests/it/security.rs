@@ -1249,15 +1249,39 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
     // The history's writes: a run still ends with CMD's status, and the
     // release's warning names the command (the lease expires by itself).
     let history_writes = ["+lpush", "+ltrim"];
+    // A release seeing its hand-off through (below): it warns, exit 0.
+    let relay = "+blpop";
     let tested: HashSet<&str> = cases
         .iter()
         .map(|(c, _)| *c)
         .chain(history_writes)
+        .chain([relay])
         .collect();
     for g in &granted {
         assert!(tested.contains(g.as_str()), "no case shows {g} is needed");
     }
-    assert_eq!(granted.len(), cases.len() + history_writes.len());
+    assert_eq!(granted.len(), cases.len() + history_writes.len() + 1);
+    {
+        let url = acl_user(&server, "hblpop", &[relay], &[]);
+        let o = owner_of(&run(admin().args(["acquire", "--json", "bl"])));
+        let mut waiter = admin()
+            .args(["run", "-w", "20s", "bl", "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(LIMIT, || server
+            .cmd::<i64>(&["ZCARD", "distlock:{bl}:queue"])
+            == 1));
+        let out = run(distlock_at(&url).args(["release", "--owner", &o, "bl"]));
+        assert_eq!(out.code, 0, "without {relay}: {out:?}");
+        assert!(
+            out.stderr.contains("may not run BLPOP") && out.stderr.lines().count() == 1,
+            "without {relay}: {out:?}"
+        );
+        assert!(wait_with_timeout(&mut waiter, LIMIT).success());
+    }
     for cmd in history_writes {
         let url = acl_user(&server, &format!("h{}", &cmd[1..]), &[cmd], &[]);
         let out = run(distlock_at(&url).args(["run", "--ttl", "2s", "hw", "--", "true"]));

@@ -764,6 +764,25 @@ fn release_as(server: &RedisServer, owner: &str, name: &str) -> Instant {
     at
 }
 
+/// `release_as` for a release whose hand-off cannot end at once (its head
+/// is stopped): starts `distlock release` and returns once the lease is
+/// gone, with the moment just before it started and the process, which
+/// stays until the hand-off has ended.
+fn release_in_background(server: &RedisServer, owner: &str, name: &str) -> (Instant, Child) {
+    let at = Instant::now();
+    let child = distlock(server)
+        .args(["release", "--owner", owner, name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(LIMIT, || !exists(server, &keys(name).lock)),
+        "the release never went through"
+    );
+    (at, child)
+}
+
 /// A `run --wait 60s NAME` waiter whose CMD writes its token to `file` and
 /// then holds the lock until `go` exists; its owner id once it is queued
 /// as the `n`-th waiter.
@@ -851,62 +870,139 @@ fn a_stopped_waiter_loses_its_turn_within_a_second() {
     assert!(wait_with_timeout(&mut kids.0[0], LIMIT).success());
 }
 
-/// Two stopped waiters in a row (A, A2), then live B: each stopped one
-/// costs one claim window, so B runs after about two windows (no earlier
-/// than 1.8 s: each promise is kept) and well below any TTL. Continued,
-/// A and A2 queue again behind B's lease and run after it, one at a time.
-#[test]
-fn two_stopped_waiters_in_a_row_cost_about_a_second_each() {
+/// How the holder ahead of the queue lets go.
+#[derive(Clone, Copy)]
+enum Releaser {
+    /// `distlock release --owner` (a shell script's lock).
+    Subcommand,
+    /// `distlock run`, whose CMD ends.
+    Run,
+}
+
+/// `stopped` stopped waiters in a row, then live B: each stopped one
+/// costs one claim window, so B runs after about that many windows (no
+/// earlier: each promise is kept) and well below any TTL, however many
+/// are stopped: past the two the release promises a turn to, the releaser
+/// itself wakes the next waiter when the promised turns have passed. The
+/// releaser (`release`, or `run` once its CMD ended) returns only once B
+/// holds the lock. Continued, the stopped waiters queue again behind B's
+/// lease and run after it, one at a time.
+fn stopped_waiters_in_a_row(stopped: usize, name: &str, by: Releaser) {
     let server = RedisServer::start();
-    let name = "frozen2";
-    hold_as(&server, "holder:0:8", name);
     let dir = tempfile::tempdir().unwrap();
-    let files: Vec<PathBuf> = ["a", "a2", "b"]
-        .iter()
-        .map(|f| dir.path().join(f))
+    let (h_file, h_go) = (dir.path().join("h"), dir.path().join("h-go"));
+    let mut holder = match by {
+        Releaser::Subcommand => {
+            hold_as(&server, "holder:0:8", name);
+            None
+        }
+        Releaser::Run => {
+            let h = spawn_run(
+                &server,
+                &["--ttl", "30s", name],
+                WRITE_TOKEN_THEN_HOLD,
+                &[&h_file, &h_go],
+                None,
+            );
+            token_in(&h_file).expect("the holder runs");
+            Some(Reaper(vec![h]))
+        }
+    };
+    let files: Vec<PathBuf> = (0..=stopped)
+        .map(|i| dir.path().join(format!("w{i}")))
         .collect();
     let go = dir.path().join("go");
     let mut kids = Reaper(Vec::new());
+    let mut b_owner = String::new();
     for (i, file) in files.iter().enumerate() {
-        queued_waiter(&server, &mut kids, name, i as u64 + 1, file, &go);
-        if i < 2 {
+        b_owner = queued_waiter(&server, &mut kids, name, i as u64 + 1, file, &go);
+        if i < stopped {
             stop(&kids.0[i]);
         }
     }
 
-    let released = release_as(&server, "holder:0:8", name);
-    let token = token_in(&files[2]);
+    let released = match &mut holder {
+        None => release_as(&server, "holder:0:8", name),
+        Some(h) => {
+            let at = Instant::now();
+            std::fs::write(&h_go, "").unwrap();
+            assert!(wait_with_timeout(&mut h.0[0], LIMIT).success());
+            at
+        }
+    };
+    assert_eq!(
+        server.get(&keys(name).lock),
+        Some(b_owner),
+        "the releaser must stay until the next live waiter has claimed"
+    );
+    let token = token_in(&files[stopped]);
     let waited = released.elapsed();
     let b_token = later(token, 0, "the live waiter must get the lock");
+    let windows = Duration::from_millis(900) * stopped as u32;
     assert!(
-        waited >= Duration::from_millis(1800),
+        waited >= windows,
         "B took the lock inside a stopped waiter's claim window: {waited:?}"
     );
     assert!(
-        waited < Duration::from_secs(4),
-        "two stopped waiters ahead must cost about two seconds: {waited:?}"
+        waited < Duration::from_secs(stopped as u64 + 1),
+        "{stopped} stopped waiters ahead must cost about a second each: {waited:?}"
     );
     assert_eq!(queue_of(&server, name), Vec::<String>::new());
 
-    for kid in &kids.0[..2] {
+    for kid in &kids.0[..stopped] {
         signal(kid.id() as i32, libc::SIGCONT);
     }
     assert!(
-        wait_until(LIMIT, || queue_of(&server, name).len() == 2),
-        "A and A2, continued, must queue again"
+        wait_until(LIMIT, || queue_of(&server, name).len() == stopped),
+        "the stopped waiters, continued, must queue again"
     );
     assert!(
-        !files[0].exists() && !files[1].exists(),
+        files[..stopped].iter().all(|f| !f.exists()),
         "nobody runs while B holds"
     );
     std::fs::write(&go, "").unwrap();
     for (i, kid) in kids.0.iter_mut().enumerate() {
         assert!(wait_with_timeout(kid, LIMIT).success(), "waiter {i}");
     }
-    let mut tokens = [token_in(&files[0]), token_in(&files[1])];
+    let mut tokens: Vec<u64> = files[..stopped]
+        .iter()
+        .map(|f| token_in(f).unwrap())
+        .collect();
     tokens.sort();
-    let first = later(tokens[0], b_token, "A and A2 ran after B");
-    later(tokens[1], first, "A and A2 ran one at a time");
+    let mut prev = b_token;
+    for t in tokens {
+        prev = later(
+            Some(t),
+            prev,
+            "the continued waiters ran after B, one at a time",
+        );
+    }
+}
+
+/// Two stopped waiters in a row: each promised a turn by the release.
+#[test]
+fn two_stopped_waiters_in_a_row_cost_about_a_second_each() {
+    stopped_waiters_in_a_row(2, "frozen2", Releaser::Subcommand);
+}
+
+/// Three in a row: more than the release promises turns to, so only the
+/// releaser is left to act when their windows have passed.
+#[test]
+fn three_stopped_waiters_in_a_row_cost_about_a_second_each() {
+    stopped_waiters_in_a_row(3, "frozen3", Releaser::Subcommand);
+}
+
+/// The same behind a `run`: once CMD has ended, `run` sees the hand-off
+/// through before it exits.
+#[test]
+fn behind_a_run_three_stopped_waiters_in_a_row_cost_about_a_second_each() {
+    stopped_waiters_in_a_row(3, "frozen3run", Releaser::Run);
+}
+
+/// Four in a row: the releaser acts twice, once per schedule of three.
+#[test]
+fn four_stopped_waiters_in_a_row_cost_about_a_second_each() {
+    stopped_waiters_in_a_row(4, "frozen4", Releaser::Subcommand);
 }
 
 /// A head that is stopped at the release but continued 300 ms later, inside
@@ -930,13 +1026,16 @@ fn a_slow_head_that_claims_within_its_window_keeps_its_turn() {
     stop(&kids.0[0]);
     let b_owner = queued_waiter(&server, &mut kids, name, 2, &b_file, &b_go);
 
-    let released = release_as(&server, "holder:0:9", name);
+    let (released, releaser) = release_in_background(&server, "holder:0:9", name);
+    kids.0.push(releaser);
     // The stop's length is what is under test: A is frozen for 300 ms of
     // its 900 ms window (a sleep here is the scenario, not a wait).
     std::thread::sleep(Duration::from_millis(300));
     signal(kids.0[0].id() as i32, libc::SIGCONT);
     let a_token = later(token_in(&a_file), 0, "the slow head keeps its turn");
     assert_eq!(server.get(&k.lock), Some(a_owner.clone()));
+    // A's claim ended the hand-off: the releaser has gone.
+    assert!(wait_with_timeout(&mut kids.0[2], LIMIT).success());
     // B would try at the end of A's window (about 950 ms after the release)
     // had it not been told that A claimed; watch until well past it.
     assert!(
@@ -1142,8 +1241,9 @@ fn a_newcomer_does_not_jump_a_live_waiter_that_is_next() {
     let owner = queued(&server, "jump", 1, &w.0[0]);
     signal(w.0[0].id() as i32, libc::SIGSTOP);
     assert!(wait_until(LIMIT, || stopped(w.0[0].id())));
-    assert!(holder.finish().success());
-    assert!(!exists(&server, &k.lock), "released");
+    // The holder's CMD ends; the holder stays to see its hand-off through.
+    holder.end_cmd();
+    assert!(wait_until(LIMIT, || !exists(&server, &k.lock)), "released");
 
     let mark = dir.path().join("ran");
     let err = dir.path().join("stderr");
@@ -1169,6 +1269,7 @@ fn a_newcomer_does_not_jump_a_live_waiter_that_is_next() {
     signal(w.0[0].id() as i32, libc::SIGCONT);
     later(token_in(&file), first, "the waiter");
     assert!(wait_with_timeout(&mut w.0[0], LIMIT).success());
+    assert!(holder.wait().success());
 }
 
 /// The helpers above parse MONITOR's quoting correctly.
@@ -1409,9 +1510,10 @@ fn a_user_denied_zrank_is_refused_before_it_joins_the_queue() {
 /// A release wakes the first waiter still listening, but drops at most a
 /// bounded number of waiters that no longer listen in one call (all of
 /// them go at once after a restart that kept the queue, or `kill -9` of
-/// many waiters): the call stays short whatever the queue's length, and
-/// the rest is left to later attempts. Before the fix one release dropped
-/// all 300 here, three ZREMs each.
+/// many waiters): each call stays short whatever the queue's length. The
+/// releaser, seeing its hand-off through, goes on a call at a time until
+/// none is left. Before the fix one release dropped all 300 here, three
+/// ZREMs each, in one call.
 #[test]
 fn a_release_drops_a_bounded_number_of_gone_waiters() {
     let server = RedisServer::start();
@@ -1423,15 +1525,23 @@ fn a_release_drops_a_bounded_number_of_gone_waiters() {
         let _: () = server.cmd(&["ZADD", "distlock:{gone-many}:queue", &i.to_string(), &w]);
         let _: () = server.cmd(&["ZADD", "distlock:{gone-many}:deadlines", far, &w]);
     }
-    let _: () = server.cmd(&["CONFIG", "RESETSTAT"]);
+    let mon = Monitor::start(&server);
     release_as(&server, &owner, "gone-many");
-    let stats: String = server.cmd(&["INFO", "commandstats"]);
-    let zrem = stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_zrem:calls="))
-        .and_then(|l| l.split(',').next())
-        .map_or(0, |n| n.parse::<u64>().unwrap());
-    assert!(zrem <= 3 * 16 + 3, "one release ran {zrem} ZREMs");
+    let log = mon.sync(&server);
+    // MONITOR shows a script's call, then the commands it ran.
+    let mut zrems_per_call: Vec<u64> = Vec::new();
+    for e in &log {
+        let cmd = e.args[0].to_ascii_uppercase();
+        if e.client != "lua" && (cmd == "EVALSHA" || cmd == "EVAL") {
+            zrems_per_call.push(0);
+        } else if e.client == "lua" && cmd == "ZREM" {
+            *zrems_per_call.last_mut().expect("a ZREM outside a script") += 1;
+        }
+    }
+    assert!(
+        zrems_per_call.len() > 1 && zrems_per_call.iter().all(|&n| n <= 3 * 16 + 3),
+        "ZREMs per script call: {zrems_per_call:?}"
+    );
     let left: i64 = server.cmd(&["ZCARD", "distlock:{gone-many}:queue"]);
-    assert!(left >= 300 - 17, "only {left} of 300 left");
+    assert_eq!(left, 0, "the releaser leaves no gone waiter behind");
 }

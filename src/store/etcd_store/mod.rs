@@ -479,7 +479,7 @@ impl Store {
             Ok(Err(kv.map(|kv| kv.value().to_vec())))
         })?;
         match found {
-            Ok(()) => Ok(Release::Released),
+            Ok(()) => Ok(Release::Released(None)),
             // Ours, so the marker failed the compare: a run holds it.
             Err(Some(h)) if unless_run && h == owner.as_bytes() => Ok(Release::HeldByRun),
             Err(None) => {

@@ -522,7 +522,7 @@ impl Store {
             Ok(Ok(()))
         })?;
         match found {
-            Ok(()) => Ok(Release::Released),
+            Ok(()) => Ok(Release::Released(None)),
             Err(holder) => Ok(Release::NotOwner(
                 holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
             )),

@@ -352,7 +352,7 @@ impl super::Store {
                 return Ok(Ok(Release::NotOwner(None)));
             }
             let _ = c.lease_revoke(kv.lease()).await;
-            Ok(Ok(Release::Released))
+            Ok(Ok(Release::Released(None)))
         })??;
         self.record_run(keys, record)?;
         Ok(outcome)

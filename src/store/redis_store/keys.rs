@@ -23,6 +23,10 @@ pub struct LockKeys {
     /// waiter's claim window end (zset, server ms); a stopped waiter lets
     /// its window pass and loses its turn.
     pub turns: String,
+    /// `P:{N}:settled`: pushed to when a hand-off ends (the claim, or
+    /// nobody left to take the lock), for the releaser that sees it
+    /// through (list, BLPOP; expires by itself).
+    pub settled: String,
     /// `P:{N}:wake:`: prefix of each fair waiter's own wake-up channel.
     pub wake_prefix: String,
     /// `P:{N}:released`: channel told of every release (`--wait-order any`).
@@ -64,6 +68,7 @@ impl LockKeys {
             queue: format!("{lock}:queue"),
             deadlines: format!("{lock}:deadlines"),
             turns: format!("{lock}:turns"),
+            settled: format!("{lock}:settled"),
             wake_prefix: format!("{lock}:wake:"),
             released: format!("{lock}:released"),
             last: format!("{lock}:last"),

@@ -8,9 +8,15 @@ use super::replies::{
 };
 use super::scripts::*;
 use super::{
-    Acquire, DoneMark, LockInfo, LockKeys, Mode, Release, Result, RunRecord, Store, StoreError,
+    Acquire, DoneMark, Handoff, LockInfo, LockKeys, Mode, Release, Result, RunRecord, Store,
+    StoreError,
 };
 use redis::Value;
+use std::time::Duration;
+
+/// How long after the last promised window the releaser acts: the server
+/// times the wait out, and `RELAY` must find that window passed by TIME.
+const RELAY_SLACK: Duration = Duration::from_millis(5);
 
 impl Store {
     /// Takes the lease for `owner`, or reports who holds it.
@@ -37,8 +43,9 @@ impl Store {
                 .key(&keys.deadlines)
                 .key(&keys.slots)
                 .key(&keys.limit_key)
-                .key(&keys.turns);
-            // `--once-per`: KEYS[9], the done mark, and KEYS[10], the
+                .key(&keys.turns)
+                .key(&keys.settled);
+            // `--once-per`: KEYS[10], the done mark, and KEYS[11], the
             // history, after every other key.
             if once_per_ms.is_some() {
                 inv.key(&keys.done).key(&keys.history);
@@ -107,11 +114,50 @@ impl Store {
                 .key(&keys.queue)
                 .key(&keys.deadlines)
                 .key(&keys.turns)
+                .key(&keys.settled)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
                 .invoke(c)
         })?;
         Ok(())
+    }
+
+    /// `Store::relay`: blocks on `settled` (BLPOP, timed out by the
+    /// server) until the promised turns have passed, then runs `RELAY`,
+    /// which wakes the next waiter and promises the next turns; again
+    /// until the hand-off settles. The call's own deadline is the wait
+    /// plus the usual timeout.
+    pub fn relay(&mut self, keys: &LockKeys, handoff: Handoff) -> Result<()> {
+        let timeout = self.timeout;
+        let mut left = handoff.until;
+        loop {
+            let wait = left + RELAY_SLACK;
+            self.timeout = timeout + wait;
+            let popped = self.call_raw("waiting for the next holder's claim", |c| {
+                redis::cmd("BLPOP")
+                    .arg(&keys.settled)
+                    .arg(format!("{:.3}", wait.as_secs_f64()))
+                    .query(c)
+            });
+            self.timeout = timeout;
+            if popped? != Value::Nil {
+                return Ok(());
+            }
+            let next: i64 = self.call("handing the lock on", |c| {
+                RELAY
+                    .key(&keys.lock)
+                    .key(&keys.queue)
+                    .key(&keys.deadlines)
+                    .key(&keys.turns)
+                    .key(&keys.settled)
+                    .arg(&keys.wake_prefix)
+                    .invoke(c)
+            })?;
+            if next < 0 {
+                return Ok(());
+            }
+            left = Duration::from_millis(next as u64);
+        }
     }
 
     /// Extends the lease if `owner` still holds it. Ok(false) means the lease
@@ -188,8 +234,9 @@ impl Store {
                 .key(&keys.limit_key)
                 .key(&keys.turns)
                 .key(&keys.fence)
-                .key(&keys.history);
-            // KEYS[11], the done mark, only when it is to be written.
+                .key(&keys.history)
+                .key(&keys.settled);
+            // KEYS[12], the done mark, only when it is to be written.
             if mark_done && keys.once_per.is_some() {
                 inv.key(&keys.done);
             }
@@ -203,7 +250,9 @@ impl Store {
     /// What a release reply means.
     pub(super) fn released(keys: &LockKeys, reply: ReleaseReply) -> Result<Release> {
         match reply {
-            ReleaseReply::Released => Ok(Release::Released),
+            ReleaseReply::Released(until) => {
+                Ok(Release::Released(until.map(|until| Handoff { until })))
+            }
             ReleaseReply::Kept(left) => Ok(Release::Kept(left)),
             ReleaseReply::NotOwner(holder) => Ok(Release::NotOwner(holder)),
             ReleaseReply::HeldByRun => Ok(Release::HeldByRun),

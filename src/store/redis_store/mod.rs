@@ -58,8 +58,8 @@ pub use replies::ForeignKey;
 pub use server::{ClockReading, ReplicaClock};
 
 pub(super) use super::{
-    Acquire, DoneMark, Found, LastRun, LockInfo, Mode, Release, Result, RunRecord, SlotsInfo,
-    Watched,
+    Acquire, DoneMark, Found, Handoff, LastRun, LockInfo, Mode, Release, Result, RunRecord,
+    SlotsInfo, Watched,
 };
 
 impl RunRecord<'_> {

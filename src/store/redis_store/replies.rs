@@ -141,8 +141,9 @@ impl FromRedisValue for Renewed {
 /// What `RELEASE` and `RELEASE_SLOT` answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum ReleaseReply {
-    /// `{1}`: deleted.
-    Released,
+    /// `{1}`: deleted; `{1, ms}`: deleted, and a waiter woken whose
+    /// promised turns end in `ms` (see `RELAY`).
+    Released(Option<Duration>),
     /// `{2, ms}`: kept for its minimum hold, this many ms more.
     Kept(Duration),
     /// `{0}` or `{0, holder}`: not ours; held by `holder`, or by nobody.
@@ -157,7 +158,10 @@ impl FromRedisValue for ReleaseReply {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let items = array(v)?;
         match items.as_slice() {
-            [Value::Int(1)] => Ok(ReleaseReply::Released),
+            [Value::Int(1)] => Ok(ReleaseReply::Released(None)),
+            [Value::Int(1), ms] => Ok(ReleaseReply::Released(Some(Duration::from_millis(
+                int(ms)?.max(0) as u64,
+            )))),
             [Value::Int(2), left] => Ok(ReleaseReply::Kept(Duration::from_millis(
                 int(left)?.max(0) as u64,
             ))),
@@ -727,7 +731,11 @@ mod tests {
     #[test]
     fn release_and_renew_replies_are_read_by_shape() {
         let r = |items: Vec<Value>| ReleaseReply::from_redis_value(Value::Array(items)).unwrap();
-        assert_eq!(r(vec![Value::Int(1)]), ReleaseReply::Released);
+        assert_eq!(r(vec![Value::Int(1)]), ReleaseReply::Released(None));
+        assert_eq!(
+            r(vec![Value::Int(1), Value::Int(2700)]),
+            ReleaseReply::Released(Some(Duration::from_millis(2700)))
+        );
         assert_eq!(
             r(vec![Value::Int(2), Value::Int(250)]),
             ReleaseReply::Kept(Duration::from_millis(250))

@@ -202,9 +202,10 @@ const fn sha1_hex(data: &[u8]) -> [u8; 40] {
 /// Every script, so that an error raised inside one (Redis names only the
 /// script's SHA-1 and a line) can be told in words, and so the tests can
 /// check each.
-pub(super) static ALL: [&Script; 14] = [
+pub(super) static ALL: [&Script; 15] = [
     &ACQUIRE,
     &LEAVE,
+    &RELAY,
     &RENEW,
     &RELEASE,
     &LAST_RUN,
@@ -307,11 +308,14 @@ end
 /// time: each script that finds the lock free tops them up, so a waiter
 /// far back hears nothing until the queue reaches it. A claim ends them:
 /// those still promised a turn are told `claimed` and go back to sleep.
-/// With more than `AHEAD` stopped waiters in a row the live one behind them
-/// holds no promise and comes in on its own keep-alive backstop (its TTL);
-/// docs/queue.md says why, and what covering any number would cost.
+/// More than `AHEAD` stopped waiters in a row leave nobody live holding
+/// a promise: then the releaser acts (`RELAY`). The release tells it when
+/// the last promised window ends (`schedule_end`); it waits on `settled`
+/// until then and stays away if the hand-off ends first: the claim, or a
+/// script that finds nobody left to wake, pushes there (`settle`).
 /// `turns`: zset, owner → end of its claim window (server ms),
 /// never more than `AHEAD` + 1 waiters, the front of the queue.
+/// `settled`: list, pushed to when a hand-off ends, expiring by itself.
 ///
 /// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
 /// keep-alive deadline (server ms). `chan`: the wake channel prefix.
@@ -407,6 +411,20 @@ local function wake_next(queue, deadlines, turns, chan, me)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head or head == me then return false end
   return head
+end
+-- How long (ms from now) until the last promised window ends: when the
+-- releaser must act unless the hand-off has ended first.
+local function schedule_end(turns)
+  local last = redis.call('ZRANGE', turns, -1, -1, 'WITHSCORES')[2]
+  if not last then return 0 end
+  return math.max(tonumber(last) - math.floor(now_us() / 1000), 0)
+end
+-- The hand-off has ended (claimed, or nobody left to take it): tells a
+-- releaser blocked on `settled` that it may go. Nobody may be listening,
+-- so the push expires by itself, and each release clears what is left.
+local function settle(settled)
+  redis.call('LPUSH', settled, '1')
+  redis.call('PEXPIRE', settled, 10000)
 end
 -- A successful acquire ends the promises: whoever still holds one is told
 -- to forget it (at most AHEAD + 1 waiters). Publishes only (no write): the
@@ -543,7 +561,7 @@ end
 /// must not burn a token).
 ///
 /// KEYS: lock, fence, meta, queue, deadlines, slots, limit (those two
-/// only to refuse a name in use as a semaphore), turns, and with
+/// only to refuse a name in use as a semaphore), turns, settled, and with
 /// `--once-per` the done mark and the history. ARGV: owner, ttl ms, mode
 /// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
 /// queue), wake channel prefix, history keep count and record for a
@@ -558,7 +576,7 @@ end
 /// when unknown: HMGET on the metadata, O(1)), and for a `fair` waiter its
 /// 0-based place in the queue (ZRANK, O(log N)).
 ///
-/// `run --once-per D` adds KEYS[9], the done mark, KEYS[10], the history,
+/// `run --once-per D` adds KEYS[10], the done mark, KEYS[11], the history,
 /// and `once_per_ms` among the metadata: when the lease would be ours but a
 /// mark younger than D is there, the lease is not taken at all (no token
 /// burnt, nothing to release, still one round trip): we leave the queue,
@@ -573,13 +591,13 @@ pub(super) static ACQUIRE: Script = Script::new(concat!(
     extend!(),
     next_token!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset'}
-if KEYS[9] then table.insert(expect, KEYS[9]) table.insert(expect, 'hash') end
-if KEYS[10] and ARGV[5] ~= '' then table.insert(expect, KEYS[10]) table.insert(expect, 'list') end
+local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'list'}
+if KEYS[10] then table.insert(expect, KEYS[10]) table.insert(expect, 'hash') end
+if KEYS[11] and ARGV[5] ~= '' then table.insert(expect, KEYS[11]) table.insert(expect, 'list') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
 local lock, fence, meta, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local turns = KEYS[8]
+local turns, settled = KEYS[8], KEYS[9]
 local owner, ttl, mode, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local holder = redis.call('GET', lock)
 if holder == false and redis.call('EXISTS', KEYS[6]) == 1 then
@@ -600,12 +618,12 @@ if holder == false and mode ~= 'any' then
 end
 if holder == false and not ahead then
   -- run --once-per: done already in this window?
-  if KEYS[9] then
-    local done = done_within(KEYS[9], math.floor(now / 1000), tonumber(arg_field(7, 'once_per_ms')))
+  if KEYS[10] then
+    local done = done_within(KEYS[10], math.floor(now / 1000), tonumber(arg_field(7, 'once_per_ms')))
     if done then
       drop(queue, deadlines, turns, owner)
-      wake_next(queue, deadlines, turns, chan, owner)
-      if KEYS[10] and ARGV[5] ~= '' then record_history(KEYS[10], ARGV[5], 0, ARGV[6], false) end
+      if not wake_next(queue, deadlines, turns, chan, owner) then settle(settled) end
+      if KEYS[11] and ARGV[5] ~= '' then record_history(KEYS[11], ARGV[5], 0, ARGV[6], false) end
       return done
     end
   end
@@ -615,6 +633,7 @@ if holder == false and not ahead then
   -- acquisition here, with nothing changed.
   end_turns(turns, chan, owner)
   local token = next_token(fence)
+  if redis.call('EXISTS', turns) == 1 then settle(settled) end
   redis.call('DEL', turns)
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
@@ -668,20 +687,40 @@ return {0, holder, pttl, ahead, who[1], who[2], who[3], who[4], place}
 ));
 
 /// `leave`: a waiter gives up (its wait ran out, or it was interrupted).
-/// KEYS: lock, queue, deadlines, turns. ARGV: owner, wake channel prefix.
-/// If the lock is free, the next waiter is woken, since it may have been
-/// waiting behind us (or for our turn to pass).
+/// KEYS: lock, queue, deadlines, turns, settled. ARGV: owner, wake channel
+/// prefix. If the lock is free, the next waiter is woken, since it may
+/// have been waiting behind us (or for our turn to pass); with nobody left,
+/// a releaser still seeing the hand-off through may go (`settle`).
 pub(super) static LEAVE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'list'})
 if foreign then return foreign end
 drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1])
+  if not wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1]) then settle(KEYS[5]) end
 end
 return 1
+"
+));
+
+/// `relay`: the releaser's step when the last promised window has ended
+/// and nobody has claimed (every waiter promised a turn was stopped or
+/// frozen): drop them, wake the next live waiter and promise the ones
+/// behind it, exactly as a release would. KEYS: lock, queue, deadlines,
+/// turns, settled (type check only). ARGV: wake channel prefix. Returns
+/// the ms until the new schedule ends, or -1 when there is nothing left to
+/// see through (the lock is held, or nobody waits).
+pub(super) static RELAY: Script = Script::new(concat!(
+    foreign_key!(),
+    wake_next!(),
+    r"
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'list'})
+if foreign then return foreign end
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+if not wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[1], false) then return -1 end
+return schedule_end(KEYS[4])
 "
 ));
 
@@ -755,15 +794,17 @@ end
 /// written, the minimum hold's expiry included.
 ///
 /// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns, fence
-/// (type check only), history. ARGV: owner,
+/// (type check only), history, settled. ARGV: owner,
 /// wake channel prefix, release channel, last-run keep ms ('' for no
 /// record), caller (`holder` or `owner`), history keep count ('' for no
 /// record), duration ms, history record (see `record_history!`), then the
-/// last-run record's field/value pairs. Returns `{1}` when deleted, `{2, ms}` when kept for the minimum
+/// last-run record's field/value pairs. Returns `{1}` when deleted, `{1,
+/// ms}` when deleted and a waiter woken whose hand-off the releaser is to
+/// see through (`RELAY`) in ms unless told it settled, `{2, ms}` when kept for the minimum
 /// hold, `{3}` when refused because a run holds it, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 ///
-/// `run --once-per` whose CMD exited 0 adds KEYS[11], the done mark: it is
+/// `run --once-per` whose CMD exited 0 adds KEYS[12], the done mark: it is
 /// written from the lease's metadata (see `done_mark!`) only if the lease is
 /// still ours, in the same round trip as the release.
 pub(super) static RELEASE: Script = Script::new(concat!(
@@ -774,9 +815,9 @@ pub(super) static RELEASE: Script = Script::new(concat!(
     semaphore_in_use!(),
     done_mark!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'counter'}
+local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'counter', KEYS[11], 'list'}
 if ARGV[6] ~= '' then table.insert(expect, KEYS[10]) table.insert(expect, 'list') end
-if KEYS[11] then table.insert(expect, KEYS[11]) table.insert(expect, 'hash') end
+if KEYS[12] then table.insert(expect, KEYS[12]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
 if foreign then return foreign end
 local holder = redis.call('GET', KEYS[1])
@@ -787,7 +828,7 @@ end
 if holder ~= ARGV[1] then return {0, holder} end
 local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms', 'run')
 if m[3] and ARGV[5] ~= 'holder' then return {3} end
-if KEYS[11] then write_done(KEYS[11], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
+if KEYS[12] then write_done(KEYS[12], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
 record_history(KEYS[10], ARGV[6], ARGV[7], ARGV[8], KEYS[2])
 if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 9) end
 local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
@@ -797,9 +838,12 @@ if tonumber(m[2]) and left > 0 then
   redis.call('PEXPIRE', KEYS[1], left)
   return {2, left}
 end
-wake_next(KEYS[3], KEYS[4], KEYS[8], ARGV[2], false)
+-- A push left from an earlier hand-off must not end this one's relay.
+redis.call('DEL', KEYS[11])
+local woken = wake_next(KEYS[3], KEYS[4], KEYS[8], ARGV[2], false)
 redis.call('PUBLISH', ARGV[3], 'released')
 redis.call('DEL', KEYS[1], KEYS[2])
+if woken then return {1, schedule_end(KEYS[8])} end
 return {1}
 "
 ));

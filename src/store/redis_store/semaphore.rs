@@ -96,7 +96,7 @@ impl Store {
         }
         self.record_run(keys, record)?;
         Ok(match reply {
-            ReleaseReply::Released => Release::Released,
+            ReleaseReply::Released(_) => Release::Released(None),
             ReleaseReply::HeldByRun => Release::HeldByRun,
             _ => Release::NotOwner(None),
         })

@@ -140,9 +140,14 @@ impl Holder {
         self.child.try_wait().unwrap()
     }
 
+    /// Lets CMD end (exit 0), without waiting for distlock.
+    pub fn end_cmd(&mut self) {
+        drop(self.stdin.take());
+    }
+
     /// Lets CMD end (exit 0) and waits (bounded) for distlock.
     pub fn finish(&mut self) -> ExitStatus {
-        drop(self.stdin.take());
+        self.end_cmd();
         self.wait()
     }
 
