@@ -429,10 +429,13 @@ end
 -- A successful acquire ends the promises: whoever still holds one is told
 -- to forget it (at most AHEAD + 1 waiters). Publishes only (no write): the
 -- caller deletes `turns` once its first write has passed the memory check.
+-- Returns whether there were any: whether this acquire ends a hand-off.
 local function end_turns(turns, chan, me)
-  for _, w in ipairs(redis.call('ZRANGE', turns, 0, -1)) do
+  local promised = redis.call('ZRANGE', turns, 0, -1)
+  for _, w in ipairs(promised) do
     if w ~= me then redis.call('PUBLISH', chan .. w, 'claimed') end
   end
+  return #promised > 0
 end
 "
     };
@@ -631,10 +634,12 @@ if holder == false and not ahead then
   -- the new token first: Redis refuses a script's write for lack of memory
   -- only up to its first write, so out of memory (noeviction) ends the
   -- acquisition here, with nothing changed.
-  end_turns(turns, chan, owner)
+  local handed = end_turns(turns, chan, owner)
   local token = next_token(fence)
-  if redis.call('EXISTS', turns) == 1 then settle(settled) end
-  redis.call('DEL', turns)
+  if handed then
+    settle(settled)
+    redis.call('DEL', turns)
+  end
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
   redis.call('DEL', meta)
