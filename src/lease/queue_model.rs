@@ -260,7 +260,7 @@ struct World {
     waiters: Vec<Waiter>,
     arrivals: Vec<u8>,
     served: Vec<u8>,
-    /// When the releaser acts next (its BLPOP times out); None once the
+    /// When the releaser acts next (its XREAD times out); None once the
     /// hand-off settled, or with nobody woken.
     relay_at: Option<u32>,
     stops: u8,
@@ -314,7 +314,7 @@ impl World {
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 enum Action {
     Release(Option<u8>),
-    /// The releaser's BLPOP timed out: it runs RELAY.
+    /// The releaser's XREAD timed out: it runs RELAY.
     Relay,
     Try(u8),
     Reply(u8),

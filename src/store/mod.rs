@@ -122,13 +122,16 @@ pub enum Release {
 }
 
 /// A release woke the next waiter, and promised turns to the few behind
-/// it, which end `until` from the release. A stopped (Ctrl-Z, SIGSTOP)
-/// or frozen waiter cannot be told from a live one, and nothing in the
-/// store acts when a window ends: if every promised waiter is stopped,
-/// only the releaser is left to wake the next live one (docs/queue.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// it, which end `until` from the release; `since` is where the release
+/// found the store's record of ended hand-offs. A stopped (Ctrl-Z,
+/// SIGSTOP) or frozen waiter cannot be told from a live one, and nothing
+/// in the store acts when a window ends: if every promised waiter is
+/// stopped, only the releaser is left to wake the next live one
+/// (docs/queue.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handoff {
     until: Duration,
+    since: String,
 }
 
 /// A snapshot of one lock, as `inspect` and `list` show it.

@@ -336,12 +336,7 @@ fn a_foreign_done_mark_turns_or_settled_key_is_refused_and_left_alone() {
         ("settled", &["acquire", "{n}"]),
     ];
     for (case, (suffix, args)) in cases.iter().enumerate() {
-        // `settled` is a list of distlock's own.
-        let kinds: &[&str] = match *suffix {
-            "settled" => &["hash", "set"],
-            _ => &["list", "set"],
-        };
-        for &kind in kinds {
+        for kind in ["list", "set"] {
             let name = format!("d{case}{kind}");
             let key = format!("distlock:{{{name}}}:{suffix}");
             plant(&server, &key, kind);

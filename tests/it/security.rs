@@ -1223,6 +1223,23 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
         ("+zrangebyscore", Box::new(|n| args(&["acquire", n]))),
         ("+lrange", Box::new(|n| args(&["history", n]))),
         (
+            // A hand-off ends: here a run that finds the job done and
+            // nobody left to wake.
+            "+xadd",
+            Box::new(|n| {
+                run(admin().args(["run", "--once-per", "1h", n, "--", "true"]));
+                args(&["run", "--once-per", "1h", n, "--", "true"])
+            }),
+        ),
+        (
+            // The release reads where ended hand-offs stand.
+            "+xrevrange",
+            Box::new(|n| {
+                let o = owner_of(&run(admin().args(["acquire", "--json", n])));
+                args(&["release", "--owner", &o, n])
+            }),
+        ),
+        (
             "+publish",
             Box::new(|n| {
                 let o = owner_of(&run(admin().args(["acquire", "--json", n])));
@@ -1250,7 +1267,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
     // release's warning names the command (the lease expires by itself).
     let history_writes = ["+lpush", "+ltrim"];
     // A release seeing its hand-off through (below): it warns, exit 0.
-    let relay = "+blpop";
+    let relay = "+xread";
     let tested: HashSet<&str> = cases
         .iter()
         .map(|(c, _)| *c)
@@ -1277,7 +1294,7 @@ fn each_permission_of_the_acl_line_is_needed_and_named_when_missing() {
         let out = run(distlock_at(&url).args(["release", "--owner", &o, "bl"]));
         assert_eq!(out.code, 0, "without {relay}: {out:?}");
         assert!(
-            out.stderr.contains("may not run BLPOP") && out.stderr.lines().count() == 1,
+            out.stderr.contains("may not run XREAD") && out.stderr.lines().count() == 1,
             "without {relay}: {out:?}"
         );
         assert!(wait_with_timeout(&mut waiter, LIMIT).success());

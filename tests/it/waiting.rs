@@ -870,6 +870,56 @@ fn a_stopped_waiter_loses_its_turn_within_a_second() {
     assert!(wait_with_timeout(&mut kids.0[0], LIMIT).success());
 }
 
+/// A releaser slow to learn of its own release (its replies come 250 ms
+/// late, through a proxy) starts watching for the claim only after the
+/// next holder has claimed, run and released, and the one after it has
+/// claimed too. It must still see that its hand-off ended and exit, not
+/// wait for the turns its release promised (0.9 s each). With `settled`
+/// a list, the first claim's entry was cleared by the next release, and
+/// the second went to the next releaser, who had started reading first:
+/// the slow releaser stayed until its promised turns had passed (the
+/// bench's contention rate fell from about 400 to 140 runs/s in one
+/// round). Latency on replies only: the server acts on each request when
+/// it is sent.
+#[test]
+fn a_releaser_slow_to_read_still_sees_its_hand_off_end() {
+    let server = RedisServer::start();
+    let name = "slowreader";
+    // The release script loaded beforehand: one round trip, not three.
+    hold_as(&server, "warmup:0:1", "warmup");
+    release_as(&server, "warmup:0:1", "warmup");
+    let proxy = Proxy::start(server.port);
+    let mut holder = Holder::start(&proxy.url(), &["run", name]);
+    let first = holder.token();
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = ["b", "c"].iter().map(|f| dir.path().join(f)).collect();
+    let mut kids = Reaper(Vec::new());
+    for (i, file) in files.iter().enumerate() {
+        kids.0.push(spawn_run(
+            &server,
+            &["--wait", "60s", name],
+            WRITE_TOKEN,
+            &[file],
+            None,
+        ));
+        queued(&server, name, i as u64 + 1, &kids.0[i]);
+    }
+    proxy.set_latency(Duration::from_millis(250));
+    let ended = Instant::now();
+    holder.end_cmd();
+    let b = later(token_in(&files[0]), first, "B");
+    later(token_in(&files[1]), b, "C");
+    assert!(holder.wait().success());
+    let stayed = ended.elapsed();
+    assert!(
+        stayed < Duration::from_millis(1500),
+        "the releaser stayed {stayed:?}: it missed the claim that ended its hand-off"
+    );
+    for kid in &mut kids.0 {
+        assert!(wait_with_timeout(kid, LIMIT).success());
+    }
+}
+
 /// How the holder ahead of the queue lets go.
 #[derive(Clone, Copy)]
 enum Releaser {

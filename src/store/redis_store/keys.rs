@@ -23,9 +23,9 @@ pub struct LockKeys {
     /// waiter's claim window end (zset, server ms); a stopped waiter lets
     /// its window pass and loses its turn.
     pub turns: String,
-    /// `P:{N}:settled`: pushed to when a hand-off ends (the claim, or
-    /// nobody left to take the lock), for the releaser that sees it
-    /// through (list, BLPOP; expires by itself).
+    /// `P:{N}:settled`: an entry added when a hand-off ends (the claim,
+    /// or nobody left to take the lock), for the releaser that sees it
+    /// through (stream of one entry, XREAD; expires by itself).
     pub settled: String,
     /// `P:{N}:wake:`: prefix of each fair waiter's own wake-up channel.
     pub wake_prefix: String,

@@ -122,25 +122,29 @@ impl Store {
         Ok(())
     }
 
-    /// `Store::relay`: blocks on `settled` (BLPOP, timed out by the
-    /// server) until the promised turns have passed, then runs `RELAY`,
-    /// which wakes the next waiter and promises the next turns; again
-    /// until the hand-off settles. The call's own deadline is the wait
-    /// plus the usual timeout.
+    /// `Store::relay`: reads `settled` past the entry the release saw
+    /// (XREAD BLOCK, timed out by the server) until the promised turns
+    /// have passed, then runs `RELAY`, which wakes the next waiter and
+    /// promises the next turns; again until the hand-off settles. The
+    /// call's own deadline is the wait plus the usual timeout.
     pub fn relay(&mut self, keys: &LockKeys, handoff: Handoff) -> Result<()> {
+        self.route(keys)?;
         let timeout = self.timeout;
         let mut left = handoff.until;
         loop {
             let wait = left + RELAY_SLACK;
             self.timeout = timeout + wait;
-            let popped = self.call_raw("waiting for the next holder's claim", |c| {
-                redis::cmd("BLPOP")
+            let read = self.call_raw("waiting for the next holder's claim", |c| {
+                redis::cmd("XREAD")
+                    .arg("BLOCK")
+                    .arg(wait.as_millis() as u64)
+                    .arg("STREAMS")
                     .arg(&keys.settled)
-                    .arg(format!("{:.3}", wait.as_secs_f64()))
+                    .arg(&handoff.since)
                     .query(c)
             });
             self.timeout = timeout;
-            if popped? != Value::Nil {
+            if read? != Value::Nil {
                 return Ok(());
             }
             let next: i64 = self.call("handing the lock on", |c| {
@@ -250,9 +254,9 @@ impl Store {
     /// What a release reply means.
     pub(super) fn released(keys: &LockKeys, reply: ReleaseReply) -> Result<Release> {
         match reply {
-            ReleaseReply::Released(until) => {
-                Ok(Release::Released(until.map(|until| Handoff { until })))
-            }
+            ReleaseReply::Released(handoff) => Ok(Release::Released(
+                handoff.map(|(until, since)| Handoff { until, since }),
+            )),
             ReleaseReply::Kept(left) => Ok(Release::Kept(left)),
             ReleaseReply::NotOwner(holder) => Ok(Release::NotOwner(holder)),
             ReleaseReply::HeldByRun => Ok(Release::HeldByRun),

@@ -141,9 +141,10 @@ impl FromRedisValue for Renewed {
 /// What `RELEASE` and `RELEASE_SLOT` answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum ReleaseReply {
-    /// `{1}`: deleted; `{1, ms}`: deleted, and a waiter woken whose
-    /// promised turns end in `ms` (see `RELAY`).
-    Released(Option<Duration>),
+    /// `{1}`: deleted; `{1, ms, id}`: deleted, and a waiter woken whose
+    /// promised turns end in `ms`; `id` is the newest entry of `settled`
+    /// then (see `RELAY`).
+    Released(Option<(Duration, String)>),
     /// `{2, ms}`: kept for its minimum hold, this many ms more.
     Kept(Duration),
     /// `{0}` or `{0, holder}`: not ours; held by `holder`, or by nobody.
@@ -159,8 +160,9 @@ impl FromRedisValue for ReleaseReply {
         let items = array(v)?;
         match items.as_slice() {
             [Value::Int(1)] => Ok(ReleaseReply::Released(None)),
-            [Value::Int(1), ms] => Ok(ReleaseReply::Released(Some(Duration::from_millis(
-                int(ms)?.max(0) as u64,
+            [Value::Int(1), ms, id] => Ok(ReleaseReply::Released(Some((
+                Duration::from_millis(int(ms)?.max(0) as u64),
+                string(id)?.unwrap_or_default(),
             )))),
             [Value::Int(2), left] => Ok(ReleaseReply::Kept(Duration::from_millis(
                 int(left)?.max(0) as u64,
@@ -733,8 +735,15 @@ mod tests {
         let r = |items: Vec<Value>| ReleaseReply::from_redis_value(Value::Array(items)).unwrap();
         assert_eq!(r(vec![Value::Int(1)]), ReleaseReply::Released(None));
         assert_eq!(
-            r(vec![Value::Int(1), Value::Int(2700)]),
-            ReleaseReply::Released(Some(Duration::from_millis(2700)))
+            r(vec![
+                Value::Int(1),
+                Value::Int(2700),
+                Value::BulkString(b"1700000000000-0".to_vec())
+            ]),
+            ReleaseReply::Released(Some((
+                Duration::from_millis(2700),
+                "1700000000000-0".to_owned()
+            )))
         );
         assert_eq!(
             r(vec![Value::Int(2), Value::Int(250)]),

@@ -310,12 +310,18 @@ end
 /// those still promised a turn are told `claimed` and go back to sleep.
 /// More than `AHEAD` stopped waiters in a row leave nobody live holding
 /// a promise: then the releaser acts (`RELAY`). The release tells it when
-/// the last promised window ends (`schedule_end`); it waits on `settled`
-/// until then and stays away if the hand-off ends first: the claim, or a
-/// script that finds nobody left to wake, pushes there (`settle`).
+/// the last promised window ends (`schedule_end`) and the last entry of
+/// `settled` it saw; it reads `settled` from that entry on until then,
+/// and goes as soon as the hand-off ends: the claim, or a script that
+/// finds nobody left to wake, adds an entry (`settle`). A stream, not a
+/// list: a list's entry goes to one reader, and a releaser slow to start
+/// reading could lose its hand-off's entry to the next releaser, or be
+/// ended by an entry from an earlier hand-off; every reader of a stream
+/// sees every entry after the one it names.
 /// `turns`: zset, owner → end of its claim window (server ms),
 /// never more than `AHEAD` + 1 waiters, the front of the queue.
-/// `settled`: list, pushed to when a hand-off ends, expiring by itself.
+/// `settled`: stream of one entry, the last hand-off that ended; expires
+/// by itself.
 ///
 /// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
 /// keep-alive deadline (server ms). `chan`: the wake channel prefix.
@@ -420,11 +426,16 @@ local function schedule_end(turns)
   return math.max(tonumber(last) - math.floor(now_us() / 1000), 0)
 end
 -- The hand-off has ended (claimed, or nobody left to take it): tells a
--- releaser blocked on `settled` that it may go. Nobody may be listening,
--- so the push expires by itself, and each release clears what is left.
+-- releaser reading `settled` that it may go. Only the newest entry
+-- matters, and nobody may be reading, so it expires by itself.
 local function settle(settled)
-  redis.call('LPUSH', settled, '1')
+  redis.call('XADD', settled, 'MAXLEN', '1', '*', 'settled', '1')
   redis.call('PEXPIRE', settled, 10000)
+end
+-- The newest entry of `settled`: the releaser waits for one after it.
+local function last_settled(settled)
+  local newest = redis.call('XREVRANGE', settled, '+', '-', 'COUNT', 1)[1]
+  return newest and newest[1] or '0-0'
 end
 -- A successful acquire ends the promises: whoever still holds one is told
 -- to forget it (at most AHEAD + 1 waiters). Publishes only (no write): the
@@ -594,7 +605,7 @@ pub(super) static ACQUIRE: Script = Script::new(concat!(
     extend!(),
     next_token!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'list'}
+local expect = {KEYS[1], 'string', KEYS[2], 'counter+1', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'zset', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'stream'}
 if KEYS[10] then table.insert(expect, KEYS[10]) table.insert(expect, 'hash') end
 if KEYS[11] and ARGV[5] ~= '' then table.insert(expect, KEYS[11]) table.insert(expect, 'list') end
 local foreign = foreign_key(expect)
@@ -700,7 +711,7 @@ pub(super) static LEAVE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'list'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'stream'})
 if foreign then return foreign end
 drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -721,7 +732,7 @@ pub(super) static RELAY: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     r"
-local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'list'})
+local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'stream'})
 if foreign then return foreign end
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 if not wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[1], false) then return -1 end
@@ -804,8 +815,9 @@ end
 /// record), caller (`holder` or `owner`), history keep count ('' for no
 /// record), duration ms, history record (see `record_history!`), then the
 /// last-run record's field/value pairs. Returns `{1}` when deleted, `{1,
-/// ms}` when deleted and a waiter woken whose hand-off the releaser is to
-/// see through (`RELAY`) in ms unless told it settled, `{2, ms}` when kept for the minimum
+/// ms, id}` when deleted and a waiter woken, whose hand-off the releaser
+/// is to see through: `RELAY` in ms unless `settled` gets an entry after
+/// `id` first; `{2, ms}` when kept for the minimum
 /// hold, `{3}` when refused because a run holds it, `{-1, N}` when the
 /// name is in use as a semaphore of N, else `{0, holder|false}`.
 ///
@@ -820,7 +832,7 @@ pub(super) static RELEASE: Script = Script::new(concat!(
     semaphore_in_use!(),
     done_mark!(),
     r"
-local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'counter', KEYS[11], 'list'}
+local expect = {KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'string', KEYS[8], 'zset', KEYS[9], 'counter', KEYS[11], 'stream'}
 if ARGV[6] ~= '' then table.insert(expect, KEYS[10]) table.insert(expect, 'list') end
 if KEYS[12] then table.insert(expect, KEYS[12]) table.insert(expect, 'hash') end
 local foreign = foreign_key(expect)
@@ -833,6 +845,9 @@ end
 if holder ~= ARGV[1] then return {0, holder} end
 local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms', 'run')
 if m[3] and ARGV[5] ~= 'holder' then return {3} end
+-- Read before the first write: a command the ACL denies fails the release
+-- with nothing changed.
+local since = last_settled(KEYS[11])
 if KEYS[12] then write_done(KEYS[12], KEYS[2], ARGV[1], math.floor(now_us() / 1000)) end
 record_history(KEYS[10], ARGV[6], ARGV[7], ARGV[8], KEYS[2])
 if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 9) end
@@ -843,12 +858,10 @@ if tonumber(m[2]) and left > 0 then
   redis.call('PEXPIRE', KEYS[1], left)
   return {2, left}
 end
--- A push left from an earlier hand-off must not end this one's relay.
-redis.call('DEL', KEYS[11])
 local woken = wake_next(KEYS[3], KEYS[4], KEYS[8], ARGV[2], false)
 redis.call('PUBLISH', ARGV[3], 'released')
 redis.call('DEL', KEYS[1], KEYS[2])
-if woken then return {1, schedule_end(KEYS[8])} end
+if woken then return {1, schedule_end(KEYS[8]), since} end
 return {1}
 "
 ));
