@@ -293,7 +293,15 @@ impl Holder<'_> {
                         });
                     }
                     Action::Release => {
-                        let _ = self.store.release(self.keys, self.owner);
+                        // Seen through as `run` does (docs/queue.md), in
+                        // silence: nobody reads a hold's stderr by then. A
+                        // second SIGTERM ends the stay.
+                        if let Ok(Release::Released(Some(handoff))) =
+                            self.store.release(self.keys, self.owner)
+                        {
+                            self.store.set_interrupt_signals(process::WAIT_ENDERS);
+                            let _ = self.store.relay(self.keys, handoff);
+                        }
                     }
                     Action::Exit(code) => return Some(code),
                     // The rest is about a CMD, which a hold does not have.

@@ -927,6 +927,18 @@ enum Releaser {
     Subcommand,
     /// `distlock run`, whose CMD ends.
     Run,
+    /// `distlock hold`, whose background renewer gets SIGTERM.
+    Hold,
+}
+
+/// Whether process `pid` has exited (gone, or a zombie nobody reaped yet).
+fn gone(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+        .unwrap_or(true)
 }
 
 /// `stopped` stopped waiters in a row, then live B: each stopped one
@@ -934,16 +946,30 @@ enum Releaser {
 /// earlier: each promise is kept) and well below any TTL, however many
 /// are stopped: past the two the release promises a turn to, the releaser
 /// itself wakes the next waiter when the promised turns have passed. The
-/// releaser (`release`, or `run` once its CMD ended) returns only once B
-/// holds the lock. Continued, the stopped waiters queue again behind B's
-/// lease and run after it, one at a time.
+/// releaser (`release`, `run` once its CMD ended, or a hold's renewer)
+/// ends only once B holds the lock. Continued, the stopped waiters queue
+/// again behind B's lease and run after it, one at a time.
 fn stopped_waiters_in_a_row(stopped: usize, name: &str, by: Releaser) {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let (h_file, h_go) = (dir.path().join("h"), dir.path().join("h-go"));
+    let mut hold_pid = 0;
     let mut holder = match by {
         Releaser::Subcommand => {
             hold_as(&server, "holder:0:8", name);
+            None
+        }
+        Releaser::Hold => {
+            let out = distlock(&server)
+                .args(["hold", "--ttl", "10s", name])
+                .output_within(LIMIT);
+            assert!(out.status.success(), "{out:?}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            hold_pid = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("export DISTLOCK_HOLD_PID="))
+                .map(|v| v.trim_matches('\'').parse().unwrap())
+                .unwrap_or_else(|| panic!("no DISTLOCK_HOLD_PID in {stdout:?}"));
             None
         }
         Releaser::Run => {
@@ -972,6 +998,15 @@ fn stopped_waiters_in_a_row(stopped: usize, name: &str, by: Releaser) {
     }
 
     let released = match &mut holder {
+        None if hold_pid > 0 => {
+            let at = Instant::now();
+            signal(hold_pid, libc::SIGTERM);
+            assert!(
+                wait_until(LIMIT, || gone(hold_pid)),
+                "the hold's renewer never ended"
+            );
+            at
+        }
         None => release_as(&server, "holder:0:8", name),
         Some(h) => {
             let at = Instant::now();
@@ -1047,6 +1082,13 @@ fn three_stopped_waiters_in_a_row_cost_about_a_second_each() {
 #[test]
 fn behind_a_run_three_stopped_waiters_in_a_row_cost_about_a_second_each() {
     stopped_waiters_in_a_row(3, "frozen3run", Releaser::Run);
+}
+
+/// The same behind `hold`: its renewer, told to release by SIGTERM, sees
+/// the hand-off through before it exits.
+#[test]
+fn behind_a_hold_three_stopped_waiters_in_a_row_cost_about_a_second_each() {
+    stopped_waiters_in_a_row(3, "frozen3hold", Releaser::Hold);
 }
 
 /// Four in a row: the releaser acts twice, once per schedule of three.
