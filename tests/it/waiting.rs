@@ -931,16 +931,6 @@ enum Releaser {
     Hold,
 }
 
-/// Whether process `pid` has exited (gone, or a zombie nobody reaped yet).
-fn gone(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit_once(") ")
-                .is_some_and(|(_, rest)| rest.starts_with('Z'))
-        })
-        .unwrap_or(true)
-}
-
 /// `stopped` stopped waiters in a row, then live B: each stopped one
 /// costs one claim window, so B runs after about that many windows (no
 /// earlier: each promise is kept) and well below any TTL, however many
@@ -1002,7 +992,7 @@ fn stopped_waiters_in_a_row(stopped: usize, name: &str, by: Releaser) {
             let at = Instant::now();
             signal(hold_pid, libc::SIGTERM);
             assert!(
-                wait_until(LIMIT, || gone(hold_pid)),
+                wait_until(LIMIT, || !alive(hold_pid)),
                 "the hold's renewer never ended"
             );
             at
