@@ -1,25 +1,14 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install redis-server (and sqlite3 and
-# openssl, which the tests use) when missing, build distlock, start a throw-away
-# redis-server on a free loopback port, and run a command under the lock
-# three times to show the fencing token increasing (each token is at least
-# the server's clock in µs, so they read like 1796169601000412).
+# The main job on a fresh machine: install what the build and the tests
+# need (scripts/install-deps.sh: redis-server, etcd, promtool, ... as root),
+# build distlock, start a throw-away redis-server on a free loopback port,
+# and run a command under the lock three times to show the fencing token
+# increasing (each token is at least the server's clock in µs, so they read
+# like 1796169601000412). After it, `cargo test --locked` passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
-command -v openssl >/dev/null 2>&1 || need+=(openssl)
-command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)   # the etcd feature's build
-if [ ${#need[@]} -gt 0 ]; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "demo: please install ${need[*]} (e.g. sudo apt-get install ${need[*]})" >&2
-        exit 1
-    fi
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+bash scripts/install-deps.sh
 
 cargo build --release --locked --quiet
 

@@ -10,6 +10,7 @@ mod architecture;
 mod assets;
 mod cli;
 mod cron_ci;
+mod deps;
 mod doctor;
 mod etcd;
 mod etcd_cluster;
