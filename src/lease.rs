@@ -2,7 +2,8 @@
 //! that keeps it alive while CMD runs.
 //!
 //! The decisions (when to renew, when CMD must be signalled) are pure and
-//! live in [`supervisor`]; this file does the Redis and thread work.
+//! live in [`supervisor`]; this file does the store and thread work, and
+//! knows the store only through `crate::store::Store`.
 //!
 //! Time is read from CLOCK_BOOTTIME (`crate::clock`), so a suspended
 //! machine does not stretch a lease.
@@ -535,7 +536,7 @@ struct Subscriber {
 
 impl Subscriber {
     /// How often the thread looks up from the socket to see whether it
-    /// should stop; costs no Redis command.
+    /// should stop; costs no request to the store.
     const TICK: Duration = Duration::from_millis(200);
 
     fn start(mut sub: Subscription) -> Result<Subscriber> {
@@ -616,13 +617,13 @@ fn drain_pipe(fd: &OwnedFd) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A renewal sent at this time was confirmed: the lease now runs until
-    /// at least `sent_at + ttl` in Redis. `after_failures` renewals had
+    /// at least `sent_at + ttl` in the store. `after_failures` renewals had
     /// failed since the last confirmed one.
     Renewed {
         sent_at: Duration,
         after_failures: u32,
     },
-    /// Redis says someone else (or nobody) holds the lock.
+    /// The store says someone else (or nobody) holds the lock.
     NotOwner,
     /// A renewal could not be confirmed: the `failures`-th in a row (the
     /// first of a run is what the supervisor hears of), with the error,

@@ -1,4 +1,4 @@
-//! distlock: run a command while holding a lease in Redis, so that one
+//! distlock: run a command while holding a lease in Redis or etcd, so that one
 //! worker at a time acts across many machines.
 //!
 //! # Layout
@@ -20,7 +20,7 @@
 //! - `lease`: taking the lease (and waiting), the renewer thread, and the
 //!   `Supervisor`, the pure decision machine of a run.
 //! - `process`: signals, spawning CMD, the terminal, the guardian,
-//!   reaping; knows no Redis.
+//!   reaping; knows no store.
 //! - `commands`: the subcommands: `run` (the loop that drives), `acquire`
 //!   (acquire, hold), `release` (renew, release), `inspect` (inspect,
 //!   list), `history` (with `metrics`), `doctor`, `man`, and what they

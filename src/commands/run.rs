@@ -136,7 +136,7 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     if clock::now() >= t0 + timings.soft_after() {
         release_quietly(g, &mut store, &keys, &owner);
         bail!(
-            "redis at {} answered too slowly: the lease would expire before CMD could run",
+            "{} answered too slowly: the lease would expire before CMD could run",
             store.display()
         );
     }
