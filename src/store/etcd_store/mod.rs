@@ -27,6 +27,7 @@ mod target;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
@@ -118,15 +119,20 @@ impl Store {
         let target = self.target.clone();
         let rt = self.runtime.as_ref().expect("made above");
         let sigs = self.interrupt_on;
+        let granted = Granted::default();
+        let leases = granted.clone();
         let out = rt.block_on(async move {
-            let call = tokio::time::timeout(timeout, async move {
-                let client = match existing {
-                    Some(c) => c,
-                    None => target.connect(timeout).await.map_err(|e| (true, e))?,
-                };
-                let out = f(client.clone()).await.map_err(|e| (false, e))?;
-                Ok::<_, (bool, etcd_client::Error)>((client, out))
-            });
+            let call = tokio::time::timeout(
+                timeout,
+                GRANTED.scope(leases, async move {
+                    let client = match existing {
+                        Some(c) => c,
+                        None => target.connect(timeout).await.map_err(|e| (true, e))?,
+                    };
+                    let out = f(client.clone()).await.map_err(|e| (false, e))?;
+                    Ok::<_, (bool, etcd_client::Error)>((client, out))
+                }),
+            );
             tokio::select! {
                 out = call => Some(out),
                 () = queue::signalled(sigs) => None,
@@ -134,6 +140,7 @@ impl Store {
         });
         let Some(out) = out else {
             self.client = None;
+            self.revoke(&granted);
             return Err(self.interrupted(what));
         };
         match out {
@@ -143,11 +150,13 @@ impl Store {
             }
             Ok(Err((connecting, e))) => {
                 self.client = None;
+                self.revoke(&granted);
                 let op = (!connecting).then_some(what);
                 Err(self.describe(op, e))
             }
             Err(_elapsed) => {
                 self.client = None;
+                self.revoke(&granted);
                 Err(self.failure(
                     StoreError::Timeout,
                     Some(what),
@@ -155,6 +164,27 @@ impl Store {
                 ))
             }
         }
+    }
+
+    /// Revokes the leases a failed call granted (a `run` refused by etcd's
+    /// permissions, a call timed out or interrupted after its grant): left
+    /// alone, each would live on for its whole TTL with nothing to show for
+    /// it. Best effort, on the connections that granted them, within
+    /// [`REVOKE_WITHIN`] in all: the call has failed already, and its error
+    /// is what the caller must hear.
+    fn revoke(&self, granted: &Granted) {
+        let leases = std::mem::take(&mut *granted.lock().unwrap_or_else(PoisonError::into_inner));
+        let Some(rt) = self.runtime.as_ref().filter(|_| !leases.is_empty()) else {
+            return;
+        };
+        rt.block_on(async move {
+            let _ = tokio::time::timeout(REVOKE_WITHIN, async move {
+                for (id, mut c) in leases {
+                    let _ = c.lease_revoke(id).await;
+                }
+            })
+            .await;
+        });
     }
 
     fn failure(
@@ -267,7 +297,7 @@ impl Store {
         when.extend(done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)));
         let (key, me) = (keys.lock.clone(), owner.to_owned());
         let (outcome, done_moved, short) = self.call("acquire", |mut c| async move {
-            let lease = c.lease_grant(ttl, None).await?.id();
+            let lease = grant(&mut c, ttl).await?;
             let hold = min_hold::grant(&mut c, taking.hold_secs).await?;
             let txn = Txn::new()
                 .when(when)
@@ -527,8 +557,10 @@ impl Store {
 
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
         let (key, fence) = (keys.lock.clone(), keys.fence.clone());
-        let (lock, fence_rev, ttl, rev) = self.call("inspect", |mut c| async move {
-            let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None)]);
+        let queue = queue::first_waiters(keys);
+        let prefix = Self::queue_prefix(keys);
+        let (lock, fence_rev, ttl, rev, waiters) = self.call("inspect", |mut c| async move {
+            let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None), queue]);
             let resp = c.txn(txn).await?;
             let rev = resp.header().map_or(0, |h| h.revision());
             let ops = op_responses(&resp)?;
@@ -538,13 +570,20 @@ impl Store {
                 _ => None,
             });
             let ttl = match &kv {
-                Some(kv) if kv.lease() != 0 => match c.lease_time_to_live(kv.lease(), None).await {
-                    Ok(r) if r.ttl() >= 0 => Some(Duration::from_secs(r.ttl() as u64)),
-                    _ => None,
-                },
+                Some(kv) => lease_ttl(&mut c, kv.lease()).await,
+                None => None,
+            };
+            let waiters = match ops.get(2) {
+                Some(TxnOpResponse::Get(g)) => queue::waiters(&mut c, &prefix, g).await,
                 _ => None,
             };
-            Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl, rev))
+            Ok((
+                kv.map(|kv| kv.value().to_vec()),
+                fence_rev,
+                ttl,
+                rev,
+                waiters,
+            ))
         })?;
         let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
         if holder.is_none() {
@@ -560,6 +599,7 @@ impl Store {
             last_run,
             semaphore: None,
             done,
+            waiters,
         })
     }
 
@@ -654,6 +694,41 @@ impl Store {
         found.dedup();
         Ok(found)
     }
+}
+
+/// What is left of lease `id` (None: no lease, or it is gone).
+async fn lease_ttl(c: &mut Client, id: i64) -> Option<Duration> {
+    if id == 0 {
+        return None;
+    }
+    match c.lease_time_to_live(id, None).await {
+        Ok(r) if r.ttl() >= 0 => Some(Duration::from_secs(r.ttl() as u64)),
+        _ => None,
+    }
+}
+
+/// The leases granted during one call, with the client that granted each.
+type Granted = Arc<Mutex<Vec<(i64, Client)>>>;
+
+tokio::task_local! {
+    /// The current call's [`Granted`]: see [`grant`].
+    static GRANTED: Granted;
+}
+
+/// How long a failed call may spend revoking the leases it granted.
+const REVOKE_WITHIN: Duration = Duration::from_secs(1);
+
+/// Grants a lease of `ttl` seconds within a store call, which revokes it
+/// if the call then fails (`Store::revoke`). Every lease distlock grants
+/// goes through here.
+async fn grant(c: &mut Client, ttl: i64) -> std::result::Result<i64, etcd_client::Error> {
+    let id = c.lease_grant(ttl, None).await?.id();
+    let _ = GRANTED.try_with(|g| {
+        g.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, c.clone()));
+    });
+    Ok(id)
 }
 
 /// Keys per read of `list`: about 60 KiB of keys a page.
