@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::config::Security;
 
 #[cfg(feature = "etcd")]
-use redis_store::{percent_decoded, redact as redact_url};
+use redis_store::{percent_decoded, redact as redact_url, tls_failure};
 pub use redis_store::{
     redact_urls_in, url_passwords, without_password, ClockReading, Failure, ForeignKey,
     HistoryRecord, LockKeys, ReplicaClock, RunOutcome, StoreError,

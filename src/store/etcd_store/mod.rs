@@ -18,6 +18,7 @@
 //! to completion within the call's timeout.
 
 mod doctor;
+mod errors;
 mod min_hold;
 mod queue;
 mod record;
@@ -116,6 +117,7 @@ impl Store {
         }
         let timeout = self.timeout;
         let existing = self.client.clone();
+        let connecting = existing.is_none();
         let target = self.target.clone();
         let rt = self.runtime.as_ref().expect("made above");
         let sigs = self.interrupt_on;
@@ -157,10 +159,18 @@ impl Store {
             Err(_elapsed) => {
                 self.client = None;
                 self.revoke(&granted);
+                // TLS to a port that waits for a line (Redis, a plain
+                // etcd behind some proxies) is silence, like a slow server:
+                // say what it may be, as for rediss://.
+                let hint = if connecting && self.target.seen().tls {
+                    " (no reply over TLS: if this port has no TLS, use etcd:// instead of etcds://)"
+                } else {
+                    ""
+                };
                 Err(self.failure(
                     StoreError::Timeout,
                     Some(what),
-                    format!("no complete answer within {}", secs(timeout)),
+                    format!("no complete answer within {}{hint}", secs(timeout)),
                 ))
             }
         }
@@ -206,6 +216,15 @@ impl Store {
     fn describe(&self, op: Option<&str>, e: etcd_client::Error) -> StoreError {
         use etcd_client::Error as E;
         use tonic::Code;
+        let below = match &e {
+            E::GRpcStatus(s) => errors::below_grpc(s, &self.target.seen()),
+            E::TransportError(t) => errors::below_grpc(t, &self.target.seen()),
+            E::IoError(io) => errors::below_grpc(io, &self.target.seen()),
+            _ => None,
+        };
+        if let Some((kind, detail)) = below {
+            return self.failure(kind, op, detail);
+        }
         match e {
             E::GRpcStatus(s) => {
                 let detail = one_line(s.message());
