@@ -63,7 +63,7 @@ pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
             lines.push(format!("{}: free, {last}", keys.name));
         }
     }
-    if let Some(w) = &info.waiters {
+    if let Some(w) = info.waiters.as_ref().filter(|w| w.count > 0) {
         lines.push(waiters_line(w));
         if info.holder.is_none() {
             lines.push(format!(

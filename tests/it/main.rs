@@ -13,6 +13,7 @@ mod cron_ci;
 mod doctor;
 mod etcd;
 mod etcd_cluster;
+mod etcd_interop;
 mod etcd_limit;
 mod etcd_record;
 mod etcd_secure;

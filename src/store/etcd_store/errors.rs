@@ -86,7 +86,11 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
     if !garbled && !hung_up {
         return None;
     }
-    if !at.tls && speaks_tls(at.addrs) {
+    // etcds:// to a port without TLS: what answers there is no TLS server.
+    if at.tls && speaks_tls(at.addrs) == Some(false) {
+        return Some((StoreError::Tls, NO_TLS.to_owned()));
+    }
+    if !at.tls && speaks_tls(at.addrs) == Some(true) {
         return Some((
             StoreError::Tls,
             "this port speaks TLS: use etcds:// (with --tls-ca, the CA that signed the server's certificate) instead of etcd://".to_owned(),
@@ -128,23 +132,37 @@ fn chain<'a>(e: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
 /// All the probes of [`speaks_tls`] together.
 const PROBE_WITHIN: Duration = Duration::from_secs(1);
 
-/// Whether one of `addrs` answers a TLS ClientHello as a TLS server does
-/// (a handshake or an alert record): a plain etcd, Redis or HTTP server
-/// says nothing to it or closes. Only asked after a failure, within
-/// [`PROBE_WITHIN`] in all, and nothing is sent after the hello.
-fn speaks_tls(addrs: &[String]) -> bool {
+/// Whether `addrs` answer a TLS ClientHello as a TLS server does (a
+/// handshake or an alert record): Some(true) if one does, Some(false) if
+/// one was reached and none did (a plain etcd, Redis or HTTP server says
+/// nothing to it, or closes), None if none could be reached (an etcd
+/// restarting). Only asked after a failure, within [`PROBE_WITHIN`] in
+/// all, and nothing is sent after the hello.
+fn speaks_tls(addrs: &[String]) -> Option<bool> {
     let until = Instant::now() + PROBE_WITHIN;
-    addrs.iter().any(|a| {
+    let mut reached = false;
+    for a in addrs {
         let left = until.saturating_duration_since(Instant::now());
-        !left.is_zero() && probe(a, left).unwrap_or(false)
-    })
+        if left.is_zero() {
+            break;
+        }
+        match probe(a, left) {
+            Some(true) => return Some(true),
+            Some(false) => reached = true,
+            None => {}
+        }
+    }
+    reached.then_some(false)
 }
 
-fn probe(addr: &str, within: Duration) -> io::Result<bool> {
-    let mut s = connect(addr, within)?;
-    s.write_all(&CLIENT_HELLO)?;
+/// One member's answer to the hello; None if it cannot be reached.
+fn probe(addr: &str, within: Duration) -> Option<bool> {
+    let mut s = connect(addr, within).ok()?;
+    if s.write_all(&CLIENT_HELLO).is_err() {
+        return Some(false);
+    }
     let mut first = [0u8; 1];
-    Ok(s.read(&mut first)? == 1 && matches!(first[0], 0x15 | 0x16))
+    Some(matches!(s.read(&mut first), Ok(1) if matches!(first[0], 0x15 | 0x16)))
 }
 
 /// Whether the first of `addrs` answers an HTTP/1 `GET /version`, which

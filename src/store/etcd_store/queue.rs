@@ -517,16 +517,12 @@ pub(super) fn first_waiters(keys: &LockKeys) -> TxnOp {
     )
 }
 
-/// The queue [`first_waiters`] read, with each waiter's lease left; None
-/// when nobody waits.
+/// The queue [`first_waiters`] read, with each waiter's lease left.
 pub(super) async fn waiters(
     c: &mut Client,
     prefix: &str,
     got: &etcd_client::GetResponse,
 ) -> Option<Waiters> {
-    if got.kvs().is_empty() {
-        return None;
-    }
     let mut first = Vec::new();
     for kv in got.kvs() {
         let owner = owner_of(prefix, kv.key()).unwrap_or_else(|| {
