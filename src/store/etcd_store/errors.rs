@@ -20,6 +20,10 @@ pub(super) type Said = (fn(Failure) -> StoreError, String);
 
 /// What a target is, for the words.
 pub(super) struct Seen<'a> {
+    /// The failed call connected first: only then may the members be
+    /// probed (a second, at most). A call on a connection that broke (an
+    /// etcd restarting under a renewal) is told as it is, at once.
+    pub probe: bool,
     /// etcds://.
     pub tls: bool,
     /// The host name certificates are checked against.
@@ -86,27 +90,31 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
     if !garbled && !hung_up {
         return None;
     }
-    // etcds:// to a port without TLS: what answers there is no TLS server.
-    if at.tls && speaks_tls(at.addrs) == Some(false) {
+    if garbled && at.probe {
+        return Some((StoreError::Protocol, NOT_ETCD.to_owned()));
+    }
+    if at.probe && at.tls && speaks_tls(at.addrs) == Some(false) {
+        // etcds:// to a port without TLS.
         return Some((StoreError::Tls, NO_TLS.to_owned()));
     }
-    if !at.tls && speaks_tls(at.addrs) == Some(true) {
-        return Some((
-            StoreError::Tls,
-            "this port speaks TLS: use etcds:// (with --tls-ca, the CA that signed the server's certificate) instead of etcd://".to_owned(),
-        ));
+    if at.probe && !at.tls {
+        match http_answer(at.addrs) {
+            Some(false) => return Some((StoreError::Protocol, NOT_ETCD.to_owned())),
+            None if speaks_tls(at.addrs) == Some(true) => {
+                return Some((
+                    StoreError::Tls,
+                    "this port speaks TLS: use etcds:// (with --tls-ca, the CA that signed the server's certificate) instead of etcd://".to_owned(),
+                ))
+            }
+            _ => {}
+        }
     }
-    let other = || !at.tls && answers_not_as_etcd(at.addrs);
-    Some(if garbled || other() {
-        (StoreError::Protocol, NOT_ETCD.to_owned())
-    } else {
-        // An etcd that went away in the middle of a call reads the same:
-        // still a connectivity failure, that a waiter rides out.
-        (
-            StoreError::Unreachable,
-            "the connection was closed before etcd answered (if this is not etcd's client port, check the host and port)".to_owned(),
-        )
-    })
+    // An etcd that went away in the middle of a call reads the same:
+    // still a connectivity failure, that a waiter rides out.
+    Some((
+        StoreError::Unreachable,
+        "the connection was closed before etcd answered (if this is not etcd's client port, check the host and port)".to_owned(),
+    ))
 }
 
 /// `e` and its sources, with the error an `io::Error` wraps (rustls's
@@ -165,14 +173,12 @@ fn probe(addr: &str, within: Duration) -> Option<bool> {
     Some(matches!(s.read(&mut first), Ok(1) if matches!(first[0], 0x15 | 0x16)))
 }
 
-/// Whether the first of `addrs` answers an HTTP/1 `GET /version`, which
-/// every etcd serves on its client port, with something that is not
-/// etcd's. No answer at all (refused, silence: an etcd restarting) is not
-/// such an answer. Within [`PROBE_WITHIN`].
-fn answers_not_as_etcd(addrs: &[String]) -> bool {
-    let Some(addr) = addrs.first() else {
-        return false;
-    };
+/// How the first of `addrs` answers an HTTP/1 `GET /version`, which
+/// every etcd serves on its client port: Some(true) as etcd, Some(false)
+/// with something else, None with nothing (refused, closed: a TLS port,
+/// an etcd restarting). Within [`PROBE_WITHIN`].
+fn http_answer(addrs: &[String]) -> Option<bool> {
+    let addr = addrs.first()?;
     let asked = || -> io::Result<Vec<u8>> {
         let mut s = connect(addr, PROBE_WITHIN)?;
         s.write_all(b"GET /version HTTP/1.0\r\n\r\n")?;
@@ -180,10 +186,8 @@ fn answers_not_as_etcd(addrs: &[String]) -> bool {
         let _ = s.take(4096).read_to_end(&mut got);
         Ok(got)
     };
-    match asked() {
-        Ok(got) => !got.is_empty() && !String::from_utf8_lossy(&got).contains("etcdserver"),
-        Err(_) => false,
-    }
+    let got = asked().ok().filter(|g| !g.is_empty())?;
+    Some(String::from_utf8_lossy(&got).contains("etcdserver"))
 }
 
 fn connect(addr: &str, within: Duration) -> io::Result<TcpStream> {
@@ -243,6 +247,7 @@ mod tests {
         );
         let wrapped = io::Error::other(e);
         let seen = Seen {
+            probe: false,
             tls: true,
             host: Some("127.0.0.1"),
             trust: "the CA in ca.pem",

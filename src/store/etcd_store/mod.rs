@@ -117,7 +117,7 @@ impl Store {
         }
         let timeout = self.timeout;
         let existing = self.client.clone();
-        let connecting = existing.is_none();
+        let fresh = existing.is_none();
         let target = self.target.clone();
         let rt = self.runtime.as_ref().expect("made above");
         let sigs = self.interrupt_on;
@@ -154,7 +154,7 @@ impl Store {
                 self.client = None;
                 self.revoke(&granted);
                 let op = (!connecting).then_some(what);
-                Err(self.describe(op, e))
+                Err(self.describe(op, e, fresh))
             }
             Err(_elapsed) => {
                 self.client = None;
@@ -162,7 +162,7 @@ impl Store {
                 // TLS to a port that waits for a line (Redis, a plain
                 // etcd behind some proxies) is silence, like a slow server:
                 // say what it may be, as for rediss://.
-                let hint = if connecting && self.target.seen().tls {
+                let hint = if fresh && self.target.seen(false).tls {
                     " (no reply over TLS: if this port has no TLS, use etcd:// instead of etcds://)"
                 } else {
                     ""
@@ -213,13 +213,15 @@ impl Store {
     /// An etcd-client error as a [`StoreError`] of the right kind. The
     /// detail is the server's or tonic's words, which carry no password
     /// (the password is only ever sent in an Authenticate request).
-    fn describe(&self, op: Option<&str>, e: etcd_client::Error) -> StoreError {
+    /// `fresh`: the call connected first, so a failure may be the
+    /// address's fault, which a probe may tell (see `errors`).
+    fn describe(&self, op: Option<&str>, e: etcd_client::Error, fresh: bool) -> StoreError {
         use etcd_client::Error as E;
         use tonic::Code;
         let below = match &e {
-            E::GRpcStatus(s) => errors::below_grpc(s, &self.target.seen()),
-            E::TransportError(t) => errors::below_grpc(t, &self.target.seen()),
-            E::IoError(io) => errors::below_grpc(io, &self.target.seen()),
+            E::GRpcStatus(s) => errors::below_grpc(s, &self.target.seen(fresh)),
+            E::TransportError(t) => errors::below_grpc(t, &self.target.seen(fresh)),
+            E::IoError(io) => errors::below_grpc(io, &self.target.seen(fresh)),
             _ => None,
         };
         if let Some((kind, detail)) = below {

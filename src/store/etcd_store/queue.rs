@@ -434,7 +434,7 @@ impl Store {
         });
         let client = match connected {
             Some(Ok(Ok(c))) => c,
-            Some(Ok(Err(e))) => return Err(self.describe(None, e)),
+            Some(Ok(Err(e))) => return Err(self.describe(None, e, true)),
             Some(Err(_)) => {
                 return Err(self.failure(
                     StoreError::Timeout,

@@ -160,9 +160,11 @@ impl Target {
         })
     }
 
-    /// What error sentences need to know of this target.
-    pub(super) fn seen(&self) -> super::errors::Seen<'_> {
+    /// What error sentences need to know of this target; `probe`: see
+    /// [`super::errors::Seen`].
+    pub(super) fn seen(&self, probe: bool) -> super::errors::Seen<'_> {
         super::errors::Seen {
+            probe,
             tls: self.tls.is_some(),
             host: self.hosts.first().map(String::as_str),
             trust: self.tls.as_ref().map_or("", |t| t.trust.as_str()),
