@@ -1,5 +1,5 @@
-//! Waiting on etcd: etcd's own lock recipe (`concurrency/mutex.go`), with
-//! distlock's keys.
+//! Waiting on etcd: etcd's own lock recipe (`concurrency/mutex.go`), on
+//! distlock's keys (so it does not exclude that recipe's users).
 //!
 //! A fair waiter puts `P:{N}:queue/<owner>` under a lease of its own (its
 //! `--ttl`); waiters are served in the order of those keys' create
@@ -670,9 +670,9 @@ enum Got {
 
 impl Subscription {
     /// `wake` when the watched key changed (or its watch was cancelled,
-    /// or our lease is gone: the attempt joins again), or when there was
-    /// nothing to watch; Ok(None) after `timeout`. An error (connection
-    /// lost) loses the subscription: `lease` makes a new one.
+    /// or our lease is gone: the attempt finds it so and stops), or when
+    /// there was nothing to watch; Ok(None) after `timeout`. An error
+    /// (connection lost) loses the subscription: `lease` makes a new one.
     pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
         let Subscription {
             runtime,
