@@ -32,7 +32,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions, PutOptions, Txn,
+    TxnOp, TxnOpResponse,
 };
 
 use super::{
@@ -179,9 +180,12 @@ impl Store {
     /// Revokes the leases a failed call granted (a `run` refused by etcd's
     /// permissions, a call timed out or interrupted after its grant): left
     /// alone, each would live on for its whole TTL with nothing to show for
-    /// it. Best effort, on the connections that granted them, within
-    /// [`REVOKE_WITHIN`] in all: the call has failed already, and its error
-    /// is what the caller must hear.
+    /// it. Only a lease with no key under it: one that carries what the
+    /// call committed before it failed (a lock whose reply was lost, a done
+    /// mark written before a history trim failed) stays, as it would have
+    /// had the call succeeded. Best effort, on the connections that
+    /// granted them, within [`REVOKE_WITHIN`] in all: the call has failed
+    /// already, and its error is what the caller must hear.
     fn revoke(&self, granted: &Granted) {
         let leases = std::mem::take(&mut *granted.lock().unwrap_or_else(PoisonError::into_inner));
         let Some(rt) = self.runtime.as_ref().filter(|_| !leases.is_empty()) else {
@@ -190,7 +194,14 @@ impl Store {
         rt.block_on(async move {
             let _ = tokio::time::timeout(REVOKE_WITHIN, async move {
                 for (id, mut c) in leases {
-                    let _ = c.lease_revoke(id).await;
+                    let keys = LeaseTimeToLiveOptions::new().with_keys();
+                    let unused = match c.lease_time_to_live(id, Some(keys)).await {
+                        Ok(r) => r.ttl() > 0 && r.keys().is_empty(),
+                        Err(_) => false,
+                    };
+                    if unused {
+                        let _ = c.lease_revoke(id).await;
+                    }
                 }
             })
             .await;
