@@ -179,11 +179,24 @@ fn probe(addr: &str, within: Duration) -> Option<bool> {
 /// an etcd restarting). Within [`PROBE_WITHIN`].
 fn http_answer(addrs: &[String]) -> Option<bool> {
     let addr = addrs.first()?;
+    let until = Instant::now() + PROBE_WITHIN;
     let asked = || -> io::Result<Vec<u8>> {
         let mut s = connect(addr, PROBE_WITHIN)?;
         s.write_all(b"GET /version HTTP/1.0\r\n\r\n")?;
-        let mut got = Vec::new();
-        let _ = s.take(4096).read_to_end(&mut got);
+        // Until the end, 4 KiB or the deadline: a server that trickles
+        // bytes cannot hold the probe.
+        let (mut got, mut buf) = (Vec::new(), [0u8; 512]);
+        while got.len() < 4096 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            s.set_read_timeout(Some(left))?;
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
         Ok(got)
     };
     let got = asked().ok().filter(|g| !g.is_empty())?;
