@@ -143,7 +143,9 @@ impl Store {
         });
         let Some(out) = out else {
             self.client = None;
-            self.revoke(&granted);
+            // A signal ends a call at once: a healthy member revokes in a
+            // round trip, and a hung one gets no second.
+            self.revoke(&granted, REVOKE_WITHIN / 5);
             return Err(self.interrupted(what));
         };
         match out {
@@ -153,13 +155,13 @@ impl Store {
             }
             Ok(Err((connecting, e))) => {
                 self.client = None;
-                self.revoke(&granted);
+                self.revoke(&granted, REVOKE_WITHIN);
                 let op = (!connecting).then_some(what);
                 Err(self.describe(op, e, fresh))
             }
             Err(_elapsed) => {
                 self.client = None;
-                self.revoke(&granted);
+                self.revoke(&granted, REVOKE_WITHIN);
                 // TLS to a port that waits for a line (Redis, a plain
                 // etcd behind some proxies) is silence, like a slow server:
                 // say what it may be, as for rediss://.
@@ -184,15 +186,15 @@ impl Store {
     /// call committed before it failed (a lock whose reply was lost, a done
     /// mark written before a history trim failed) stays, as it would have
     /// had the call succeeded. Best effort, on the connections that
-    /// granted them, within [`REVOKE_WITHIN`] in all: the call has failed
-    /// already, and its error is what the caller must hear.
-    fn revoke(&self, granted: &Granted) {
+    /// granted them, within `within` in all: the call has failed already,
+    /// and its error is what the caller must hear.
+    fn revoke(&self, granted: &Granted, within: Duration) {
         let leases = std::mem::take(&mut *granted.lock().unwrap_or_else(PoisonError::into_inner));
         let Some(rt) = self.runtime.as_ref().filter(|_| !leases.is_empty()) else {
             return;
         };
         rt.block_on(async move {
-            let _ = tokio::time::timeout(REVOKE_WITHIN, async move {
+            let _ = tokio::time::timeout(within, async move {
                 for (id, mut c) in leases {
                     let keys = LeaseTimeToLiveOptions::new().with_keys();
                     let unused = match c.lease_time_to_live(id, Some(keys)).await {
