@@ -614,7 +614,10 @@ pub struct RenewArgs {
         waiter holds the lock (about a millisecond; 0.9 s more for each stopped \
         waiter first in line). With --force, \
         delete the lease whoever holds it and say who that was; the fencing \
-        counter is left alone, so the next holder still gets a larger token.",
+        counter is left alone, so the next holder still gets a larger token. \
+        On etcd --force also removes every waiter from the queue (a killed \
+        waiter's key blocks a free name for its --ttl; those still waiting \
+        stop with exit 75) and says how many.",
     after_long_help = RELEASE_EXAMPLES
 )]
 pub struct ReleaseArgs {

@@ -48,6 +48,9 @@ pub enum Acquired {
     /// `run --once-per`: our turn came, but a run succeeded less than the
     /// window ago (no lease was taken).
     Done(DoneMark),
+    /// Our place in the queue was taken away while we waited (etcd: our
+    /// queue key deleted or our lease revoked): not acquired.
+    Evicted,
 }
 
 /// How a waiter for the lock sleeps. What a signal means during the wait
@@ -234,6 +237,7 @@ fn wait_for(
         Ok(Acquire::Busy { holder, ahead, .. }) => (holder, ahead, false),
         Ok(Acquire::Unacknowledged) => (None, None, true),
         Ok(Acquire::Done(mark)) => return Ok(Acquired::Done(mark)),
+        Ok(Acquire::Evicted) => return Ok(Acquired::Evicted),
         Err(e) => {
             if let Some(sig) = sleep.interrupted() {
                 return Ok(Acquired::Interrupted(sig));
@@ -437,6 +441,7 @@ fn try_once(
             },
             // The script left the queue and woke the next waiter itself.
             Acquire::Done(mark) => Step::Done(Acquired::Done(mark)),
+            Acquire::Evicted => Step::Done(Acquired::Evicted),
         },
     )
 }

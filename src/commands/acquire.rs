@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use super::status_line::StatusLine;
-use super::{busy_line, output, release_quietly, Global, IO_TIMEOUT};
+use super::{busy_line, evicted_line, output, release_quietly, Global, IO_TIMEOUT};
 use crate::clock;
 use crate::config::{self, fmt_duration, AcquireConfig, HoldConfig, HoldRenewerConfig};
 use crate::exit;
@@ -72,6 +72,10 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
                 "{}",
                 busy_line(&keys.name, holder, ahead, unacked)
             ));
+            Ok(Err(args.lease.conflict_exit_code))
+        }
+        Acquired::Evicted => {
+            g.say(format_args!("{}", evicted_line(&keys.name)));
             Ok(Err(args.lease.conflict_exit_code))
         }
         Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),

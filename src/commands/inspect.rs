@@ -9,7 +9,9 @@ use super::output::{
 };
 use super::{Global, IO_TIMEOUT};
 use crate::config::{InspectConfig, UsageError};
-use crate::store::{DoneMark, Found, LockInfo, LockKeys, SlotsInfo, Store, StoreError};
+use crate::store::{
+    DoneMark, Found, LockInfo, LockKeys, SlotsInfo, Store, StoreError, Waiter, Waiters,
+};
 
 /// `distlock inspect`: one lock, for people or (with --json) programs.
 pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
@@ -61,6 +63,15 @@ pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
             lines.push(format!("{}: free, {last}", keys.name));
         }
     }
+    if let Some(w) = info.waiters.as_ref().filter(|w| w.count > 0) {
+        lines.push(waiters_line(w));
+        if info.holder.is_none() {
+            lines.push(format!(
+                "  a call without --wait yields to them; 'distlock release {} --force' removes them",
+                keys.name
+            ));
+        }
+    }
     if let Some(last) = LastRunView::of(&info.last_run) {
         lines.push(format!("  last run: {}", last.line()));
     }
@@ -69,6 +80,42 @@ pub fn inspect(g: &Global, args: InspectConfig) -> Result<u8> {
     }
     print_lines(lines)?;
     Ok(0)
+}
+
+/// `  queue: 2 waiting: a (lease expires in 28s), b (no lease: ...)`.
+fn waiters_line(w: &Waiters) -> String {
+    let each: Vec<String> = w
+        .first
+        .iter()
+        .map(|x| format!("{} ({})", escape(&x.owner), waiter_lease(x)))
+        .collect();
+    let more = match w.count.saturating_sub(w.first.len() as u64) {
+        0 => String::new(),
+        n => format!(", and {n} more"),
+    };
+    format!("  queue: {} waiting: {}{more}", w.count, each.join(", "))
+}
+
+fn waiter_lease(w: &Waiter) -> String {
+    match w.ttl {
+        Some(t) => format!("lease expires in {}", fmt_ttl(t)),
+        None => "no lease: stays until deleted".to_owned(),
+    }
+}
+
+/// The queue in `inspect --json`: how many wait, and the first of them.
+fn waiters_json(w: &Waiters) -> serde_json::Value {
+    let first: Vec<_> = w
+        .first
+        .iter()
+        .map(|x| {
+            serde_json::json!({
+                "owner": x.owner,
+                "ttl_ms": x.ttl.map(|t| t.as_millis() as u64),
+            })
+        })
+        .collect();
+    serde_json::json!({ "count": w.count, "first": first })
 }
 
 /// A key of a lock that holds a value distlock cannot read: treated like
@@ -527,7 +574,7 @@ impl<'a> Meta<'a> {
 /// The `inspect --json` object (also each element of `list --json`).
 fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
     let m = Meta::of(info);
-    serde_json::json!({
+    let mut obj = serde_json::json!({
         "name": keys.name,
         "key": keys.lock,
         "held": info.holder.is_some(),
@@ -540,7 +587,13 @@ fn info_json(keys: &LockKeys, info: &LockInfo) -> serde_json::Value {
         "command": m.command,
         "last_run": LastRunView::of(&info.last_run).map(|l| l.json()),
         "done": info.done.as_ref().map(|d| DoneView(d).json()),
-    })
+    });
+    // Only where the store reads its queue (etcd): absent is "not known",
+    // never "nobody waits".
+    if let Some(w) = &info.waiters {
+        obj["waiters"] = waiters_json(w);
+    }
+    obj
 }
 
 #[cfg(test)]

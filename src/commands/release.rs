@@ -41,16 +41,27 @@ pub fn release(g: &Global, args: ReleaseConfig) -> Result<u8> {
             return Ok(0);
         }
         ReleaseHow::Force => {
-            return Ok(match store.force_release(&keys)? {
-                Some(holder) => {
-                    print_lines([format!("released {}, held by {holder}", keys.name)])?;
-                    0
-                }
-                None => {
-                    g.say(format_args!("{} was not held", keys.name));
-                    exit::NOT_OWNER
-                }
-            });
+            // The queue first: once the lock is gone, nobody in it can
+            // take it in between.
+            let waiters = store.clear_queue(&keys)?;
+            let mut lines = Vec::new();
+            if let Some(holder) = store.force_release(&keys)? {
+                lines.push(format!("released {}, held by {holder}", keys.name));
+            }
+            if !waiters.is_empty() {
+                let n = waiters.len();
+                let s = if n == 1 { "" } else { "s" };
+                lines.push(format!(
+                    "removed {n} waiter{s} from the queue of {}",
+                    keys.name
+                ));
+            }
+            if lines.is_empty() {
+                g.say(format_args!("{} was not held", keys.name));
+                return Ok(exit::NOT_OWNER);
+            }
+            print_lines(lines)?;
+            return Ok(0);
         }
         ReleaseHow::Owner(owner) => owner,
     };

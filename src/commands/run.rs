@@ -10,7 +10,7 @@ use super::inspect::readable_done;
 use super::metrics;
 use super::output::rfc3339;
 use super::status_line::StatusLine;
-use super::{busy_line, release_quietly, see_through, signal_policy, Global};
+use super::{busy_line, evicted_line, release_quietly, see_through, signal_policy, Global};
 use crate::clock;
 use crate::config::{self, fmt_duration, RunConfig};
 use crate::exit;
@@ -97,6 +97,10 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
                 "{}",
                 busy_line(&keys.name, holder, ahead, unacked)
             ));
+            return Ok(args.lease.conflict_exit_code);
+        }
+        Acquired::Evicted => {
+            g.say(format_args!("{}", evicted_line(&keys.name)));
             return Ok(args.lease.conflict_exit_code);
         }
         Acquired::Interrupted(sig) => return Ok(exit::signal_code(sig)),

@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::config::Security;
 
 #[cfg(feature = "etcd")]
-use redis_store::{percent_decoded, redact as redact_url};
+use redis_store::{percent_decoded, redact as redact_url, tls_failure};
 pub use redis_store::{
     redact_urls_in, url_passwords, without_password, ClockReading, Failure, ForeignKey,
     HistoryRecord, LockKeys, ReplicaClock, RunOutcome, StoreError,
@@ -73,6 +73,11 @@ pub enum Acquire {
     /// than the window ago; no lease was taken and the next waiter was
     /// woken.
     Done(DoneMark),
+    /// A fair waiter's place in the queue was taken away while it waited
+    /// (on etcd: its queue key deleted, or its lease revoked or run out):
+    /// the wait is over, not acquired. Redis never answers this.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    Evicted,
 }
 
 /// What a busy reply says for a waiter's status line, read in the same
@@ -153,6 +158,26 @@ pub struct LockInfo {
     pub semaphore: Option<u32>,
     /// The done mark of `run --once-per`, if one is kept.
     pub done: Option<DoneMark>,
+    /// The wait queue, where the store reads it for `inspect` (etcd, whose
+    /// queue keys can block a free name); None where it does not (Redis).
+    pub waiters: Option<Waiters>,
+}
+
+/// A name's wait queue as `inspect` shows it: how many wait, and the
+/// first of them in the order they will be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiters {
+    pub count: u64,
+    pub first: Vec<Waiter>,
+}
+
+/// One waiter: its owner id (a foreign key's name after the queue
+/// prefix) and what is left of its lease (None: no lease, so its key stays
+/// until deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    pub owner: String,
+    pub ttl: Option<Duration>,
 }
 
 /// A lock key found by `list`: a plain lock, or a semaphore's slots.
@@ -410,6 +435,20 @@ impl Store {
 
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
         each!(self, s => s.force_release(keys))
+    }
+
+    /// `release --force`'s other half: removes every waiter from the
+    /// name's queue (those removed end their wait, exit 75), returning
+    /// their owner ids. Only etcd's queue can block a free name (a killed
+    /// waiter's key lasts its whole `--ttl`, a foreign one for ever);
+    /// Redis drops dead waiters as it meets them, so there it is a no-op.
+    #[cfg_attr(not(feature = "etcd"), allow(unused_variables))]
+    pub fn clear_queue(&mut self, keys: &LockKeys) -> Result<Vec<String>> {
+        match self {
+            Store::Redis(_) => Ok(Vec::new()),
+            #[cfg(feature = "etcd")]
+            Store::Etcd(s) => s.clear_queue(keys),
+        }
     }
 
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {

@@ -98,3 +98,143 @@ fn an_etcd_user_authenticates_from_the_url_and_a_wrong_password_is_125_unseen() 
     assert_eq!(out.code, 125, "{out:?}");
     assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
 }
+
+/// A call refused by etcd's permissions (a user with no role on
+/// distlock's prefix) fails with 125 and leaves no lease behind: the
+/// leases it was granted before the refusal are revoked before it exits.
+/// Each used to live on for the call's `--ttl` (or `--min-hold`).
+#[test]
+fn a_run_refused_for_lack_of_permission_leaves_no_lease_behind() {
+    let e = EtcdServer::start();
+    e.ctl(&["user", "add", "root:root-pw-5501"]);
+    let _ = e.try_ctl(&["user", "grant-role", "root", "root"]);
+    e.ctl(&["user", "add", "limited:lim-pw-5502"]);
+    e.ctl(&["role", "add", "elsewhere"]);
+    e.ctl(&[
+        "role",
+        "grant-permission",
+        "elsewhere",
+        "readwrite",
+        "elsewhere/",
+        "--prefix=true",
+    ]);
+    e.ctl(&["user", "grant-role", "limited", "elsewhere"]);
+    e.ctl(&["auth", "enable"]);
+    let url = format!("etcd://limited:lim-pw-5502@127.0.0.1:{}", e.port);
+    let leases = || e.ctl(&["--user", "root:root-pw-5501", "lease", "list"]);
+    for args in [
+        &["run", "denied", "--ttl", "60s", "--", "true"][..],
+        &["run", "denied", "--min-hold", "30s", "--", "true"],
+        &["run", "denied", "--wait", "2s", "--", "true"],
+        &["acquire", "denied", "--ttl", "60s"],
+        &["run", "denied", "--limit", "2", "--", "true"],
+    ] {
+        let out = exec(at(&url).args(args), LIMIT);
+        assert_eq!(out.code, 125, "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: CMD never ran: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {out:?}");
+        let left = leases();
+        assert!(
+            left.starts_with("found 0 leases"),
+            "{args:?} left a lease behind: {left}"
+        );
+    }
+}
+
+/// What distlock says when etcd:// or etcds:// cannot reach an etcd: one
+/// line in the words the Redis errors use (refused, TLS on one side only,
+/// a CA that did not sign the certificate, not an etcd server), never the
+/// client library's ("transport error", "h2 protocol error",
+/// "UnknownIssuer", "tcp connect error"). A --tls-ca file without a
+/// certificate is refused before any connection, as a missing one is.
+#[test]
+fn etcd_connection_failures_are_one_plain_line_without_library_words() {
+    use crate::common::not_redis::{NotRedis, Speaks};
+    let pki = Pki::get();
+    let tls = EtcdServer::start_tls(ServerTls {
+        cert: pki.path("server.pem"),
+        key: pki.path("server.key"),
+        ca: pki.path("ca.pem"),
+    });
+    let plain = crate::common::etcd::shared();
+    let redis = RedisServer::start();
+    let http = NotRedis::start(
+        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+        Speaks::WhenSpokenTo,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty-ca.pem");
+    std::fs::write(&empty, "").unwrap();
+    let ca = pki.path("ca.pem").display().to_string();
+    let other = pki.path("other-ca.pem").display().to_string();
+    let empty = empty.display().to_string();
+    let tls_url = tls.url();
+    let plain_to_tls = tls.url().replacen("etcds://", "etcd://", 1);
+    let tls_to_plain = plain.url().replacen("etcd://", "etcds://", 1);
+    let not_etcd = format!("etcd://127.0.0.1:{}", redis.port);
+    let http_url = format!("etcd://127.0.0.1:{}", http.port);
+    let cases: Vec<(&str, Vec<&str>, i32, Vec<&str>)> = vec![
+        (
+            &plain_to_tls,
+            vec![],
+            125,
+            vec!["this port speaks TLS", "etcds://"],
+        ),
+        (
+            &tls_url,
+            vec!["--tls-ca", &other],
+            125,
+            vec!["does not verify", "not signed by the CA in", &other],
+        ),
+        (
+            &tls_url,
+            vec!["--tls-ca", &empty],
+            2,
+            vec![&empty, "no PEM certificate"],
+        ),
+        (
+            &tls_to_plain,
+            vec!["--tls-ca", &ca],
+            125,
+            vec!["no TLS answered", "etcd://"],
+        ),
+        (&not_etcd, vec![], 125, vec!["not an etcd server"]),
+        (&http_url, vec![], 125, vec!["not an etcd server"]),
+        (
+            "etcd://127.0.0.1:1",
+            vec![],
+            125,
+            vec!["connection refused"],
+        ),
+    ];
+    for (url, opts, code, says) in cases {
+        let out = exec(
+            at(url).args(&opts).args(["run", "sec-words", "--", "true"]),
+            LIMIT,
+        );
+        assert_eq!(out.code, code, "{url} {opts:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{url} {opts:?}: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{url} {opts:?}: {out:?}");
+        assert!(
+            out.stderr.starts_with("distlock: "),
+            "{url} {opts:?}: {out:?}"
+        );
+        for s in says {
+            assert!(
+                out.stderr.contains(s),
+                "{url} {opts:?}: no {s:?} in {out:?}"
+            );
+        }
+        for jargon in [
+            "transport error",
+            "h2 ",
+            "http2",
+            "UnknownIssuer",
+            "tcp connect",
+            "tonic",
+            "hyper",
+        ] {
+            assert!(!out.stderr.contains(jargon), "{url} {opts:?}: {out:?}");
+        }
+    }
+}

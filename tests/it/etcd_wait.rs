@@ -288,3 +288,102 @@ fn joining_costs_the_same_per_waiter_at_the_back_of_a_long_queue() {
         "bytes etcd sent per joining waiter: {few:.0} with 10 waiters, {many:.0} with 80"
     );
 }
+
+/// The etcd lease (hex, as etcdctl names it) of `key`.
+fn lease_of(e: &EtcdServer, key: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(&e.ctl(&["get", key, "-w", "json"])).unwrap();
+    format!("{:x}", v["kvs"][0]["lease"].as_i64().unwrap())
+}
+
+/// A waiter killed with SIGKILL keeps its queue key for its whole
+/// `--ttl`, and a foreign queue key without a lease keeps it for ever:
+/// the name is free, yet a run without `--wait` yields to them. `inspect`
+/// names them (it said "free" and nothing else), and `release --force`
+/// clears them (it said "was not held" and left them).
+#[test]
+fn inspect_shows_a_killed_waiter_and_a_foreign_queue_key_and_release_force_clears_them() {
+    let e = shared();
+    let name = "ew-blocked";
+    let (holder, _) = hold(e, name, "20s");
+    let mut dead = spawn_quiet(
+        at(&e.url()).args(["run", name, "--wait", "60s", "--ttl", "60s", "--", "true"]),
+    );
+    queued(e, name, 1);
+    let dead_lease = lease_of(e, &queue(e, name)[0]);
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    e.ctl(&["put", &format!("distlock:{{{name}}}:queue/zz-foreign"), "x"]);
+    release(e, name, &holder);
+
+    let out = exec(at(&e.url()).args(["run", name, "--", "true"]), LIMIT);
+    assert_eq!(out.code, 75, "the name is blocked: {out:?}");
+
+    let out = exec(at(&e.url()).args(["inspect", name]), LIMIT);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains(&format!("{name}: free")), "{out:?}");
+    assert!(out.stdout.contains("queue: 2 waiting: "), "{out:?}");
+    assert!(out.stdout.contains("(lease expires in "), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("zz-foreign (no lease: stays until deleted)"),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("release ew-blocked --force"), "{out:?}");
+    let j = json(&exec(at(&e.url()).args(["inspect", name, "--json"]), LIMIT).stdout);
+    assert_eq!(j["waiters"]["count"], 2, "{j}");
+    assert!(
+        j["waiters"]["first"][0]["ttl_ms"].as_u64().unwrap() > 0,
+        "{j}"
+    );
+    assert_eq!(j["waiters"]["first"][1]["owner"], "zz-foreign", "{j}");
+    assert!(j["waiters"]["first"][1]["ttl_ms"].is_null(), "{j}");
+
+    let out = exec(at(&e.url()).args(["release", name, "--force"]), LIMIT);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stdout.trim(),
+        "removed 2 waiters from the queue of ew-blocked",
+        "{out:?}"
+    );
+    assert!(queue(e, name).is_empty());
+    assert!(
+        !e.ctl(&["lease", "list"]).contains(&dead_lease),
+        "the killed waiter's lease was revoked"
+    );
+    let out = exec(at(&e.url()).args(["run", name, "--", "true"]), LIMIT);
+    assert_eq!(out.code, 0, "free again: {out:?}");
+    let j = json(&exec(at(&e.url()).args(["inspect", name, "--json"]), LIMIT).stdout);
+    assert_eq!(j["waiters"]["count"], 0, "{j}");
+}
+
+/// A waiter whose lease is revoked while it waits (an operator, or
+/// `release --force`) stops with 75 and one line, as etcd's own Mutex
+/// ends such a wait with an error; it used to queue again at the back
+/// and run CMD later (docs/guide.md "etcd").
+#[test]
+fn a_waiter_whose_lease_is_revoked_stops_with_75_and_never_runs_cmd() {
+    let e = shared();
+    let name = "ew-revoked";
+    let (holder, _) = hold(e, name, "20s");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let mut waiter = spawn_quiet(
+        at(&e.url())
+            .args(["run", name, "--wait", "60s", "--", "touch"])
+            .arg(&ran),
+    );
+    queued(e, name, 1);
+    e.ctl(&["lease", "revoke", &lease_of(e, &queue(e, name)[0])]);
+    let st = wait_with_timeout(&mut waiter, Duration::from_secs(10));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(st.code(), Some(75), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("distlock: ew-revoked: this waiter's place in the queue was removed"),
+        "{stderr}"
+    );
+    assert!(queue(e, name).is_empty(), "it did not queue again");
+    release(e, name, &holder);
+    assert!(!ran.exists(), "CMD never ran");
+}

@@ -14,6 +14,7 @@ mod deps;
 mod doctor;
 mod etcd;
 mod etcd_cluster;
+mod etcd_interop;
 mod etcd_limit;
 mod etcd_record;
 mod etcd_secure;

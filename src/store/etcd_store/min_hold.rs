@@ -43,7 +43,7 @@ pub(super) async fn grant(
     secs: Option<i64>,
 ) -> std::result::Result<Option<i64>, etcd_client::Error> {
     match secs {
-        Some(s) => Ok(Some(c.lease_grant(s, None).await?.id())),
+        Some(s) => Ok(Some(super::grant(c, s).await?)),
         None => Ok(None),
     }
 }

@@ -18,6 +18,7 @@
 //! to completion within the call's timeout.
 
 mod doctor;
+mod errors;
 mod min_hold;
 mod queue;
 mod record;
@@ -27,10 +28,12 @@ mod target;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions, PutOptions, Txn,
+    TxnOp, TxnOpResponse,
 };
 
 use super::{
@@ -115,18 +118,24 @@ impl Store {
         }
         let timeout = self.timeout;
         let existing = self.client.clone();
+        let fresh = existing.is_none();
         let target = self.target.clone();
         let rt = self.runtime.as_ref().expect("made above");
         let sigs = self.interrupt_on;
+        let granted = Granted::default();
+        let leases = granted.clone();
         let out = rt.block_on(async move {
-            let call = tokio::time::timeout(timeout, async move {
-                let client = match existing {
-                    Some(c) => c,
-                    None => target.connect(timeout).await.map_err(|e| (true, e))?,
-                };
-                let out = f(client.clone()).await.map_err(|e| (false, e))?;
-                Ok::<_, (bool, etcd_client::Error)>((client, out))
-            });
+            let call = tokio::time::timeout(
+                timeout,
+                GRANTED.scope(leases, async move {
+                    let client = match existing {
+                        Some(c) => c,
+                        None => target.connect(timeout).await.map_err(|e| (true, e))?,
+                    };
+                    let out = f(client.clone()).await.map_err(|e| (false, e))?;
+                    Ok::<_, (bool, etcd_client::Error)>((client, out))
+                }),
+            );
             tokio::select! {
                 out = call => Some(out),
                 () = queue::signalled(sigs) => None,
@@ -134,6 +143,9 @@ impl Store {
         });
         let Some(out) = out else {
             self.client = None;
+            // A signal ends a call at once: a healthy member revokes in a
+            // round trip, and a hung one gets no second.
+            self.revoke(&granted, REVOKE_WITHIN / 5);
             return Err(self.interrupted(what));
         };
         match out {
@@ -143,18 +155,59 @@ impl Store {
             }
             Ok(Err((connecting, e))) => {
                 self.client = None;
+                self.revoke(&granted, REVOKE_WITHIN);
                 let op = (!connecting).then_some(what);
-                Err(self.describe(op, e))
+                Err(self.describe(op, e, fresh))
             }
             Err(_elapsed) => {
                 self.client = None;
+                self.revoke(&granted, REVOKE_WITHIN);
+                // TLS to a port that waits for a line (Redis, a plain
+                // etcd behind some proxies) is silence, like a slow server:
+                // say what it may be, as for rediss://.
+                let hint = if fresh && self.target.seen(false).tls {
+                    " (no reply over TLS: if this port has no TLS, use etcd:// instead of etcds://)"
+                } else {
+                    ""
+                };
                 Err(self.failure(
                     StoreError::Timeout,
                     Some(what),
-                    format!("no complete answer within {}", secs(timeout)),
+                    format!("no complete answer within {}{hint}", secs(timeout)),
                 ))
             }
         }
+    }
+
+    /// Revokes the leases a failed call granted (a `run` refused by etcd's
+    /// permissions, a call timed out or interrupted after its grant): left
+    /// alone, each would live on for its whole TTL with nothing to show for
+    /// it. Only a lease with no key under it: one that carries what the
+    /// call committed before it failed (a lock whose reply was lost, a done
+    /// mark written before a history trim failed) stays, as it would have
+    /// had the call succeeded. Best effort, on the connections that
+    /// granted them, within `within` in all: the call has failed already,
+    /// and its error is what the caller must hear.
+    fn revoke(&self, granted: &Granted, within: Duration) {
+        let leases = std::mem::take(&mut *granted.lock().unwrap_or_else(PoisonError::into_inner));
+        let Some(rt) = self.runtime.as_ref().filter(|_| !leases.is_empty()) else {
+            return;
+        };
+        rt.block_on(async move {
+            let _ = tokio::time::timeout(within, async move {
+                for (id, mut c) in leases {
+                    let keys = LeaseTimeToLiveOptions::new().with_keys();
+                    let unused = match c.lease_time_to_live(id, Some(keys)).await {
+                        Ok(r) => r.ttl() > 0 && r.keys().is_empty(),
+                        Err(_) => false,
+                    };
+                    if unused {
+                        let _ = c.lease_revoke(id).await;
+                    }
+                }
+            })
+            .await;
+        });
     }
 
     fn failure(
@@ -173,9 +226,20 @@ impl Store {
     /// An etcd-client error as a [`StoreError`] of the right kind. The
     /// detail is the server's or tonic's words, which carry no password
     /// (the password is only ever sent in an Authenticate request).
-    fn describe(&self, op: Option<&str>, e: etcd_client::Error) -> StoreError {
+    /// `fresh`: the call connected first, so a failure may be the
+    /// address's fault, which a probe may tell (see `errors`).
+    fn describe(&self, op: Option<&str>, e: etcd_client::Error, fresh: bool) -> StoreError {
         use etcd_client::Error as E;
         use tonic::Code;
+        let below = match &e {
+            E::GRpcStatus(s) => errors::below_grpc(s, &self.target.seen(fresh)),
+            E::TransportError(t) => errors::below_grpc(t, &self.target.seen(fresh)),
+            E::IoError(io) => errors::below_grpc(io, &self.target.seen(fresh)),
+            _ => None,
+        };
+        if let Some((kind, detail)) = below {
+            return self.failure(kind, op, detail);
+        }
         match e {
             E::GRpcStatus(s) => {
                 let detail = one_line(s.message());
@@ -267,7 +331,7 @@ impl Store {
         when.extend(done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)));
         let (key, me) = (keys.lock.clone(), owner.to_owned());
         let (outcome, done_moved, short) = self.call("acquire", |mut c| async move {
-            let lease = c.lease_grant(ttl, None).await?.id();
+            let lease = grant(&mut c, ttl).await?;
             let hold = min_hold::grant(&mut c, taking.hold_secs).await?;
             let txn = Txn::new()
                 .when(when)
@@ -527,8 +591,10 @@ impl Store {
 
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
         let (key, fence) = (keys.lock.clone(), keys.fence.clone());
-        let (lock, fence_rev, ttl, rev) = self.call("inspect", |mut c| async move {
-            let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None)]);
+        let queue = queue::first_waiters(keys);
+        let prefix = Self::queue_prefix(keys);
+        let (lock, fence_rev, ttl, rev, waiters) = self.call("inspect", |mut c| async move {
+            let txn = Txn::new().and_then([TxnOp::get(key, None), TxnOp::get(fence, None), queue]);
             let resp = c.txn(txn).await?;
             let rev = resp.header().map_or(0, |h| h.revision());
             let ops = op_responses(&resp)?;
@@ -538,13 +604,20 @@ impl Store {
                 _ => None,
             });
             let ttl = match &kv {
-                Some(kv) if kv.lease() != 0 => match c.lease_time_to_live(kv.lease(), None).await {
-                    Ok(r) if r.ttl() >= 0 => Some(Duration::from_secs(r.ttl() as u64)),
-                    _ => None,
-                },
+                Some(kv) => lease_ttl(&mut c, kv.lease()).await,
+                None => None,
+            };
+            let waiters = match ops.get(2) {
+                Some(TxnOpResponse::Get(g)) => queue::waiters(&mut c, &prefix, g).await,
                 _ => None,
             };
-            Ok((kv.map(|kv| kv.value().to_vec()), fence_rev, ttl, rev))
+            Ok((
+                kv.map(|kv| kv.value().to_vec()),
+                fence_rev,
+                ttl,
+                rev,
+                waiters,
+            ))
         })?;
         let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
         if holder.is_none() {
@@ -560,6 +633,7 @@ impl Store {
             last_run,
             semaphore: None,
             done,
+            waiters,
         })
     }
 
@@ -654,6 +728,41 @@ impl Store {
         found.dedup();
         Ok(found)
     }
+}
+
+/// What is left of lease `id` (None: no lease, or it is gone).
+async fn lease_ttl(c: &mut Client, id: i64) -> Option<Duration> {
+    if id == 0 {
+        return None;
+    }
+    match c.lease_time_to_live(id, None).await {
+        Ok(r) if r.ttl() >= 0 => Some(Duration::from_secs(r.ttl() as u64)),
+        _ => None,
+    }
+}
+
+/// The leases granted during one call, with the client that granted each.
+type Granted = Arc<Mutex<Vec<(i64, Client)>>>;
+
+tokio::task_local! {
+    /// The current call's [`Granted`]: see [`grant`].
+    static GRANTED: Granted;
+}
+
+/// How long a failed call may spend revoking the leases it granted.
+const REVOKE_WITHIN: Duration = Duration::from_secs(1);
+
+/// Grants a lease of `ttl` seconds within a store call, which revokes it
+/// if the call then fails (`Store::revoke`). Every lease distlock grants
+/// goes through here.
+async fn grant(c: &mut Client, ttl: i64) -> std::result::Result<i64, etcd_client::Error> {
+    let id = c.lease_grant(ttl, None).await?.id();
+    let _ = GRANTED.try_with(|g| {
+        g.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, c.clone()));
+    });
+    Ok(id)
 }
 
 /// Keys per read of `list`: about 60 KiB of keys a page.

@@ -1,5 +1,5 @@
-//! Waiting on etcd: etcd's own lock recipe (`concurrency/mutex.go`), with
-//! distlock's keys.
+//! Waiting on etcd: etcd's own lock recipe (`concurrency/mutex.go`), on
+//! distlock's keys (so it does not exclude that recipe's users).
 //!
 //! A fair waiter puts `P:{N}:queue/<owner>` under a lease of its own (its
 //! `--ttl`); waiters are served in the order of those keys' create
@@ -18,9 +18,10 @@
 //!
 //! A waiter that dies keeps its key until its lease runs out, then the
 //! one behind it is woken; one that gives up or is signalled revokes its
-//! lease (`leave`), which deletes its key at once. A waiter whose lease
-//! expired (stopped longer than its TTL) finds its key gone and joins
-//! again at the back.
+//! lease (`leave`), which deletes its key at once. A waiter that finds its
+//! key or its lease gone (revoked, deleted by `release --force`, run out
+//! while it was stopped) stops waiting ([`Acquire::Evicted`]), as etcd's
+//! own Mutex does when its session ends.
 //!
 //! `--wait-order any` takes no queue key: it watches the lock key and
 //! races for it whenever it goes. A single attempt (no `--wait`) yields to
@@ -37,13 +38,14 @@
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, LeaseKeepAliveResponse, LeaseKeepAliveStream,
-    LeaseKeeper, PutOptions, SortOrder, SortTarget, Txn, TxnOp, WatchOptions, WatchResponse,
-    WatchStream,
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, LeaseKeepAliveResponse,
+    LeaseKeepAliveStream, LeaseKeeper, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse, WatchOptions, WatchResponse, WatchStream,
 };
 use tokio::sync::mpsc;
 
 use super::{lease_secs, Acquire, LockKeys, Mode, Result, Store, StoreError};
+use crate::store::{Waiter, Waiters};
 
 /// What this process knows of its place in a queue.
 #[derive(Default)]
@@ -84,6 +86,8 @@ const SIGNAL_POLL: Duration = Duration::from_millis(10);
 /// What one fair attempt found.
 enum Fair {
     Taken(i64),
+    /// Our queue key or our waiter lease is gone: someone ended our wait.
+    Evicted,
     Busy {
         holder: Option<Vec<u8>>,
         /// The holder's metadata, for the status line.
@@ -96,7 +100,7 @@ enum Fair {
 
 impl Store {
     /// `P:{N}:queue/`: the prefix of every waiter's queue key.
-    fn queue_prefix(keys: &LockKeys) -> String {
+    pub(super) fn queue_prefix(keys: &LockKeys) -> String {
         format!("{}/", keys.queue)
     }
 
@@ -145,7 +149,7 @@ impl Store {
             None => {
                 let (mine, me) = (mine.clone(), me.clone());
                 let j = self.call("acquire", |mut c| async move {
-                    join(&mut c, &mine, &me, ttl, None).await
+                    join(&mut c, &mine, &me, ttl).await
                 })?;
                 self.queue.joined = Some(j);
                 (j, true)
@@ -153,10 +157,11 @@ impl Store {
         };
         let (joined, found) = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
-            // just granted, or kept alive now.
-            let mut joined = start;
+            // just granted, or kept alive now. Gone (revoked, or run out
+            // while we were stopped): our place is gone with it.
+            let joined = start;
             if !fresh && !kept_alive(&mut c, joined.lease).await? {
-                joined = join(&mut c, &mine, &me, ttl, None).await?;
+                return Ok((joined, Fair::Evicted));
             }
             for _ in 0..3 {
                 // The key just ahead of ours, to watch. A status line also
@@ -242,11 +247,11 @@ impl Store {
                 if let Some(h) = hold {
                     let _ = c.lease_revoke(h).await;
                 }
-                // Taken by someone else, or our key is gone (deleted by
-                // hand): join again at the back if so, and look again.
+                // Taken by someone else (look again), or our key is gone
+                // (deleted by hand or by `release --force`).
                 let ours = c.get(mine.clone(), None).await?;
                 if ours.kvs().first().map(|kv| kv.create_revision()) != Some(joined.rev) {
-                    joined = join(&mut c, &mine, &me, ttl, Some(joined.lease)).await?;
+                    return Ok((joined, Fair::Evicted));
                 }
             }
             Ok((
@@ -261,6 +266,13 @@ impl Store {
             ))
         })?;
         match found {
+            // As etcd's own Mutex ends a wait whose session is gone: queueing
+            // again at the back would run CMD after whoever cleared the
+            // queue meant it not to. What is left of our lease goes now.
+            Fair::Evicted => {
+                let _ = self.leave_queue();
+                Ok(Acquire::Evicted)
+            }
             Fair::Taken(rev) => {
                 // The waiter lease is the holder's now; nothing to leave.
                 self.queue.joined = None;
@@ -352,6 +364,46 @@ impl Store {
         })
     }
 
+    /// `release --force`'s clearing of the queue: one transaction reads
+    /// and deletes every queue key, then their leases are revoked (a
+    /// killed waiter's would live on for its TTL with nothing under it).
+    /// A live waiter finds its key gone at its next look and stops
+    /// waiting. The owners removed, in the order they waited.
+    pub fn clear_queue(&mut self, keys: &LockKeys) -> Result<Vec<String>> {
+        let prefix = Self::queue_prefix(keys);
+        self.call("release --force", |mut c| async move {
+            let all = || Some(GetOptions::new().with_prefix());
+            let txn = Txn::new().and_then([
+                TxnOp::get(
+                    prefix.clone(),
+                    all().map(|o| o.with_sort(SortTarget::Create, SortOrder::Ascend)),
+                ),
+                TxnOp::delete(prefix.clone(), Some(DeleteOptions::new().with_prefix())),
+            ]);
+            let resp = c.txn(txn).await?;
+            let kvs = match super::op_responses(&resp)?.into_iter().next() {
+                Some(TxnOpResponse::Get(g)) => g.kvs().to_vec(),
+                _ => Vec::new(),
+            };
+            let mut leases: Vec<i64> = kvs
+                .iter()
+                .map(KeyValue::lease)
+                .filter(|&l| l != 0)
+                .collect();
+            leases.dedup();
+            for l in leases {
+                let _ = c.lease_revoke(l).await;
+            }
+            Ok(kvs
+                .iter()
+                .map(|kv| {
+                    owner_of(&prefix, kv.key())
+                        .unwrap_or_else(|| String::from_utf8_lossy(kv.key()).into_owned())
+                })
+                .collect())
+        })
+    }
+
     /// Leaves the queue: revoking our waiter lease deletes our key at
     /// once, so the one behind us is woken now, not when the lease ends.
     pub(super) fn leave_queue(&mut self) -> Result<()> {
@@ -382,7 +434,7 @@ impl Store {
         });
         let client = match connected {
             Some(Ok(Ok(c))) => c,
-            Some(Ok(Err(e))) => return Err(self.describe(None, e)),
+            Some(Ok(Err(e))) => return Err(self.describe(None, e, true)),
             Some(Err(_)) => {
                 return Err(self.failure(
                     StoreError::Timeout,
@@ -448,6 +500,44 @@ impl Store {
     }
 }
 
+/// How many waiters `inspect` names, first in line first.
+const WAITERS_SHOWN: i64 = 10;
+
+/// The read of a name's queue for `inspect`: the first waiters in the
+/// order they are served, and (the reply's count) how many there are.
+pub(super) fn first_waiters(keys: &LockKeys) -> TxnOp {
+    TxnOp::get(
+        Store::queue_prefix(keys),
+        Some(
+            GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Create, SortOrder::Ascend)
+                .with_limit(WAITERS_SHOWN),
+        ),
+    )
+}
+
+/// The queue [`first_waiters`] read, with each waiter's lease left.
+pub(super) async fn waiters(
+    c: &mut Client,
+    prefix: &str,
+    got: &etcd_client::GetResponse,
+) -> Option<Waiters> {
+    let mut first = Vec::new();
+    for kv in got.kvs() {
+        let owner = owner_of(prefix, kv.key()).unwrap_or_else(|| {
+            let key = String::from_utf8_lossy(kv.key());
+            key.strip_prefix(prefix).unwrap_or(&key).to_owned()
+        });
+        let ttl = super::lease_ttl(c, kv.lease()).await;
+        first.push(Waiter { owner, ttl });
+    }
+    let count = u64::try_from(got.count())
+        .unwrap_or(0)
+        .max(first.len() as u64);
+    Some(Waiters { count, first })
+}
+
 /// The oldest key in the queue under `prefix`, if any: its head.
 async fn queue_head(
     c: &mut Client,
@@ -468,19 +558,15 @@ async fn queue_head(
     Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
 }
 
-/// Joins the queue: a new lease (or `lease`, when joining again under the
-/// one we have) and our key under it; the key's create revision.
+/// Joins the queue: a new lease and our key under it; the key's create
+/// revision.
 async fn join(
     c: &mut Client,
     mine: &str,
     me: &str,
     ttl: i64,
-    lease: Option<i64>,
 ) -> std::result::Result<Joined, etcd_client::Error> {
-    let lease = match lease {
-        Some(l) => l,
-        None => c.lease_grant(ttl, None).await?.id(),
-    };
+    let lease = super::grant(c, ttl).await?;
     let put = c
         .put(
             mine,
@@ -584,9 +670,9 @@ enum Got {
 
 impl Subscription {
     /// `wake` when the watched key changed (or its watch was cancelled,
-    /// or our lease is gone: the attempt joins again), or when there was
-    /// nothing to watch; Ok(None) after `timeout`. An error (connection
-    /// lost) loses the subscription: `lease` makes a new one.
+    /// or our lease is gone: the attempt finds it so and stops), or when
+    /// there was nothing to watch; Ok(None) after `timeout`. An error
+    /// (connection lost) loses the subscription: `lease` makes a new one.
     pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
         let Subscription {
             runtime,

@@ -357,7 +357,7 @@ async fn puts(c: &mut Client, writes: Vec<Write>) -> Ec<(Vec<TxnOp>, Vec<i64>)> 
     for w in writes {
         let opts = match w.ttl {
             Some(ttl) => {
-                let id = c.lease_grant(ttl, None).await?.id();
+                let id = super::grant(c, ttl).await?;
                 granted.push(id);
                 Some(PutOptions::new().with_lease(id))
             }

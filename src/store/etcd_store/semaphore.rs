@@ -235,7 +235,7 @@ impl super::Store {
                 };
                 let id = match lease {
                     Some(id) => id,
-                    None => *lease.insert(c.lease_grant(ttl, None).await?.id()),
+                    None => *lease.insert(super::grant(&mut c, ttl).await?),
                 };
                 let slot = s.slot(free);
                 let mut when = vec![

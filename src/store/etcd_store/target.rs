@@ -18,6 +18,10 @@ pub struct Target {
     pub display: String,
     /// `http://host:port` or `https://host:port`, one per member named.
     endpoints: Vec<String>,
+    /// Each member's host (certificates are checked against it) and
+    /// `host:port`, for error sentences.
+    hosts: Vec<String>,
+    hosts_ports: Vec<String>,
     /// User and password for etcd's authentication.
     user: Option<(String, String)>,
     /// etcds://: the CA to trust (None: the system's roots are not loaded
@@ -28,6 +32,8 @@ pub struct Target {
 #[derive(Clone)]
 struct Tls {
     ca: Vec<u8>,
+    /// "the CA in FILE", for error sentences.
+    trust: String,
     identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -95,7 +101,7 @@ impl Target {
             ))),
             None => None,
         };
-        let mut endpoints = Vec::new();
+        let (mut endpoints, mut names, mut hosts_ports) = (Vec::new(), Vec::new(), Vec::new());
         for h in hosts.split(',') {
             let (host, port) = split_host_port(h).ok_or_else(|| {
                 UsageError(format!(
@@ -104,6 +110,12 @@ impl Target {
             })?;
             let http = if tls { "https" } else { "http" };
             endpoints.push(format!("{http}://{host}:{port}"));
+            hosts_ports.push(format!("{host}:{port}"));
+            names.push(
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+            );
         }
         let tls = if tls {
             let read = |what: &str, p: &std::path::Path| -> Result<Vec<u8>> {
@@ -120,8 +132,19 @@ impl Target {
                 (Some(c), Some(k)) => Some((read("--tls-cert", c)?, read("--tls-key", k)?)),
                 _ => None,
             };
+            let pem = read("--tls-ca", ca)?;
+            // tonic takes a file without a certificate and then trusts
+            // nobody: every connection would fail as if the server's
+            // certificate were wrong.
+            if !holds_a_certificate(&pem) {
+                bail!(UsageError(format!(
+                    "--tls-ca {} holds no PEM certificate: give the CA that signed the etcd servers' certificates",
+                    ca.display()
+                )));
+            }
             Some(Tls {
-                ca: read("--tls-ca", ca)?,
+                ca: pem,
+                trust: format!("the CA in {}", ca.display()),
                 identity,
             })
         } else {
@@ -130,9 +153,23 @@ impl Target {
         Ok(Target {
             display,
             endpoints,
+            hosts: names,
+            hosts_ports,
             user,
             tls,
         })
+    }
+
+    /// What error sentences need to know of this target; `probe`: see
+    /// [`super::errors::Seen`].
+    pub(super) fn seen(&self, probe: bool) -> super::errors::Seen<'_> {
+        super::errors::Seen {
+            probe,
+            tls: self.tls.is_some(),
+            host: self.hosts.first().map(String::as_str),
+            trust: self.tls.as_ref().map_or("", |t| t.trust.as_str()),
+            addrs: &self.hosts_ports,
+        }
     }
 
     /// A client of the first member to answer a status request (with a
@@ -193,6 +230,12 @@ impl Target {
         }
         Client::connect(endpoints, Some(opts)).await
     }
+}
+
+/// Whether `pem` holds at least one certificate.
+fn holds_a_certificate(pem: &[u8]) -> bool {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    CertificateDer::pem_slice_iter(pem).any(|c| c.is_ok())
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; None if malformed.

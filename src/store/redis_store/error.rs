@@ -178,7 +178,9 @@ pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
         server: target.display.clone(),
         detail,
     };
-    if let Some(why) = rustls_error(&e).map(|r| tls_failure(r, target)) {
+    if let Some(why) =
+        rustls_error(&e).map(|r| tls_failure(r, target.tls_host.as_deref(), &target.tls_trust))
+    {
         return StoreError::Tls(at(format!("TLS: {why}")));
     }
     if let Some((why, command)) = acl_refusal(&e) {
@@ -332,11 +334,11 @@ fn rustls_error(e: &redis::RedisError) -> Option<&rustls::Error> {
 }
 
 /// A TLS failure in plain words that name the host name and the CA
-/// involved, or the option to fix.
-fn tls_failure(err: &rustls::Error, target: &Target) -> String {
+/// involved (`trust`: "the CA in FILE"), or the option to fix. etcds://
+/// failures are worded here too.
+pub(crate) fn tls_failure(err: &rustls::Error, host: Option<&str>, trust: &str) -> String {
     use rustls::{AlertDescription, CertificateError};
-    let host = target.tls_host.as_deref().unwrap_or("the server");
-    let trust = &target.tls_trust;
+    let host = host.unwrap_or("the server");
     let cert = match err {
         rustls::Error::InconsistentKeys(_) => {
             return "--tls-key is not the private key of the certificate in --tls-cert".into()

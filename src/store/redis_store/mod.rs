@@ -50,6 +50,8 @@ pub(super) use connection::percent_decoded;
 #[cfg(feature = "etcd")]
 pub use connection::redact;
 pub use connection::{redact_urls_in, url_passwords, without_password, Target};
+#[cfg(feature = "etcd")]
+pub(super) use error::tls_failure;
 pub use error::{Failure, StoreError};
 pub use history::{HistoryRecord, RunOutcome};
 pub use keys::LockKeys;

@@ -228,6 +228,7 @@ impl FromRedisValue for InspectReply {
             last_run: pairs(last),
             semaphore: string(semaphore)?.and_then(|n| n.parse().ok()),
             done: done_mark(&pairs(done), int(done_pttl).unwrap_or(-2)),
+            waiters: None,
         }))
     }
 }
