@@ -30,14 +30,6 @@ pub struct Target {
 }
 
 impl Target {
-    /// Whether a call to this target can be cut short by a signal (see
-    /// `deadline.rs`): not over TLS, whose reads retry EINTR.
-    pub(super) fn kicks(&self) -> bool {
-        self.tls_host.is_none()
-    }
-}
-
-impl Target {
     /// Parses a Redis URL and applies `sec`. Errors are usage errors and
     /// never echo a password.
     pub fn parse(url: &str, sec: &Security) -> Result<Target> {

@@ -1,188 +1,192 @@
-//! A deadline for a whole call (connect, handshake, request, reply), and
-//! calls that signals end at once.
+//! A deadline for a whole call (connect, TLS handshake, request, reply),
+//! and calls that an ending signal cuts short: on plain TCP, Unix sockets
+//! and TLS alike, whatever signals the caller ignored or blocked.
 //!
-//! redis-rs bounds each read by the socket's timeout, so a server that
-//! sends one byte of its reply every 200 ms holds a call for ever, and its
-//! sockets are out of reach. A signal reaches a blocked read, though: with
-//! a handler installed without SA_RESTART, read(2) fails with EINTR, which
-//! neither std's socket reads nor redis-rs's parser retry, and the call
-//! fails. So, for the length of a call, a per-thread POSIX timer sends
-//! [`kick`] to the calling thread at the deadline and every
-//! [`KICK_EVERY`] after it, until the call returns: repeated, because a
-//! kick that lands between two reads interrupts nothing.
+//! redis-rs bounds each read by the socket's timeout only, so a server
+//! that sends one byte of its reply every 200 ms would hold a call for
+//! ever; and it does not hand out its sockets. So one watchdog thread
+//! watches every call in progress. When a call passes its deadline, or a
+//! signal that ends it is pending, the watchdog shuts down (shutdown(2),
+//! `SHUT_RDWR`) the socket the calling thread is blocked on, which the
+//! kernel names in `/proc/self/task/TID/syscall` (proc(5)): the blocked
+//! read or write returns at once (end of file, EPIPE), under rustls too,
+//! which retries an EINTR but not an end of file. A connection past its
+//! deadline is dropped anyway. A thread between two reads is blocked on
+//! nothing, so the watchdog looks again every [`CUT_EVERY`] until the call
+//! returns. connect(2) itself is left to the connect timeout (the time
+//! left): std polls a non-blocking connect, and poll(2) names no socket.
 //!
-//! In an interruptible call (an acquisition, a wait) the signals that end
-//! it are unblocked in the calling thread only, with a handler that notes
-//! them and starts the kicks at once. When the call returns they are
-//! blocked again and raised again for the process, so the caller's
-//! signalfd sees them as if the call had not been there.
+//! Earlier versions broke blocking reads with a realtime signal from a
+//! per-thread timer. That needed a signal the caller had not ignored (with
+//! all of them ignored there was silently no deadline), and rustls retries
+//! the reads a signal interrupts, so TLS calls were bounded per read only.
 //!
-//! Not over TLS: rustls retries a read that EINTR interrupted, with the
-//! socket's timeout started afresh, so kicks every 2 ms would keep such a
-//! read going for ever instead of ending it. A TLS call therefore gets no
-//! timer ([`Call::start`]'s `kicks`): it stays bounded per read, and an
-//! ending signal is noted and acted on when the read returns. connect(2)
-//! (std retries EINTR too) is bounded by the connect timeout, which is the
-//! time left.
+//! The signals that end a call stay blocked, for the caller's signalfd to
+//! read once the call has failed; the watchdog sees them pending with
+//! sigpending(2) every [`SIGNAL_POLL`], as etcd calls do.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, Once, PoisonError};
 use std::time::{Duration, Instant};
 
-/// How often a call past its deadline (or interrupted) is kicked again.
-const KICK_EVERY: Duration = Duration::from_millis(2);
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 
-/// The signal the call timer sends: a realtime one, so that nobody's
-/// SIGALRM is taken; chosen once by [`choose_kick`]. 0: none (every
-/// realtime signal ignored), and then calls have no timer.
-static KICK: AtomicI32 = AtomicI32::new(0);
+/// How often a call past its deadline (or interrupted) is cut again, while
+/// it has not returned.
+const CUT_EVERY: Duration = Duration::from_millis(2);
 
-fn kick() -> i32 {
-    KICK.load(Ordering::Relaxed)
-}
+/// How often the watchdog looks for a pending ending signal while an
+/// interruptible call is in progress.
+const SIGNAL_POLL: Duration = Duration::from_millis(10);
 
-/// Picks the kick signal, from SIGRTMAX-1 down: the first one the caller
-/// did not ignore, with `on_kick` installed for it. An ignored one must
-/// stay ignored (CMD inherits it so, as `timeout(1)` keeps it), and a
-/// timer sending an ignored signal would interrupt nothing: the deadline
-/// would silently be gone.
-fn choose_kick() {
-    for sig in (libc::SIGRTMIN()..libc::SIGRTMAX()).rev() {
-        if install(sig, on_kick) {
-            KICK.store(sig, Ordering::Relaxed);
-            return;
-        }
-    }
-}
+/// The system calls a Redis connection blocks in, whose first argument is
+/// the socket.
+const SOCKET_IO: [libc::c_long; 9] = [
+    libc::SYS_read,
+    libc::SYS_readv,
+    libc::SYS_recvfrom,
+    libc::SYS_recvmsg,
+    libc::SYS_write,
+    libc::SYS_writev,
+    libc::SYS_sendto,
+    libc::SYS_sendmsg,
+    libc::SYS_connect,
+];
 
-/// Signals (as bits) caught during an interruptible call.
-static CAUGHT: AtomicU64 = AtomicU64::new(0);
-/// The timer of the interruptible call in progress, plus one (0: none),
-/// for the handler to start kicking. Plus one because a timer's id can be
-/// 0 (the kernel numbers a process's timers from 0): stored as it is, the
-/// first call's timer read as "none", and a signal that landed while the
-/// thread was between two reads interrupted nothing until the deadline.
-static KICK_TIMER: AtomicUsize = AtomicUsize::new(0);
-/// A kick that another process sent (a signal meant for CMD): raised again
-/// for the process when the call ends.
-static FOREIGN_KICK: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_kick(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
-    if unsafe { (*info).si_code } != libc::SI_TIMER {
-        FOREIGN_KICK.store(true, Ordering::SeqCst);
-    }
-}
-
-extern "C" fn on_ender(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    if (0..64).contains(&sig) {
-        CAUGHT.fetch_or(1 << sig, Ordering::SeqCst);
-    }
-    let timer = KICK_TIMER.load(Ordering::SeqCst);
-    if let Some(timer) = timer.checked_sub(1) {
-        // timer_settime is async-signal-safe; errno is the interrupted
-        // code's, so it is kept.
-        // SAFETY: __errno_location is this thread's errno.
-        let saved = unsafe { *libc::__errno_location() };
-        arm(timer as libc::timer_t, Duration::from_nanos(1));
-        unsafe { *libc::__errno_location() = saved };
-    }
-}
-
-/// Installs `handler` for `sig` (no SA_RESTART: that is the point),
-/// unless the caller ignored `sig`, which stays ignored. False if not
-/// installed.
-fn install(
-    sig: i32,
-    handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void),
-) -> bool {
-    // SAFETY: sigaction with a zeroed action plus our handler, whose code
-    // only touches atomics and calls timer_settime.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old);
-        if old.sa_sigaction == libc::SIG_IGN {
-            return false;
-        }
-        if old.sa_sigaction == handler as usize {
-            return true;
-        }
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = handler as usize;
-        act.sa_flags = libc::SA_SIGINFO;
-        libc::sigemptyset(&mut act.sa_mask);
-        libc::sigaction(sig, &act, std::ptr::null_mut()) == 0
-    }
-}
-
-/// Starts `timer`: first in `after`, then every `KICK_EVERY`.
-fn arm(timer: libc::timer_t, after: Duration) {
-    let ts = |d: Duration| libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    };
-    let spec = libc::itimerspec {
-        it_interval: ts(KICK_EVERY),
-        it_value: ts(after.max(Duration::from_nanos(1))),
-    };
-    // SAFETY: a timer of ours, a valid itimerspec.
-    unsafe { libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) };
-}
-
-/// One call in progress on this thread; ends (timer gone, mask restored,
-/// caught signals raised again) when dropped.
-pub(super) struct Call {
-    timer: Option<libc::timer_t>,
-    old_mask: libc::sigset_t,
+/// One call in progress, as the watchdog sees it.
+struct Watched {
+    id: u64,
+    /// The calling thread.
+    tid: i32,
     deadline: Instant,
-    interruptible: bool,
+    enders: &'static [i32],
+}
+
+/// The calls in progress, and the watchdog's wake-up when they change.
+static CALLS: Mutex<Vec<Watched>> = Mutex::new(Vec::new());
+static CHANGED: Condvar = Condvar::new();
+
+/// A poisoned lock only means a thread panicked while holding it; the list
+/// itself is always whole.
+fn calls() -> MutexGuard<'static, Vec<Watched>> {
+    CALLS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The watchdog: cuts every call that is past its deadline or has a
+/// pending ender, and sleeps until the next one is due. It holds the lock
+/// while it cuts, so the call it cuts cannot have returned (a returning
+/// call deregisters first): the socket is still the call's own.
+fn watch() {
+    // Never take a signal meant for another thread.
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), None);
+    let mut calls = calls();
+    loop {
+        let now = Instant::now();
+        let pending = calls
+            .iter()
+            .any(|c| !c.enders.is_empty())
+            .then(pending_signals);
+        let mut next: Option<Instant> = None;
+        for c in calls.iter() {
+            let signalled = pending.is_some_and(|p| any_of(p, c.enders));
+            let due = if now >= c.deadline || signalled {
+                cut(c.tid);
+                now + CUT_EVERY
+            } else if c.enders.is_empty() {
+                c.deadline
+            } else {
+                c.deadline.min(now + SIGNAL_POLL)
+            };
+            next = Some(next.map_or(due, |n| n.min(due)));
+        }
+        calls = match next {
+            None => CHANGED.wait(calls).unwrap_or_else(PoisonError::into_inner),
+            Some(t) => {
+                CHANGED
+                    .wait_timeout(calls, t.saturating_duration_since(now))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+        };
+    }
+}
+
+/// Shuts down the socket that thread `tid` is blocked reading or writing,
+/// if it is.
+fn cut(tid: i32) {
+    let Ok(now) = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")) else {
+        return;
+    };
+    let mut fields = now.split_ascii_whitespace();
+    let nr = fields.next().and_then(|n| n.parse::<libc::c_long>().ok());
+    let fd = fields
+        .next()
+        .and_then(|a| i32::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    if let (Some(nr), Some(fd)) = (nr, fd) {
+        if SOCKET_IO.contains(&nr) {
+            // SAFETY: shutdown(2) touches no memory; on a descriptor that
+            // is not a socket it fails with ENOTSOCK.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+    }
+}
+
+/// The signals pending for the process (blocked in every thread, so not
+/// yet delivered) and for the calling thread, as bits.
+fn pending_signals() -> u64 {
+    // SAFETY: sigpending fills a sigset_t we own, emptied first;
+    // sigismember only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigpending(&mut set);
+        (1..64)
+            .filter(|&s| libc::sigismember(&set, s) == 1)
+            .fold(0, |bits, s| bits | 1 << s)
+    }
+}
+
+/// Whether one of `sigs` is among the `pending` bits.
+fn any_of(pending: u64, sigs: &[i32]) -> bool {
+    sigs.iter()
+        .any(|&s| (1..64).contains(&s) && pending & (1 << s) != 0)
+}
+
+/// One call in progress on this thread; no longer watched once dropped.
+pub(super) struct Call {
+    id: u64,
+    deadline: Instant,
+    enders: &'static [i32],
 }
 
 impl Call {
     /// Starts a call that must be over `timeout` from now; with `enders`
-    /// (signal numbers), one that any of them ends at once. Without
-    /// `kicks` (a transport that retries EINTR: TLS) no timer is started.
-    pub(super) fn start(timeout: Duration, enders: &[i32], kicks: bool) -> Call {
-        static KICK_INSTALLED: Once = Once::new();
-        KICK_INSTALLED.call_once(choose_kick);
-        let deadline = Instant::now() + timeout;
-        // SAFETY: sigevent and sigset_t are plain C structs, zeroed then
-        // filled; timer_create writes the new timer's id.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, kick());
-            for &sig in enders {
-                if install(sig, on_ender) {
-                    libc::sigaddset(&mut set, sig);
-                }
-            }
-            let mut ev: libc::sigevent = std::mem::zeroed();
-            ev.sigev_notify = libc::SIGEV_THREAD_ID;
-            ev.sigev_signo = kick();
-            ev.sigev_notify_thread_id = libc::gettid();
-            let mut timer: libc::timer_t = std::mem::zeroed();
-            let timer = (kicks
-                && kick() != 0
-                && libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut timer) == 0)
-                .then_some(timer);
-            let interruptible = !enders.is_empty();
-            if let Some(t) = timer {
-                if interruptible {
-                    CAUGHT.store(0, Ordering::SeqCst);
-                    KICK_TIMER.store(t as usize + 1, Ordering::SeqCst);
-                }
-                arm(t, timeout);
-            }
-            let mut old_mask: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, &mut old_mask);
-            Call {
-                timer,
-                old_mask,
-                deadline,
-                interruptible,
-            }
-        }
+    /// (signal numbers, blocked by the caller), one that any of them ends
+    /// at once.
+    pub(super) fn start(timeout: Duration, enders: &'static [i32]) -> Call {
+        static WATCHDOG: Once = Once::new();
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        // Without a thread (a process out of threads) calls are bounded
+        // per read only.
+        WATCHDOG.call_once(|| {
+            let _ = std::thread::Builder::new()
+                .name("deadline".into())
+                .stack_size(64 * 1024)
+                .spawn(watch);
+        });
+        let call = Call {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            deadline: Instant::now() + timeout,
+            enders,
+        };
+        calls().push(Watched {
+            id: call.id,
+            tid: nix::unistd::gettid().as_raw(),
+            deadline: call.deadline,
+            enders,
+        });
+        CHANGED.notify_one();
+        call
     }
 
     /// Whether the deadline has passed.
@@ -206,32 +210,66 @@ impl Call {
         self.expired() && !self.interrupted() && !matches!(e, super::StoreError::Timeout(_))
     }
 
-    /// Whether a signal that ends the call arrived during it.
+    /// Whether a signal that ends the call is pending (it stays so, for the
+    /// caller to read).
     pub(super) fn interrupted(&self) -> bool {
-        self.interruptible && CAUGHT.load(Ordering::SeqCst) != 0
+        !self.enders.is_empty() && any_of(pending_signals(), self.enders)
     }
 }
 
 impl Drop for Call {
     fn drop(&mut self) {
-        // SAFETY: our own timer, deleted once; the mask saved by `start`.
-        unsafe {
-            if let Some(t) = self.timer {
-                if self.interruptible {
-                    KICK_TIMER.store(0, Ordering::SeqCst);
-                }
-                libc::timer_delete(t);
-            }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
-            if self.interruptible {
-                let caught = CAUGHT.swap(0, Ordering::SeqCst);
-                for sig in (1..64).filter(|s| caught & (1 << s) != 0) {
-                    libc::kill(libc::getpid(), sig);
-                }
-            }
-            if FOREIGN_KICK.swap(false, Ordering::SeqCst) {
-                libc::kill(libc::getpid(), kick());
-            }
-        }
+        calls().retain(|c| c.id != self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    /// A server that accepts and never answers, and a connection to it.
+    fn silent() -> (TcpListener, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let conn = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        (listener, conn)
+    }
+
+    #[test]
+    fn a_read_without_a_timeout_ends_at_the_call_deadline() {
+        let (_server, mut conn) = silent();
+        let started = Instant::now();
+        let call = Call::start(Duration::from_millis(300), &[]);
+        let read = conn.read(&mut [0; 16]);
+        assert!(call.expired());
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    /// rustls retries a read that a signal interrupted, which is why a
+    /// signal could not end a TLS call; the end of file it is given here
+    /// ends its handshake.
+    #[test]
+    fn a_tls_handshake_without_a_timeout_ends_at_the_call_deadline() {
+        let (_server, conn) = silent();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let tls = rustls::ClientConnection::new(
+            std::sync::Arc::new(config),
+            "localhost".try_into().unwrap(),
+        )
+        .unwrap();
+        let mut stream = rustls::StreamOwned::new(tls, conn);
+        let started = Instant::now();
+        let call = Call::start(Duration::from_millis(300), &[]);
+        let sent = stream.write_all(b"PING\r\n").and_then(|()| stream.flush());
+        assert!(call.expired());
+        assert!(sent.is_err());
+        assert!(started.elapsed() < Duration::from_secs(3));
     }
 }

@@ -190,15 +190,7 @@ pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
         };
     }
     if e.is_timeout() {
-        // Redis waits for the end of a line that a TLS ClientHello may never
-        // contain, so rediss:// to a plain port is silence, like a slow
-        // server: say what it may be.
-        let why = if target.tls_host.is_some() {
-            "timed out (no reply over TLS: if this port is a plain Redis port without TLS, use redis:// instead of rediss://)"
-        } else {
-            "timed out"
-        };
-        return StoreError::Timeout(at(why.to_owned()));
+        return StoreError::Timeout(at(timed_out("timed out", target)));
     }
     if e.is_connection_refusal() {
         return StoreError::Unreachable(at("connection refused".to_owned()));
@@ -303,6 +295,18 @@ fn inner_reply<'a>(code: &'a str, detail: &'a str) -> (&'a str, &'a str) {
         }
     }
     (code, detail)
+}
+
+/// `why` a call failed for lack of a (complete) reply; over TLS with what
+/// that may mean: Redis waits for the end of a line that a TLS ClientHello
+/// may never contain, so rediss:// to a plain port is silence, like a slow
+/// server.
+pub(super) fn timed_out(why: &str, target: &Target) -> String {
+    if target.tls_host.is_some() {
+        format!("{why} (no reply over TLS: if this port is a plain Redis port without TLS, use redis:// instead of rediss://)")
+    } else {
+        why.to_owned()
+    }
 }
 
 /// The rustls error behind a redis-rs error, if any: redis-rs keeps the

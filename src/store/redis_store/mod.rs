@@ -41,7 +41,7 @@ use crate::config::Timings;
 
 use connection::{key_slot, SlotRange};
 use deadline::Call;
-use error::describe;
+use error::{describe, timed_out};
 use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
 
@@ -156,9 +156,10 @@ impl Store {
             return Ok(());
         };
         if self.slot_map.is_none() {
+            let call = Call::start(self.timeout, self.interrupt_on);
             self.slot_map = Some(
                 cluster
-                    .slot_map(self.timeout)
+                    .slot_map(call.left())
                     .map_err(|e| describe(e, &self.target))?,
             );
         }
@@ -275,7 +276,7 @@ impl Store {
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let call = Call::start(self.timeout, self.interrupt_on, self.target.kicks());
+        let call = Call::start(self.timeout, self.interrupt_on);
         let out = match self.conn(&call) {
             Ok(conn) => f(conn).map_err(|e| describe(e, &self.target).during(what)),
             Err(e) => Err(e),
@@ -287,7 +288,10 @@ impl Store {
                 StoreError::Timeout(Failure {
                     op: None,
                     server: self.target.display.clone(),
-                    detail: format!("no complete answer within {}", secs(self.timeout)),
+                    detail: timed_out(
+                        &format!("no complete answer within {}", secs(self.timeout)),
+                        &self.target,
+                    ),
                 })
                 .during(what)
             } else {

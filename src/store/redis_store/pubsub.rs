@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::{Connection, Value};
 
 use super::deadline::Call;
-use super::error::describe;
+use super::error::{describe, timed_out};
 use super::replies::string;
 use super::{Result, Store, StoreError, Target};
 
@@ -30,13 +30,13 @@ impl Store {
     /// Connecting and subscribing is one call: within the timeout, and
     /// ended by the signals of `set_interrupt_signals`.
     pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {
-        let call = Call::start(self.timeout, self.interrupt_on, self.target.kicks());
+        let call = Call::start(self.timeout, self.interrupt_on);
         self.subscribe_within(channel, &call).map_err(|e| {
             if call.ran_out(&e) {
                 StoreError::Timeout(super::Failure {
                     op: Some("subscribe".into()),
                     server: self.target.display.clone(),
-                    detail: "timed out".into(),
+                    detail: timed_out("timed out", &self.target),
                 })
             } else {
                 e
@@ -96,7 +96,7 @@ impl Subscription {
     /// call timeout: a server that trickles it loses the subscription.
     pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
         let timeout = timeout.max(Duration::from_millis(1));
-        let _call = Call::start(timeout + self.timeout, &[], self.target.kicks());
+        let _call = Call::start(timeout + self.timeout, &[]);
         self.conn
             .set_read_timeout(Some(timeout))
             .map_err(|e| describe(e, &self.target))?;

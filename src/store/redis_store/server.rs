@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::deadline::Call;
 use super::error::describe;
 use super::replies::{Info, ScanPage, ServerTime};
 use super::{Found, Result, Store};
@@ -108,15 +109,21 @@ impl Store {
         host: &str,
         port: u16,
     ) -> std::result::Result<(ClockReading, ClockReading), String> {
+        // The replica's connection is our own, not the store's: each of its
+        // calls gets a whole-call deadline here (see `deadline.rs`).
+        let call = Call::start(self.timeout, &[]);
         let mut replica = self
             .target
-            .connect_peer(host, port, self.timeout)
+            .connect_peer(host, port, call.left())
             .map_err(|e| describe(e, &self.target).to_string())?;
+        drop(call);
         let mut best: Option<(ClockReading, ClockReading)> = None;
         for _ in 0..3 {
             let m = self.master_reading().map_err(|e| e.to_string())?;
+            let call = Call::start(self.timeout, &[]);
             let (v, sent, received) = Self::clock_reading(&mut replica)
                 .map_err(|e| describe(e, &self.target).to_string())?;
+            drop(call);
             let r = ClockReading {
                 time: self
                     .parse::<ServerTime>("TIME", v)
