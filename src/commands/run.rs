@@ -519,7 +519,7 @@ impl Driver<'_> {
             match action {
                 Action::SignalGroup(sig) => process::signal_group(self.pgid, sig),
                 Action::SignalCmd(sig) => process::signal_process(self.pgid, sig),
-                Action::StopSelf { whole_group } => process::stop_self(whole_group),
+                Action::StopSelf { whole_group } => self.guardian.stop_self(whole_group),
                 Action::GiveTerminalToCmd => {
                     if let Some(tty) = self.tty {
                         tty.give_to(self.pgid);
