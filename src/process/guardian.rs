@@ -14,6 +14,8 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{fork, pipe2, write, ForkResult, Pid};
 
+use super::lifeline;
+
 /// A small forked process that SIGKILLs CMD's process group if distlock
 /// dies (even by SIGKILL), or if distlock cannot act when the lease may
 /// end: PR_SET_PDEATHSIG reaches only CMD itself, not what CMD started, and
@@ -135,6 +137,7 @@ impl Guardian {
     /// runs only async-signal-safe system calls: no allocation, no locks.
     pub fn start(pgid: i32, deadline: Duration) -> Result<Guardian> {
         let parent = std::process::id() as libc::pid_t;
+        let lifeline = lifeline::write_end();
         let (read_end, write_end) = pipe2(OFlag::O_CLOEXEC)
             .map_err(io::Error::from)
             .context("cannot create the guardian pipe")?;
@@ -153,6 +156,7 @@ impl Guardian {
                     pgid,
                     deadline: nanos(deadline),
                     parent,
+                    lifeline,
                 };
                 guardian_main(read_end.as_raw_fd(), watch)
             },
@@ -167,12 +171,13 @@ impl Guardian {
         }
     }
 
-    /// Forks a guardian with nothing to guard yet, for `run --wait`: the
-    /// fork then costs nothing at the hand-off, where it would compete for
-    /// the CPU with CMD's own start (and the next holder's, and the
-    /// server's). [`Standby::arm`] gives it CMD's group; until then it only
-    /// waits for that message, and exits when distlock is gone or tells it
-    /// to stand down.
+    /// Forks a guardian with nothing to guard yet, before CMD starts:
+    /// CMD's own process arms it ([`Standby::arming`]). `run --wait` forks
+    /// it before it waits, so that the fork costs nothing at the hand-off,
+    /// where it would compete for the CPU with CMD's own start (and the
+    /// next holder's, and the server's). Until armed it only waits for
+    /// that message, and exits when distlock is gone or tells it to stand
+    /// down.
     pub fn standby() -> Result<Standby> {
         Guardian::start(0, Duration::MAX).map(|g| Standby(Some(g)))
     }
@@ -278,17 +283,43 @@ impl Guardian {
 /// reaped, like a guardian whose CMD ended.
 pub struct Standby(Option<Guardian>);
 
+/// What CMD's own process sends a standby guardian before it execs
+/// ([`Standby::arming`]): the pipe, and the deadline to send with its pid.
+#[derive(Clone, Copy)]
+pub struct Arming {
+    pub(super) fd: RawFd,
+    pub(super) deadline: u64,
+}
+
+/// The arm message as CMD's process writes it, in one `write`: its pid
+/// (CMD's group), then the deadline, native-endian, as the guardian reads
+/// them.
+#[repr(C)]
+pub(super) struct ArmMessage {
+    pub(super) pgid: u64,
+    pub(super) deadline: u64,
+}
+
 impl Standby {
-    /// Gives the guardian CMD's group and the deadline, in one write (at
-    /// most `PIPE_BUF` bytes, so atomic): it never sees a group without
-    /// its deadline. One that died while distlock waited is replaced by a
-    /// new fork.
-    pub fn arm(mut self, pgid: i32, deadline: Duration) -> Result<Guardian> {
+    /// For [`super::spawn`]: CMD's process arms the guardian itself, after
+    /// its `setpgid` and before its `execve`, so that CMD is guarded
+    /// before it runs an instruction of its own. Armed by distlock after
+    /// the spawn instead, a CMD that stops distlock at once (`kill -STOP
+    /// $PPID`, before distlock reaches the next line) would run unguarded,
+    /// past its lease, for ever.
+    pub fn arming(&self, deadline: Duration) -> Option<Arming> {
+        let guardian = self.0.as_ref()?;
+        Some(Arming {
+            fd: guardian.pipe.as_raw_fd(),
+            deadline: nanos(deadline).min(LATEST),
+        })
+    }
+
+    /// The guardian CMD's process armed ([`Standby::arming`]); if it died
+    /// meanwhile (then the message found no reader), a new one.
+    pub fn armed(mut self, pgid: i32, deadline: Duration) -> Result<Guardian> {
         let guardian = self.0.take().expect("armed once");
-        let mut msg = [0u8; 16];
-        msg[..8].copy_from_slice(&u64::from(pgid.unsigned_abs()).to_ne_bytes());
-        msg[8..].copy_from_slice(&nanos(deadline).min(LATEST).to_ne_bytes());
-        if !guardian.is_gone() && write(&guardian.pipe, &msg) == Ok(msg.len()) {
+        if !guardian.is_gone() {
             return Ok(guardian);
         }
         guardian.wait_gone();
@@ -322,11 +353,13 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// What a guardian watches: CMD's group (0 for a standby, until armed),
-/// the deadline in boot-time nanoseconds, and distlock's pid.
+/// the deadline in boot-time nanoseconds, and distlock's pid; and the
+/// lifeline's write end it keeps (-1 for none).
 struct Watch {
     pgid: i32,
     deadline: u64,
     parent: libc::pid_t,
+    lifeline: RawFd,
 }
 
 /// The guardian's whole life. It keeps distlock's blocked signal mask, so
@@ -347,6 +380,7 @@ unsafe fn guardian_main(read_end: RawFd, watch: Watch) -> ! {
         mut pgid,
         mut deadline,
         parent,
+        lifeline,
     } = watch;
     // Its own process group: a Ctrl-Z or `kill %1` aimed at distlock's job
     // must not stop or kill the guardian.
@@ -360,14 +394,25 @@ unsafe fn guardian_main(read_end: RawFd, watch: Watch) -> ! {
         std::ptr::copy_nonoverlapping(name.as_ptr(), args, name.len().min(len - 1));
     }
     // Hold nothing of distlock's open: not its stdout (a `$(distlock …)`
-    // would wait for us), not the Redis socket, not the tty.
+    // would wait for us), not the Redis socket, not the tty. Only our pipe
+    // (3) and the lifeline (4), moved out of the way first.
     let keep = libc::fcntl(read_end, libc::F_DUPFD_CLOEXEC, 100);
+    let line = if lifeline >= 0 {
+        libc::fcntl(lifeline, libc::F_DUPFD_CLOEXEC, 100)
+    } else {
+        -1
+    };
     let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
     for fd in 0..3 {
         libc::dup2(null, fd);
     }
     libc::dup2(keep, 3);
-    libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+    let first_closed: u32 = if line >= 0 && libc::dup2(line, 4) == 4 {
+        5
+    } else {
+        4
+    };
+    libc::syscall(libc::SYS_close_range, first_closed, u32::MAX, 0u32);
     // distlock, to continue at the deadline: a pidfd, which cannot reach
     // another process that later gets its pid; without one (before Linux
     // 5.3) its pid, checked against our parent when used. None if distlock

@@ -867,14 +867,14 @@ fn a_run_whose_guardian_was_restored_ends_as_usual_and_leaves_no_guardian() {
     );
 }
 
-/// The limit of guarantees.md §2: distlock and its guardian SIGKILLed
-/// together (`kill -9 <distlock> <guardian>`), before either can see the
-/// other die, leave nobody to kill CMD's group. What is promised then:
-/// CMD itself dies at once (its death signal, PR_SET_PDEATHSIG, is tied
-/// to distlock), and the lease expires by itself. CMD's own children are
-/// not covered; this test kills them itself.
+/// distlock and its guardian SIGKILLed together (`kill -9 <distlock>
+/// <guardian>`), before either can see the other die, leave no process
+/// of distlock's to kill CMD's group: the kernel does it, when the last
+/// write end of the lifeline CMD's group holds the read end of closes
+/// (guarantees.md §2). Before the lifeline, CMD itself died (its death
+/// signal) but its background child lived on past the lease.
 #[test]
-fn distlock_and_its_guardian_killed_together_take_cmd_itself_and_the_lease_expires() {
+fn distlock_and_its_guardian_killed_together_still_take_cmds_whole_group() {
     let server = server();
     let mut job = Job::start(
         &server,
@@ -893,11 +893,12 @@ fn distlock_and_its_guardian_killed_together_take_cmd_itself_and_the_lease_expir
     signal(job.pid(), libc::SIGKILL);
     signal(guard[0], libc::SIGKILL);
     job.wait();
-    assert!(
-        wait_until(Duration::from_secs(2), || !alive(pids[0])),
-        "CMD {} survived distlock's death (PR_SET_PDEATHSIG)",
-        pids[0]
-    );
+    for (what, pid) in [("CMD", pids[0]), ("CMD's background child", pids[1])] {
+        assert!(
+            wait_until(Duration::from_secs(2), || !alive(pid)),
+            "{what} {pid} survived distlock and its guardian"
+        );
+    }
     assert!(
         wait_until(Duration::from_secs(2), || server
             .get(&key("both-killed"))
