@@ -29,7 +29,8 @@ use super::lifeline;
 /// and leaves the guardian to kill CMD's group. If it dies alone anyway,
 /// distlock sees its pipe lose its reader (`is_gone`) and starts another.
 ///
-/// It waits on a pipe whose write end only distlock holds, with a
+/// It waits on a pipe whose write end only distlock holds (and CMD's
+/// process, until its exec, for the arm message), with a
 /// deadline: the time (boot-time clock) by which no part of CMD may be
 /// alive unless distlock says the lease was renewed. Messages are 8-byte
 /// native-endian nanoseconds: a later deadline, or one of the commands
