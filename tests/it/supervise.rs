@@ -778,6 +778,7 @@ fn kill_the_guardian(job: &Job, cmd: i32) -> i32 {
         first.len() == 1
     }));
     signal(first[0], libc::SIGKILL);
+    let killed = Instant::now();
     let mut now = Vec::new();
     let restored = wait_until(LIMIT, || {
         now = guards(job.pid(), cmd);
@@ -788,6 +789,13 @@ fn kill_the_guardian(job: &Job, cmd: i32) -> i32 {
         "distlock did not replace its guardian {} (children now {now:?}); stderr: {}",
         first[0],
         job.read("stderr")
+    );
+    // "At once" (guarantees.md §2) is a SIGCHLD and a fork: milliseconds;
+    // the bound leaves room for a loaded machine.
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "the guardian was replaced only after {:?}",
+        killed.elapsed()
     );
     now[0]
 }
