@@ -37,7 +37,7 @@ const F_SETSIG: libc::c_int = 10;
 /// guardian is forked (it must inherit the write end) and before CMD is
 /// started. One per process, as distlock runs at most one CMD. None if
 /// the pipe could not be made (out of descriptors): then only the guardian
-/// and the death signal guard CMD, as before there was a lifeline.
+/// and the death signal guard CMD.
 fn ends() -> Option<&'static (OwnedFd, OwnedFd)> {
     static ENDS: OnceLock<Option<(OwnedFd, OwnedFd)>> = OnceLock::new();
     ENDS.get_or_init(|| pipe2(OFlag::O_CLOEXEC).ok()).as_ref()
