@@ -165,7 +165,13 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
     for (var, u) in &urls_for_cmd {
         env.push((var, u.as_str()));
     }
-    let pgid = match process::spawn(&args.command, &env, &signals, handoff) {
+    let deadline = t0 + timings.hard_after();
+    // The guardian is forked before CMD (if the wait has not forked it),
+    // and CMD's own process arms it before it execs: CMD is never
+    // unguarded, even if it stops distlock at once.
+    let standby = standby.or_else(|| Guardian::standby().ok());
+    let arming = standby.as_ref().and_then(|s| s.arming(deadline));
+    let pgid = match process::spawn(&args.command, &env, &signals, handoff, arming) {
         Ok(pid) => pid,
         Err(e) => {
             let code = match &e {
@@ -215,9 +221,8 @@ pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
             return Ok(code);
         }
     };
-    let deadline = t0 + timings.hard_after();
     let guardian = match standby {
-        Some(standby) => standby.arm(pgid, deadline),
+        Some(standby) => standby.armed(pgid, deadline),
         None => Guardian::start(pgid, deadline),
     };
     let guardian = match guardian {
@@ -523,7 +528,7 @@ impl Driver<'_> {
             match action {
                 Action::SignalGroup(sig) => process::signal_group(self.pgid, sig),
                 Action::SignalCmd(sig) => process::signal_process(self.pgid, sig),
-                Action::StopSelf { whole_group } => process::stop_self(whole_group),
+                Action::StopSelf { whole_group } => self.guardian.stop_self(whole_group),
                 Action::GiveTerminalToCmd => {
                     if let Some(tty) = self.tty {
                         tty.give_to(self.pgid);

@@ -185,7 +185,9 @@ pub enum Action {
     /// Send this signal to CMD alone (the at-risk warning).
     SignalCmd(i32),
     /// Stop distlock itself (and its own group if `whole_group`); the
-    /// driver returns from it once distlock is continued.
+    /// driver returns from it once distlock is continued. The guardian is
+    /// told, so that it leaves this stop (the user's) in place at the
+    /// deadline, where it would continue a distlock stopped by others.
     StopSelf { whole_group: bool },
     /// Make CMD's group the terminal's foreground group.
     GiveTerminalToCmd,

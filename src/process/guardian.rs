@@ -2,10 +2,9 @@
 //! cannot. Its parent side uses nix; the forked child keeps to raw,
 //! async-signal-safe libc calls, since another thread may exist at the fork.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_int, CStr};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -14,6 +13,8 @@ use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{fork, pipe2, write, ForkResult, Pid};
+
+use super::lifeline;
 
 /// A small forked process that SIGKILLs CMD's process group if distlock
 /// dies (even by SIGKILL), or if distlock cannot act when the lease may
@@ -28,12 +29,20 @@ use nix::unistd::{fork, pipe2, write, ForkResult, Pid};
 /// and leaves the guardian to kill CMD's group. If it dies alone anyway,
 /// distlock sees its pipe lose its reader (`is_gone`) and starts another.
 ///
-/// It waits on a pipe whose write end only distlock holds, with a
+/// It waits on a pipe whose write end only distlock holds (and CMD's
+/// process, until its exec, for the arm message), with a
 /// deadline: the time (boot-time clock) by which no part of CMD may be
 /// alive unless distlock says the lease was renewed. Messages are 8-byte
-/// native-endian nanoseconds: a later deadline, or `u64::MAX` for "all done,
-/// stand down". EOF means distlock is gone; the deadline passing means
+/// native-endian nanoseconds: a later deadline, or one of the commands
+/// above [`LATEST`]. EOF means distlock is gone; the deadline passing means
 /// distlock could not renew (or act) in time; both kill the group.
+///
+/// At the deadline it also continues distlock (SIGCONT), unless distlock
+/// stopped itself for job control: a distlock that someone else stopped
+/// (`kill -STOP $PPID` from CMD) would otherwise never end, and its caller
+/// would wait for ever on a job whose CMD is dead. Continued, it finds the
+/// deadline passed, exits 124 and releases what is left of the lease. A
+/// job the user suspended (Ctrl-Z) stays suspended: `fg` then ends it.
 pub struct Guardian {
     pipe: OwnedFd,
     pid: Pid,
@@ -46,48 +55,77 @@ pub struct Guardian {
 
 /// The "stand down" message.
 const STAND_DOWN: u64 = u64::MAX;
+/// distlock is about to stop itself for job control: at the deadline,
+/// leave it stopped.
+const STOPPING: u64 = u64::MAX - 1;
+/// distlock was continued after stopping itself.
+const RESUMED: u64 = u64::MAX - 2;
+/// The latest deadline a message can carry; larger values are commands.
+const LATEST: u64 = u64::MAX - 3;
 
 /// The guardian's name and command line: what `ps` shows, and nothing
 /// that `pkill distlock` (name) or `pkill -f distlock` (command line)
 /// would match. Kept short: a comm holds 15 bytes.
 pub const NAME: &CStr = c"dl-guard";
 
-/// Where distlock's command line lies in memory (argv[0] up to the end of
-/// the last argument, one contiguous block as the kernel lays it out), so
-/// that the forked guardian can overwrite its copy: /proc/PID/cmdline,
-/// which `pkill -f` reads, is that memory. Null/0 if unknown.
-static ARGS_START: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
-static ARGS_LEN: AtomicUsize = AtomicUsize::new(0);
-
-/// Records the command line's block from the arguments glibc hands the
-/// executable's `.init_array` functions (std reads argv the same way).
-/// Arguments that are not one contiguous block are left alone.
-extern "C" fn record_args(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
-    if argc < 1 || argv.is_null() {
-        return;
+/// Where this process's command line lies in memory, as `(address,
+/// length)`: `arg_start` and `arg_end` of /proc/self/stat (fields 48 and
+/// 49, Linux 3.5+), the block the kernel reads /proc/PID/cmdline from,
+/// which `pkill -f` matches. None where /proc does not tell (not mounted,
+/// or zeros).
+///
+/// Read by the guardian itself after the fork (its copy of distlock's
+/// memory has the block at the same address), so that distlock's own path
+/// pays nothing for it; hence raw calls and a stack buffer, no allocation.
+/// Not from argv: Rust hands a program no pointer to it, and catching one
+/// in an `.init_array` function ties distlock to glibc's calling
+/// convention for those (tests/it/architecture.rs forbids them).
+///
+/// # Safety
+///
+/// Async-signal-safe: may run in the forked guardian.
+unsafe fn command_line_block() -> Option<(usize, usize)> {
+    let fd = libc::open(
+        c"/proc/self/stat".as_ptr(),
+        libc::O_RDONLY | libc::O_CLOEXEC,
+    );
+    if fd < 0 {
+        return None;
     }
-    // SAFETY: glibc passes the process's own argc and argv: `argc` valid
-    // pointers to NUL-terminated strings.
-    unsafe {
-        let start = *argv;
-        let mut end = start;
-        for i in 0..argc as usize {
-            let arg = *argv.add(i);
-            if arg.is_null() || arg != end {
-                return;
-            }
-            end = arg.add(libc::strlen(arg) + 1);
+    // 52 numbers of at most 20 digits and a 15-byte name fit with room.
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while len < buf.len() {
+        let n = libc::read(fd, buf.as_mut_ptr().add(len).cast(), buf.len() - len);
+        if n <= 0 {
+            break;
         }
-        ARGS_LEN.store(end.offset_from(start) as usize, Ordering::Relaxed);
-        ARGS_START.store(start.cast_mut(), Ordering::Relaxed);
+        len += n as usize;
     }
+    libc::close(fd);
+    arg_block(&buf[..len])
 }
 
-/// Puts `record_args` in `.init_array` (only glibc passes it arguments).
-#[cfg(target_env = "gnu")]
-#[used]
-#[link_section = ".init_array"]
-static RECORD_ARGS: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = record_args;
+/// `arg_start` and `arg_end - arg_start` from the text of a
+/// /proc/PID/stat. Allocates nothing.
+fn arg_block(stat: &[u8]) -> Option<(usize, usize)> {
+    // After the name's closing parenthesis (the name may hold one), field
+    // 3 comes first.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let mut fields = stat[close + 1..]
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty())
+        .skip(48 - 3);
+    let number = |digits: &[u8]| {
+        digits.iter().try_fold(0usize, |n, &d| {
+            d.is_ascii_digit()
+                .then(|| n.checked_mul(10)?.checked_add(usize::from(d - b'0')))?
+        })
+    };
+    let start = number(fields.next()?)?;
+    let end = number(fields.next()?)?;
+    (start != 0 && end > start).then_some((start, end - start))
+}
 
 /// How long `wait_gone` waits for the guardian to be gone; it takes
 /// microseconds unless it is stopped.
@@ -99,6 +137,8 @@ impl Guardian {
     /// subscriber of a wait winds down in the background), so the child
     /// runs only async-signal-safe system calls: no allocation, no locks.
     pub fn start(pgid: i32, deadline: Duration) -> Result<Guardian> {
+        let parent = std::process::id() as libc::pid_t;
+        let lifeline = lifeline::write_end();
         let (read_end, write_end) = pipe2(OFlag::O_CLOEXEC)
             .map_err(io::Error::from)
             .context("cannot create the guardian pipe")?;
@@ -110,10 +150,16 @@ impl Guardian {
         // deadlock it; it never returns, so nothing of ours is dropped twice.
         let forked = unsafe { fork() }.map_err(io::Error::from);
         match forked.context("cannot fork the guardian")? {
-            // SAFETY: this is the forked child, and `read_end` the pipe's
-            // read end (guardian_main's contract).
+            // SAFETY: this is the forked child, `read_end` the pipe's read
+            // end and `parent` distlock's pid (guardian_main's contract).
             ForkResult::Child => unsafe {
-                guardian_main(read_end.as_raw_fd(), pgid, nanos(deadline))
+                let watch = Watch {
+                    pgid,
+                    deadline: nanos(deadline),
+                    parent,
+                    lifeline,
+                };
+                guardian_main(read_end.as_raw_fd(), watch)
             },
             ForkResult::Parent { child } => {
                 drop(read_end);
@@ -126,12 +172,13 @@ impl Guardian {
         }
     }
 
-    /// Forks a guardian with nothing to guard yet, for `run --wait`: the
-    /// fork then costs nothing at the hand-off, where it would compete for
-    /// the CPU with CMD's own start (and the next holder's, and the
-    /// server's). [`Standby::arm`] gives it CMD's group; until then it only
-    /// waits for that message, and exits when distlock is gone or tells it
-    /// to stand down.
+    /// Forks a guardian with nothing to guard yet, before CMD starts:
+    /// CMD's own process arms it ([`Standby::arming`]). `run --wait` forks
+    /// it before it waits, so that the fork costs nothing at the hand-off,
+    /// where it would compete for the CPU with CMD's own start (and the
+    /// next holder's, and the server's). Until armed it only waits for
+    /// that message, and exits when distlock is gone or tells it to stand
+    /// down.
     pub fn standby() -> Result<Standby> {
         Guardian::start(0, Duration::MAX).map(|g| Standby(Some(g)))
     }
@@ -140,7 +187,19 @@ impl Guardian {
     pub fn extend(&self, deadline: Duration) {
         // A full pipe means a guardian that is not reading (stopped): it
         // then acts on an earlier deadline, which only errs early.
-        let _ = self.send(nanos(deadline).min(STAND_DOWN - 1));
+        let _ = self.send(nanos(deadline).min(LATEST));
+    }
+
+    /// Stops distlock for job control ([`super::stop_self`]), telling the
+    /// guardian first: a stop distlock chose is the user's to end (`fg`),
+    /// so the guardian leaves it in place at the deadline. Returns once
+    /// distlock is continued. A message that cannot be queued (a guardian
+    /// stopped with a full pipe) only means the guardian may continue a
+    /// suspended distlock after the deadline, which then ends with 124.
+    pub fn stop_self(&self, whole_group: bool) {
+        let _ = self.send(STOPPING);
+        super::stop_self(whole_group);
+        let _ = self.send(RESUMED);
     }
 
     /// Whether the guardian has died: its pipe's only read end, which it
@@ -225,17 +284,43 @@ impl Guardian {
 /// reaped, like a guardian whose CMD ended.
 pub struct Standby(Option<Guardian>);
 
+/// What CMD's own process sends a standby guardian before it execs
+/// ([`Standby::arming`]): the pipe, and the deadline to send with its pid.
+#[derive(Clone, Copy)]
+pub struct Arming {
+    pub(super) fd: RawFd,
+    pub(super) deadline: u64,
+}
+
+/// The arm message as CMD's process writes it, in one `write`: its pid
+/// (CMD's group), then the deadline, native-endian, as the guardian reads
+/// them.
+#[repr(C)]
+pub(super) struct ArmMessage {
+    pub(super) pgid: u64,
+    pub(super) deadline: u64,
+}
+
 impl Standby {
-    /// Gives the guardian CMD's group and the deadline, in one write (at
-    /// most `PIPE_BUF` bytes, so atomic): it never sees a group without
-    /// its deadline. One that died while distlock waited is replaced by a
-    /// new fork.
-    pub fn arm(mut self, pgid: i32, deadline: Duration) -> Result<Guardian> {
+    /// For [`super::spawn`]: CMD's process arms the guardian itself, after
+    /// its `setpgid` and before its `execve`, so that CMD is guarded
+    /// before it runs an instruction of its own. Armed by distlock after
+    /// the spawn instead, a CMD that stops distlock at once (`kill -STOP
+    /// $PPID`, before distlock reaches the next line) would run unguarded,
+    /// past its lease, for ever.
+    pub fn arming(&self, deadline: Duration) -> Option<Arming> {
+        let guardian = self.0.as_ref()?;
+        Some(Arming {
+            fd: guardian.pipe.as_raw_fd(),
+            deadline: nanos(deadline).min(LATEST),
+        })
+    }
+
+    /// The guardian CMD's process armed ([`Standby::arming`]); if it died
+    /// meanwhile (then the message found no reader), a new one.
+    pub fn armed(mut self, pgid: i32, deadline: Duration) -> Result<Guardian> {
         let guardian = self.0.take().expect("armed once");
-        let mut msg = [0u8; 16];
-        msg[..8].copy_from_slice(&u64::from(pgid.unsigned_abs()).to_ne_bytes());
-        msg[8..].copy_from_slice(&nanos(deadline).min(STAND_DOWN - 1).to_ne_bytes());
-        if !guardian.is_gone() && write(&guardian.pipe, &msg) == Ok(msg.len()) {
+        if !guardian.is_gone() {
             return Ok(guardian);
         }
         guardian.wait_gone();
@@ -268,42 +353,76 @@ fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
+/// What a guardian watches: CMD's group (0 for a standby, until armed),
+/// the deadline in boot-time nanoseconds, and distlock's pid; and the
+/// lifeline's write end it keeps (-1 for none).
+struct Watch {
+    pgid: i32,
+    deadline: u64,
+    parent: libc::pid_t,
+    lifeline: RawFd,
+}
+
 /// The guardian's whole life. It keeps distlock's blocked signal mask, so
 /// terminal and job signals cannot end it early; only SIGKILL can.
 ///
 /// # Safety
 ///
 /// Only in the child of `fork`, with `read_end` the guardian pipe's read
-/// end. Everything here is a raw, async-signal-safe libc call on fds and
-/// stack values (and `clock::now`, one clock_gettime; and plain stores to
-/// this process's copy of the command line): another thread of
-/// distlock may have held a lock (the allocator's, say) at the fork, so the
-/// child must allocate nothing and take no lock, which nix's wrappers do
-/// not promise.
-unsafe fn guardian_main(read_end: RawFd, mut pgid: i32, mut deadline: u64) -> ! {
+/// end and `watch.parent` the pid of the process that forked us.
+/// Everything here is a
+/// raw, async-signal-safe libc call on fds and stack values (and
+/// `clock::now`, one clock_gettime; and plain stores to this process's
+/// copy of the command line): another thread of distlock may have held a
+/// lock (the allocator's, say) at the fork, so the child must allocate
+/// nothing and take no lock, which nix's wrappers do not promise.
+unsafe fn guardian_main(read_end: RawFd, watch: Watch) -> ! {
+    let Watch {
+        mut pgid,
+        mut deadline,
+        parent,
+        lifeline,
+    } = watch;
     // Its own process group: a Ctrl-Z or `kill %1` aimed at distlock's job
     // must not stop or kill the guardian.
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_NAME, NAME.as_ptr(), 0, 0, 0);
     // Our copy of distlock's command line becomes NAME, NUL-padded.
-    let (args, len) = (
-        ARGS_START.load(Ordering::Relaxed),
-        ARGS_LEN.load(Ordering::Relaxed),
-    );
-    if !args.is_null() && len > 0 {
+    if let Some((start, len)) = command_line_block() {
+        let args = start as *mut u8;
         std::ptr::write_bytes(args, 0, len);
         let name = NAME.to_bytes();
-        std::ptr::copy_nonoverlapping(name.as_ptr().cast(), args, name.len().min(len - 1));
+        std::ptr::copy_nonoverlapping(name.as_ptr(), args, name.len().min(len - 1));
     }
     // Hold nothing of distlock's open: not its stdout (a `$(distlock …)`
-    // would wait for us), not the Redis socket, not the tty.
+    // would wait for us), not the Redis socket, not the tty. Only our pipe
+    // (3) and the lifeline (4), moved out of the way first.
     let keep = libc::fcntl(read_end, libc::F_DUPFD_CLOEXEC, 100);
+    let line = if lifeline >= 0 {
+        libc::fcntl(lifeline, libc::F_DUPFD_CLOEXEC, 100)
+    } else {
+        -1
+    };
     let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
     for fd in 0..3 {
         libc::dup2(null, fd);
     }
     libc::dup2(keep, 3);
-    libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+    let first_closed: u32 = if line >= 0 && libc::dup2(line, 4) == 4 {
+        5
+    } else {
+        4
+    };
+    libc::syscall(libc::SYS_close_range, first_closed, u32::MAX, 0u32);
+    // distlock, to continue at the deadline: a pidfd, which cannot reach
+    // another process that later gets its pid; without one (before Linux
+    // 5.3) its pid, checked against our parent when used. None if distlock
+    // is gone already (then EOF follows).
+    let distlock = if libc::getppid() == parent {
+        libc::syscall(libc::SYS_pidfd_open, parent, 0) as c_int
+    } else {
+        -2
+    };
     // A standby (pgid 0) has nothing to guard until distlock sends CMD's
     // group and the deadline in one write; EOF or a stand-down before that
     // leaves nothing to kill.
@@ -321,10 +440,8 @@ unsafe fn guardian_main(read_end: RawFd, mut pgid: i32, mut deadline: u64) -> ! 
             _ => libc::_exit(0),
         }
     }
-    let kill_all = || -> ! {
-        libc::killpg(pgid, libc::SIGKILL);
-        libc::_exit(0)
-    };
+    // distlock stopped itself (job control) and was not continued since.
+    let mut self_stopped = false;
     // The deadline is on the boot-time clock, and so is this timer: a poll
     // timeout (CLOCK_MONOTONIC) would not count a suspend and fire late.
     let timer = libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC);
@@ -350,15 +467,24 @@ unsafe fn guardian_main(read_end: RawFd, mut pgid: i32, mut deadline: u64) -> ! 
             match libc::read(3, buf.as_mut_ptr().cast(), 8) {
                 8 => match u64::from_ne_bytes(buf) {
                     STAND_DOWN => libc::_exit(0),
+                    STOPPING => self_stopped = true,
+                    RESUMED => self_stopped = false,
                     later => deadline = deadline.max(later),
                 },
                 -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
                 // EOF: distlock is gone.
-                _ => kill_all(),
+                _ => {
+                    libc::killpg(pgid, libc::SIGKILL);
+                    libc::_exit(0)
+                }
             }
         }
         if nanos(crate::clock::now()) >= deadline {
-            kill_all();
+            libc::killpg(pgid, libc::SIGKILL);
+            if !self_stopped {
+                continue_distlock(distlock, parent);
+            }
+            libc::_exit(0)
         }
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
@@ -375,6 +501,32 @@ unsafe fn guardian_main(read_end: RawFd, mut pgid: i32, mut deadline: u64) -> ! 
         // above decide.
         let mut pfds = [pollfd(3), pollfd(timer)];
         libc::ppoll(pfds.as_mut_ptr(), 2, std::ptr::null(), std::ptr::null());
+    }
+}
+
+/// Sends SIGCONT to distlock: through `pidfd` if there is one (>= 0), or
+/// else by `pid` while it is still our parent (once distlock has exited we
+/// are someone else's child, and its pid may be reused). A distlock that
+/// is running ignores it: it is past its deadline too.
+///
+/// # Safety
+///
+/// Only in the guardian (async-signal-safe calls only).
+unsafe fn continue_distlock(pidfd: c_int, pid: libc::pid_t) {
+    if pidfd >= 0 {
+        let sent = libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            libc::SIGCONT,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        );
+        if sent == 0 {
+            return;
+        }
+    }
+    if pidfd != -2 && libc::getppid() == pid {
+        libc::kill(pid, libc::SIGCONT);
     }
 }
 
@@ -439,6 +591,27 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
         }
         true
+    }
+
+    #[test]
+    fn the_command_line_block_is_the_memory_proc_shows_as_the_command_line() {
+        // SAFETY: only raw reads of /proc into a local buffer.
+        let (start, len) = unsafe { command_line_block() }.expect("/proc/self/stat has arg_start");
+        // SAFETY: the kernel's arg_start..arg_end of this process: its
+        // argv strings, mapped and never freed.
+        let memory = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
+        assert_eq!(memory, std::fs::read("/proc/self/cmdline").unwrap());
+    }
+
+    #[test]
+    fn the_arg_block_is_read_after_the_last_parenthesis_of_the_name() {
+        let mut stat = b"42 (a) b) S".to_vec();
+        for field in 4..=52u32 {
+            stat.extend_from_slice(format!(" {}", field * 1000).as_bytes());
+        }
+        stat.push(b'\n');
+        assert_eq!(arg_block(&stat), Some((48_000, 1_000)));
+        assert_eq!(arg_block(b"42 (x) S 1 2"), None);
     }
 
     #[test]

@@ -20,13 +20,16 @@
 //!
 //! One module a job: `signals` (the mask, the signalfd and timer, stopping
 //! ourselves), `tty` (the foreground group), `spawn` (CMD's start, up to
-//! exec), `reap` (CMD's group afterwards) and `guardian`. Parent-side code
+//! exec), `reap` (CMD's group afterwards), `guardian` and `lifeline` (the
+//! kernel's SIGKILL of CMD's group once distlock and the guardian are both
+//! gone). Parent-side code
 //! uses nix; raw libc is left where nix 0.32 has no equivalent (realtime
 //! signals, a query-only sigaction, a clone without a closure), in the
 //! child between clone and exec, and in the forked guardian, where only
 //! async-signal-safe calls may run. Each such `unsafe` block says why.
 
 mod guardian;
+mod lifeline;
 mod reap;
 mod signals;
 mod spawn;

@@ -37,6 +37,7 @@ use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::waitpid;
 use nix::unistd::{getpid, gettid, pipe2, read, Pid};
 
+use super::guardian::{ArmMessage, Arming};
 use super::signals::{caller_ignored, Signals};
 use super::tty::Tty;
 
@@ -91,6 +92,7 @@ pub fn spawn(
     env: &[(&str, &str)],
     signals: &Signals,
     tty: Option<&Tty>,
+    arming: Option<Arming>,
 ) -> Result<i32, SpawnError> {
     let mut exec =
         Exec::new(argv, &["DISTLOCK_REDIS_PASSWORD"], env).map_err(SpawnError::CannotExecute)?;
@@ -100,6 +102,8 @@ pub fn spawn(
         tty: tty.map(Tty::raw_fd),
         ignore_sigpipe: caller_ignored(Signal::SIGPIPE as i32),
         mask: *signals.caller_mask.as_ref(),
+        lifeline: super::lifeline::read_end(),
+        arming,
     };
     start(&mut exec, &setup).map_err(|e| match e {
         StartError::Setup(e) => SpawnError::Failed(e),
@@ -245,6 +249,11 @@ pub struct ChildSetup {
     pub ignore_sigpipe: bool,
     /// The signal mask the program starts with.
     pub mask: libc::sigset_t,
+    /// The lifeline's read end, handed to the child ([`super::lifeline`]);
+    /// -1 for none.
+    pub lifeline: c_int,
+    /// A standby guardian the child arms with its own group before exec.
+    pub arming: Option<Arming>,
 }
 
 /// The child's stack. It only needs room for a few libc calls, and in
@@ -277,6 +286,11 @@ struct ChildArgs {
     tty: c_int,
     ignore_sigpipe: bool,
     mask: libc::sigset_t,
+    lifeline: c_int,
+    /// The standby guardian's pipe (-1 for none) and the deadline to arm
+    /// it with.
+    arm_fd: c_int,
+    arm_deadline: u64,
     /// The write end of the close-on-exec error pipe.
     err_fd: c_int,
 }
@@ -306,6 +320,9 @@ fn start(exec: &mut Exec, setup: &ChildSetup) -> Result<libc::pid_t, StartError>
         tty: setup.tty.unwrap_or(-1),
         ignore_sigpipe: setup.ignore_sigpipe,
         mask: setup.mask,
+        lifeline: setup.lifeline,
+        arm_fd: setup.arming.map_or(-1, |a| a.fd),
+        arm_deadline: setup.arming.map_or(0, |a| a.deadline),
         err_fd: write_end.as_raw_fd(),
     };
     // Every signal is blocked across the clone so that none is handled in
@@ -389,6 +406,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if a.new_group && libc::setpgid(0, 0) != 0 {
             fail(a, -errno());
         }
+        super::lifeline::hand_to_cmd(a.lifeline);
         if a.parent != 0 {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 fail(a, -errno());
@@ -401,6 +419,21 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             // While every signal is blocked, so a background group may take
             // the terminal (tcsetpgrp(3)); failure only means no hand-off.
             libc::tcsetpgrp(a.tty, libc::getpid());
+        }
+        if a.arm_fd >= 0 {
+            // Once CMD's group exists; one atomic write (16 bytes). A
+            // set-up that fails after this is reported to distlock, which
+            // then stands the guardian down. A guardian that died makes
+            // this EPIPE and a SIGPIPE, pending while blocked: discarded by
+            // ignoring it, before CMD's disposition is set below.
+            let msg = ArmMessage {
+                pgid: libc::getpid() as u64,
+                deadline: a.arm_deadline,
+            };
+            let size = std::mem::size_of::<ArmMessage>();
+            if libc::write(a.arm_fd, (&msg as *const ArmMessage).cast(), size) < 0 {
+                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            }
         }
         let pipe = if a.ignore_sigpipe {
             libc::SIG_IGN

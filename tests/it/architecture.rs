@@ -454,3 +454,37 @@ fn store_files_use_each_other_without_a_cycle() {
     assert!(edges.len() > 5, "the parser found no arrows: {edges:?}");
     assert_eq!(find_cycle(&edges), None, "store/ arrows: {edges:?}");
 }
+
+/// No code runs before `main`: no `.init_array` (or `.preinit_array`,
+/// `.ctors`) function, and no `link_section` to place one. Such a hook
+/// once read argv for the guardian and depended on glibc's calling
+/// convention for those functions; the guardian now reads where its
+/// command line lies from /proc/self/stat (src/process/guardian.rs).
+#[test]
+fn no_code_runs_before_main() {
+    let root = src();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut found = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let file = path.strip_prefix(&root).unwrap().display().to_string();
+        if code(&text).contains("link_section") {
+            found.push(format!("{file}: link_section"));
+        }
+        // Outside comments, strings included: `#[link_section = ".init_array"]`.
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split("//").next().unwrap_or("");
+            for section in [".init_array", ".preinit_array", ".ctors"] {
+                if line.contains(section) {
+                    found.push(format!("{file}:{}: {section}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "code placed to run before main:\n{}",
+        found.join("\n")
+    );
+}

@@ -778,6 +778,7 @@ fn kill_the_guardian(job: &Job, cmd: i32) -> i32 {
         first.len() == 1
     }));
     signal(first[0], libc::SIGKILL);
+    let killed = Instant::now();
     let mut now = Vec::new();
     let restored = wait_until(LIMIT, || {
         now = guards(job.pid(), cmd);
@@ -788,6 +789,13 @@ fn kill_the_guardian(job: &Job, cmd: i32) -> i32 {
         "distlock did not replace its guardian {} (children now {now:?}); stderr: {}",
         first[0],
         job.read("stderr")
+    );
+    // "At once" (guarantees.md §2) is a SIGCHLD and a fork: milliseconds;
+    // the bound leaves room for a loaded machine.
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "the guardian was replaced only after {:?}",
+        killed.elapsed()
     );
     now[0]
 }
@@ -864,6 +872,46 @@ fn a_run_whose_guardian_was_restored_ends_as_usual_and_leaves_no_guardian() {
     assert!(
         !alive(guard),
         "the restored guardian {guard} outlived distlock"
+    );
+}
+
+/// distlock and its guardian SIGKILLed together (`kill -9 <distlock>
+/// <guardian>`), before either can see the other die, leave no process
+/// of distlock's to kill CMD's group: the kernel does it, when the last
+/// write end of the lifeline CMD's group holds the read end of closes
+/// (guarantees.md §2). Before the lifeline, CMD itself died (its death
+/// signal) but its background child lived on past the lease.
+#[test]
+fn distlock_and_its_guardian_killed_together_still_take_cmds_whole_group() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "both-killed",
+        &["--ttl", "1s"],
+        &sh("sleep 100 & echo $$ $! > pids; wait"),
+    );
+    let pids = job.pids("pids", 2);
+    let _reap = Reap(pids.clone());
+    let mut guard = Vec::new();
+    assert!(wait_until(LIMIT, || {
+        guard = guards(job.pid(), pids[0]);
+        guard.len() == 1
+    }));
+
+    signal(job.pid(), libc::SIGKILL);
+    signal(guard[0], libc::SIGKILL);
+    job.wait();
+    for (what, pid) in [("CMD", pids[0]), ("CMD's background child", pids[1])] {
+        assert!(
+            wait_until(Duration::from_secs(2), || !alive(pid)),
+            "{what} {pid} survived distlock and its guardian"
+        );
+    }
+    assert!(
+        wait_until(Duration::from_secs(2), || server
+            .get(&key("both-killed"))
+            .is_none()),
+        "the lease did not expire within its ttl"
     );
 }
 
@@ -1183,8 +1231,8 @@ fn with_sigpipe_ignored_by_the_caller_a_sigpipe_to_distlock_is_neither_forwarded
 const YES_INTO_CLOSED_PIPE: &str = "grep ^Sig /proc/self/status > status; \
      { yes 2> yes.err; echo $? > yes.rc; } | true";
 
-/// Rust's runtime ignores SIGPIPE in distlock before `main`; the caller's
-/// choice is read earlier (`.init_array`) and handed to CMD. This test and
+/// distlock ignores SIGPIPE for itself at start-up; the caller's choice
+/// is read first thing in `main` and handed to CMD. This test and
 /// the next one together show that the early read really happens before
 /// the runtime's change: read after it, both would see SIGPIPE ignored.
 #[test]
@@ -1720,6 +1768,99 @@ fn sigstopped_distlock_does_not_let_cmd_outlive_the_lease() {
     assert!(
         signalled(pid, libc::SIGKILL),
         "CMD is running without a lease while distlock is stopped"
+    );
+
+    signal(job.pid(), libc::SIGCONT);
+    let status = job.wait();
+    job.assert_code(status, 124);
+}
+
+/// Waits (at most `limit`) for distlock to exit; None if it has not.
+fn exit_within(job: &mut Job, limit: Duration) -> Option<ExitStatus> {
+    let mut status = None;
+    wait_until(limit, || {
+        status = job.child.try_wait().unwrap();
+        status.is_some()
+    });
+    status
+}
+
+/// A CMD that stops its distlock (`kill -STOP $PPID`) cannot leave it
+/// stopped for ever: at the deadline the guardian kills CMD's group and
+/// continues distlock, which exits 124 with the lock free (guarantees.md
+/// §2). Before, distlock stayed in state T after CMD was killed, and its
+/// caller waited for ever.
+#[test]
+fn a_cmd_that_stops_distlock_ends_the_run_with_124_at_the_deadline_not_never() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "stop-ppid",
+        &["--ttl", "1s"],
+        &sh("sleep 100 & echo $$ $! > pids; kill -STOP $PPID; wait"),
+    );
+    let pids = job.pids("pids", 2);
+    let _reap = Reap(pids.clone());
+    assert!(
+        wait_until(LIMIT, || state(job.pid()) == Some('T')),
+        "CMD did not stop distlock"
+    );
+    let stopped = Instant::now();
+
+    // The last renewal was sent before the stop: the deadline is at most
+    // a ttl away, the rest is slack for a loaded machine.
+    let status = exit_within(&mut job, Duration::from_secs(4)).unwrap_or_else(|| {
+        panic!(
+            "distlock is still {:?} {:?} after CMD stopped it",
+            state(job.pid()),
+            stopped.elapsed()
+        )
+    });
+    job.assert_code(status, 124);
+    for (what, pid) in [("CMD", pids[0]), ("CMD's child", pids[1])] {
+        assert!(!alive(pid), "{what} {pid} outlived the run");
+    }
+    // Released by distlock, or expired: free within a ttl either way.
+    assert!(
+        wait_until(Duration::from_secs(1), || server
+            .get(&key("stop-ppid"))
+            .is_none()),
+        "the lock is still held after the run ended"
+    );
+}
+
+/// A stop distlock chose (job control: `kill -TSTP`, or Ctrl-Z through
+/// CMD) is left in place past the deadline: the guardian kills CMD's group
+/// then but does not continue distlock; the job stays suspended until the
+/// user continues it, and then ends with 124 (guarantees.md §7).
+#[test]
+fn a_job_suspended_for_job_control_stays_stopped_past_its_deadline_until_continued() {
+    let server = server();
+    let mut job = Job::start(
+        &server,
+        "tstp-kept",
+        &["--ttl", "1s"],
+        &["perl", "-e", TICKER],
+    );
+    let pid = job.pids("pid", 1)[0];
+    let _reap = Reap(vec![pid]);
+
+    signal(job.pid(), libc::SIGTSTP);
+    assert!(wait_until(LIMIT, || state(pid) == Some('T')
+        && state(job.pid()) == Some('T')));
+    assert!(wait_until(LIMIT, || server
+        .get(&key("tstp-kept"))
+        .is_none()));
+    assert!(
+        signalled(pid, libc::SIGKILL),
+        "CMD outlived its lease while the job was suspended"
+    );
+    // A continued distlock exits within milliseconds; it must not.
+    let continued = wait_until(Duration::from_millis(500), || state(job.pid()) != Some('T'));
+    assert!(
+        !continued,
+        "the suspended distlock was continued behind the user's back: {:?}",
+        state(job.pid())
     );
 
     signal(job.pid(), libc::SIGCONT);
