@@ -535,3 +535,13 @@ fn a_run_kept_for_its_min_hold_still_leaves_its_done_mark() {
     );
     assert_eq!(ran(dir.path()).len(), 1, "CMD ran once");
 }
+
+/// etcd gives every lease its whole TTL again when it restarts (a new
+/// leader): a done mark dated by its lease was young again, and the
+/// next run came a whole window late.
+#[test]
+fn an_etcd_restart_near_the_end_of_a_window_does_not_restart_the_window() {
+    let mut e = crate::common::etcd::EtcdServer::start();
+    let url = e.url();
+    crate::common::etcd::window_outlives(&url, "etcd-rec-restart", || e.restart());
+}

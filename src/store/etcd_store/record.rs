@@ -6,9 +6,11 @@
 //! etcd has no clock a transaction can read and keys expire only with
 //! leases, so: what must expire (the done mark, the last-run record) is put
 //! under a lease of its own; the times shown (acquired, started, the mark's
-//! `at`) are the running host's clock; how old a done mark is comes from
-//! its lease, that is from etcd's clock, so hosts whose clocks disagree
-//! still run the job once per window.
+//! `at`) are the running host's clock. How old a done mark is comes from
+//! its `at` and the reading host's clock, never from its lease: a new
+//! leader (a restart, a member lost) gives every lease its whole TTL
+//! again, so a lease's TTL left would make a mark young again and skip a
+//! window. The mark's lease only removes it once it is old.
 //!
 //! History: one key per record, `P:{N}:history/<zero-padded revision>`,
 //! the revision being the run's fencing token (a run that found the job
@@ -102,30 +104,34 @@ fn done_ttl(window_ms: u64, elapsed_ms: u64) -> Option<i64> {
     Some(secs_up(left))
 }
 
-/// How old a mark is: its age when written plus the time since its lease
-/// was granted, from etcd's TTL in whole seconds (the lease ends within
-/// `left + 1` s), counted low: a mark is never taken for older than it is.
-fn mark_age(written_age_ms: u64, granted_s: i64, left_s: i64) -> Duration {
-    let since = (granted_s.saturating_sub(left_s).saturating_sub(1)).max(0) as u64;
-    Duration::from_millis(written_age_ms.saturating_add(since.saturating_mul(1000)))
+/// How old a mark written at `at_ms` is at `now_ms`, both hosts' clocks
+/// (docs/guarantees.md §6 says what that asks of them); a mark from this
+/// host's future is new.
+fn mark_age(at_ms: u64, now_ms: u64) -> Duration {
+    Duration::from_millis(now_ms.saturating_sub(at_ms))
+}
+
+/// Whether a mark of `age` still says done: younger than this run's
+/// window, and than the window it was written with, after which it would
+/// have expired on Redis (its lease may outlive it here).
+fn still_done(age: Duration, own_ms: u64, written_ms: u64) -> bool {
+    age < Duration::from_millis(own_ms.min(written_ms))
 }
 
 /// The done mark's value.
-fn mark_value(mark: &DoneMark, window_ms: u64, age_ms: u64) -> String {
+fn mark_value(mark: &DoneMark, window_ms: u64) -> String {
     serde_json::json!({
         "at_ms": mark.at_ms,
         "host": mark.host,
         "fencing_token": mark.token,
         "owner": mark.owner,
         "once_per_ms": window_ms,
-        "age_ms": age_ms,
     })
     .to_string()
 }
 
-/// A stored done mark, its window and its age when written; None for a
-/// value that is not one.
-fn parse_mark(v: &[u8]) -> Option<(DoneMark, u64, u64)> {
+/// A stored done mark and its window; None for a value that is not one.
+fn parse_mark(v: &[u8]) -> Option<(DoneMark, u64)> {
     let j: serde_json::Value = serde_json::from_slice(v).ok()?;
     let u = |f: &str| j.get(f)?.as_u64();
     let mark = DoneMark {
@@ -136,7 +142,7 @@ fn parse_mark(v: &[u8]) -> Option<(DoneMark, u64, u64)> {
         age: None,
         expires_in: None,
     };
-    Some((mark, u("once_per_ms")?, u("age_ms").unwrap_or(0)))
+    Some((mark, u("once_per_ms")?))
 }
 
 /// What a waiter's status line shows of the holder, from its metadata
@@ -265,7 +271,7 @@ fn run_writes(
             };
             out.push(Write {
                 key: keys.done.clone(),
-                value: mark_value(&mark, window_ms, elapsed),
+                value: mark_value(&mark, window_ms),
                 ttl: Some(ttl),
             });
         }
@@ -407,8 +413,8 @@ async fn trim(c: &mut Client, prefix: String, keep: u32) -> Ec<()> {
 
 impl Store {
     /// `run --once-per`: the done mark, judged by this run's own window
-    /// (its age from the mark's lease), before the lock is taken. A run
-    /// that finds the job done takes no lease and writes its
+    /// (its age from its `at` and this host's clock), before the lock is
+    /// taken. A run that finds the job done takes no lease and writes its
     /// `skipped_done` history record here, as the Redis acquire script
     /// does.
     pub(super) fn look_done(&mut self, keys: &LockKeys, owner: &str) -> Result<Look> {
@@ -419,35 +425,16 @@ impl Store {
         let found = self.call("reading the done mark", |mut c| async move {
             let got = c.get(done, None).await?;
             let rev = got.header().map_or(0, |h| h.revision());
-            let Some(kv) = got.kvs().first().cloned() else {
-                return Ok(None);
-            };
-            // A lookup that fails is an error, never "no lease": judged
-            // by this host's clock instead, a clock running ahead would
-            // find a fresh mark old.
-            let ttl = match kv.lease() {
-                0 => None,
-                l => {
-                    let r = c.lease_time_to_live(l, None).await?;
-                    Some((r.granted_ttl(), r.ttl()))
-                }
-            };
-            Ok(Some((kv, rev, ttl)))
+            Ok(got.kvs().first().cloned().map(|kv| (kv, rev)))
         })?;
-        let Some((kv, rev, ttl)) = found else {
+        let Some((kv, rev)) = found else {
             return Ok(Look::Free(Some(0)));
         };
-        let Some((mut mark, _, written_age)) = parse_mark(kv.value()) else {
+        let Some((mut mark, written_window)) = parse_mark(kv.value()) else {
             return Err(unreadable(kv.key(), "a done mark"));
         };
-        let age = match ttl {
-            Some((granted, left)) if left >= 0 => mark_age(written_age, granted, left),
-            // Its lease is gone: so is the mark, any moment now.
-            Some(_) => Duration::MAX,
-            // Put without a lease (not by distlock): by the writer's clock.
-            None => Duration::from_millis(now_ms().saturating_sub(mark.at_ms)),
-        };
-        if age >= Duration::from_secs(window) {
+        let age = mark_age(mark.at_ms, now_ms());
+        if !still_done(age, window.saturating_mul(1000), written_window) {
             return Ok(Look::Free(Some(kv.mod_revision())));
         }
         mark.age = Some(age);
@@ -595,22 +582,13 @@ impl Store {
         held: bool,
     ) -> Result<(Fields, Fields, Option<DoneMark>)> {
         let names = [holder_key(keys), keys.last.clone(), keys.done.clone()];
-        let (kvs, done_ttl) = self.call("inspect", |mut c| async move {
+        let kvs = self.call("inspect", |mut c| async move {
             let mut kvs = Vec::new();
             for key in names {
                 let opts = GetOptions::new().with_revision(rev.max(0));
                 kvs.push(c.get(key, Some(opts)).await?.kvs().first().cloned());
             }
-            let ttl = match kvs[2].as_ref().map(KeyValue::lease) {
-                Some(l) if l != 0 => c
-                    .lease_time_to_live(l, None)
-                    .await
-                    .ok()
-                    .map(|r| r.ttl())
-                    .filter(|&t| t >= 0),
-                _ => None,
-            };
-            Ok((kvs, ttl))
+            Ok(kvs)
         })?;
         let read = |kv: &Option<KeyValue>, what: &str| -> Result<Fields> {
             match kv {
@@ -627,9 +605,10 @@ impl Store {
         let done = match &kvs[2] {
             None => None,
             Some(kv) => {
-                let (mut mark, _, _) =
+                let (mut mark, window) =
                     parse_mark(kv.value()).ok_or_else(|| unreadable(kv.key(), "a done mark"))?;
-                mark.expires_in = done_ttl.map(|t| Duration::from_secs(t as u64));
+                let ends = mark.at_ms.saturating_add(window);
+                mark.expires_in = Some(Duration::from_millis(ends.saturating_sub(now_ms())));
                 Some(mark)
             }
         };
@@ -682,11 +661,14 @@ mod tests {
     }
 
     #[test]
-    fn a_marks_age_is_never_counted_high() {
-        // Written at 2.5 s old, granted 10 s, 7 s left: 3 s to 4 s since.
-        assert_eq!(mark_age(2500, 10, 7), Duration::from_millis(4500));
-        assert_eq!(mark_age(0, 10, 10), Duration::ZERO);
-        assert_eq!(mark_age(0, 10, 11), Duration::ZERO);
+    fn a_mark_is_done_until_the_shorter_of_its_window_and_ours() {
+        assert_eq!(mark_age(1_000, 4_500), Duration::from_millis(3_500));
+        assert_eq!(mark_age(5_000, 4_500), Duration::ZERO, "from the future");
+        let s = Duration::from_secs;
+        assert!(still_done(s(59), 60_000, 3_600_000));
+        assert!(!still_done(s(60), 60_000, 3_600_000));
+        assert!(!still_done(s(60), 3_600_000, 60_000), "expired on Redis");
+        assert!(still_done(Duration::ZERO, 1_000, 1_000));
     }
 
     #[test]
@@ -708,8 +690,8 @@ mod tests {
             age: None,
             expires_in: None,
         };
-        let (back, window, age) = parse_mark(mark_value(&mark, 60_000, 1500).as_bytes()).unwrap();
-        assert_eq!((back, window, age), (mark, 60_000, 1500));
+        let (back, window) = parse_mark(mark_value(&mark, 60_000).as_bytes()).unwrap();
+        assert_eq!((back, window), (mark, 60_000));
         assert_eq!(parse_mark(b"not a mark"), None);
         assert_eq!(
             parse_mark(br#"{"at_ms":-1,"host":"h","fencing_token":1,"once_per_ms":1}"#),
