@@ -234,7 +234,20 @@ fn doctor_reports_members_leader_version_and_lease_ttl_and_flags_members_down() 
     let checks: Vec<&str> = lines.iter().map(|(_, c, _)| c.as_str()).collect();
     assert_eq!(
         checks,
-        ["reachable", "members", "leader", "version", "lease-ttl"],
+        [
+            "reachable",
+            "cluster",
+            "members",
+            "leader",
+            "version",
+            "lease-ttl"
+        ],
+        "{lines:?}"
+    );
+    assert!(
+        line(&lines, "cluster")
+            .2
+            .starts_with("3 hosts of the URL are members of etcd cluster "),
         "{lines:?}"
     );
     assert!(
@@ -273,9 +286,10 @@ fn doctor_reports_members_leader_version_and_lease_ttl_and_flags_members_down() 
     let json_out = exec(at(&url).args(["doctor", "--json"]), LIMIT);
     assert_eq!(json_out.code, 0, "{json_out:?}");
     let arr = json(&json_out.stdout);
-    assert_eq!(arr[1]["check"], "members");
-    assert_eq!(arr[1]["verdict"], "ok");
-    assert!(arr[1]["advice"].is_null());
+    assert_eq!(arr[1]["check"], "cluster");
+    assert_eq!(arr[2]["check"], "members");
+    assert_eq!(arr[2]["verdict"], "ok");
+    assert!(arr[2]["advice"].is_null());
 
     // One member down, not the leader: the cluster still works.
     let down = (c.leader_within(LIMIT) + 1) % 3;
