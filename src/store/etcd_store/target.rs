@@ -221,7 +221,7 @@ impl Target {
 
     /// The one line that refuses a URL whose members `a` and `b` are in
     /// different clusters.
-    pub(super) fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> String {
+    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> String {
         let host = |i: usize| self.hosts().nth(i).unwrap_or_default().to_owned();
         format!(
             "{} is a member of etcd cluster {a_id:x} but {} of cluster {b_id:x}: the URL must name members of one cluster, or runs split between them (two holders at once)",
