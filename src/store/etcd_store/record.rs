@@ -7,11 +7,11 @@
 //! leases, so: what must expire (the done mark, the last-run record) is put
 //! under a lease of its own; the times shown (acquired, started, the mark's
 //! `at`) are the running host's clock. How old a done mark is comes from
-//! its lease, that is from etcd's clock, while the raft term is the one its
-//! lease was granted at: each new leader (a restart, a leader lost) starts a
-//! term and gives every lease its whole TTL again, so after that etcd has
-//! no clock left for the mark and the hosts' clocks (its `at`) are the only
-//! witness: the mark is as old as the older of the two says.
+//! its lease, that is from etcd's clock, as long as the raft term is the
+//! one its lease was granted in. Each new leader (a restart, a leader lost)
+//! starts a term and gives every lease its whole TTL again; after that etcd
+//! has no clock left for the mark and the hosts' clocks (its `at`) are the
+//! only witness: the mark is as old as the older of the two says.
 //!
 //! History: one key per record, `P:{N}:history/<zero-padded revision>`,
 //! the revision being the run's fencing token (a run that found the job
