@@ -40,6 +40,7 @@ struct Check {
 /// With `json`, a JSON array instead of lines.
 pub fn doctor(g: &Global, json: bool) -> Result<u8> {
     let mut store = g.store(IO_TIMEOUT);
+    store.report_split_clusters();
     let mut checks = Vec::new();
     let mut rtts = Vec::new();
     let mut reach_error = None;
@@ -248,6 +249,51 @@ fn print_checks(checks: &[Check], json: bool) -> Result<()> {
     }))
 }
 
+/// Whether the URL's hosts are members of one cluster (None for a URL
+/// of one host): of two, runs would split between them, which every
+/// other call refuses.
+fn split_check(clusters: &[(String, std::result::Result<u64, String>)]) -> Option<Check> {
+    if clusters.len() < 2 {
+        return None;
+    }
+    let said: Vec<(&str, u64)> = clusters
+        .iter()
+        .filter_map(|(h, id)| Some((h.as_str(), *id.as_ref().ok()?)))
+        .collect();
+    let silent: Vec<&str> = clusters
+        .iter()
+        .filter(|(_, id)| id.is_err())
+        .map(|(h, _)| h.as_str())
+        .collect();
+    let unasked = if silent.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} did not answer)", silent.join(", "))
+    };
+    Some(match said.as_slice() {
+        [(a, x), rest @ ..] => match rest.iter().find(|(_, y)| y != x) {
+            Some((b, y)) => Check {
+                name: "cluster",
+                verdict: Verdict::Danger,
+                detail: format!("{a} is a member of etcd cluster {x:x} but {b} of cluster {y:x}{unasked}"),
+                advice: "runs split between the clusters (two holders at once), so run, acquire and the rest refuse this URL: name members of one cluster only".into(),
+            },
+            None => Check {
+                name: "cluster",
+                verdict: Verdict::Ok,
+                detail: format!("{} hosts of the URL are members of etcd cluster {x:x}{unasked}", said.len()),
+                advice: String::new(),
+            },
+        },
+        [] => Check {
+            name: "cluster",
+            verdict: Verdict::Warn,
+            detail: format!("no host of the URL said which cluster it is in{unasked}"),
+            advice: String::new(),
+        },
+    })
+}
+
 /// The smallest `--ttl` distlock takes on etcd (whole seconds).
 const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 
@@ -295,12 +341,13 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
             "leases still work, but the cluster has less to lose: bring the member back".to_owned(),
         )
     };
-    let mut checks = vec![Check {
+    let mut checks: Vec<Check> = split_check(&c.clusters).into_iter().collect();
+    checks.push(Check {
         name: "members",
         verdict,
         detail: format!("{up} of {n} healthy: {}", parts.join("; ")),
         advice,
-    }];
+    });
 
     let mut leaders: Vec<(u64, u64)> = c
         .members
@@ -541,6 +588,7 @@ mod tests {
                 member(3, Ok((2, "3.4.23"))),
             ],
             min_lease_ttl: Ok(Duration::from_secs(2)),
+            clusters: Vec::new(),
         };
         let checks = cluster_checks(&whole);
         assert_eq!(
@@ -580,6 +628,7 @@ mod tests {
                 member(3, Err("refused")),
             ],
             min_lease_ttl: Err("no answer within 5s".into()),
+            clusters: Vec::new(),
         };
         assert_eq!(
             verdicts(&cut_off),
@@ -602,6 +651,33 @@ mod tests {
         let lease = &cluster_checks(&slow)[3];
         assert_eq!(lease.verdict, Fine);
         assert!(lease.detail.contains("from 5s"), "{}", lease.detail);
+    }
+
+    #[test]
+    fn hosts_of_two_etcd_clusters_are_a_danger_naming_both() {
+        let hosts = |v: &[(&str, std::result::Result<u64, &str>)]| {
+            v.iter()
+                .map(|(h, r)| (h.to_string(), r.map_err(str::to_owned)))
+                .collect::<Vec<_>>()
+        };
+        assert!(split_check(&hosts(&[("a:1", Ok(1))])).is_none());
+        let one = split_check(&hosts(&[
+            ("a:1", Ok(0xab)),
+            ("b:2", Err("refused")),
+            ("c:3", Ok(0xab)),
+        ]))
+        .unwrap();
+        assert_eq!(one.verdict, Verdict::Ok);
+        assert_eq!(
+            one.detail,
+            "2 hosts of the URL are members of etcd cluster ab (b:2 did not answer)"
+        );
+        let two = split_check(&hosts(&[("a:1", Ok(0xab)), ("b:2", Ok(0xcd))])).unwrap();
+        assert_eq!(two.verdict, Verdict::Danger);
+        assert_eq!(
+            two.detail,
+            "a:1 is a member of etcd cluster ab but b:2 of cluster cd"
+        );
     }
 
     #[test]

@@ -210,6 +210,9 @@ pub struct ClusterStatus {
     /// The TTL etcd granted for a 1 s lease request (its minimum, 1.5
     /// election timeouts rounded up), or why none was granted.
     pub min_lease_ttl: std::result::Result<Duration, String>,
+    /// Each host of the URL (`host:port`) and the id of the cluster its
+    /// member is in, or why it did not say.
+    pub clusters: Vec<(String, std::result::Result<u64, String>)>,
 }
 
 /// One member of an etcd cluster, and what it said about itself.
@@ -496,6 +499,16 @@ impl Store {
 
     pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
         each!(self, s => s.list_names(prefix))
+    }
+
+    /// `doctor` reports an etcd URL that names members of two clusters
+    /// as a danger, where every other call refuses to connect.
+    pub fn report_split_clusters(&mut self) {
+        match self {
+            Store::Redis(_) => {}
+            #[cfg(feature = "etcd")]
+            Store::Etcd(s) => s.report_split_clusters(),
+        }
     }
 
     /// The cluster behind an etcd URL; None for Redis, whose `doctor`

@@ -3,7 +3,9 @@
 //! killed (CMD keeps running, tokens keep going up), quorum lost (CMD
 //! stopped before the lease could expire, exit 124), every member
 //! restarted (the next token is larger); a member down from the start
-//! costs nothing; and `doctor` on a cluster, whole and with members down. Held to docs/guide.md "etcd" and
+//! costs nothing; a new leader does not restart a `--once-per` window;
+//! a URL naming members of two clusters is refused; and `doctor` on a
+//! cluster, whole and with members down. Held to docs/guide.md "etcd" and
 //! docs/guarantees.md.
 
 use std::path::Path;
@@ -232,7 +234,20 @@ fn doctor_reports_members_leader_version_and_lease_ttl_and_flags_members_down() 
     let checks: Vec<&str> = lines.iter().map(|(_, c, _)| c.as_str()).collect();
     assert_eq!(
         checks,
-        ["reachable", "members", "leader", "version", "lease-ttl"],
+        [
+            "reachable",
+            "cluster",
+            "members",
+            "leader",
+            "version",
+            "lease-ttl"
+        ],
+        "{lines:?}"
+    );
+    assert!(
+        line(&lines, "cluster")
+            .2
+            .starts_with("3 hosts of the URL are members of etcd cluster "),
         "{lines:?}"
     );
     assert!(
@@ -271,9 +286,10 @@ fn doctor_reports_members_leader_version_and_lease_ttl_and_flags_members_down() 
     let json_out = exec(at(&url).args(["doctor", "--json"]), LIMIT);
     assert_eq!(json_out.code, 0, "{json_out:?}");
     let arr = json(&json_out.stdout);
-    assert_eq!(arr[1]["check"], "members");
-    assert_eq!(arr[1]["verdict"], "ok");
-    assert!(arr[1]["advice"].is_null());
+    assert_eq!(arr[1]["check"], "cluster");
+    assert_eq!(arr[2]["check"], "members");
+    assert_eq!(arr[2]["verdict"], "ok");
+    assert!(arr[2]["advice"].is_null());
 
     // One member down, not the leader: the cluster still works.
     let down = (c.leader_within(LIMIT) + 1) % 3;
@@ -297,4 +313,80 @@ fn doctor_reports_members_leader_version_and_lease_ttl_and_flags_members_down() 
     assert_eq!(line(&lines, "leader").0, "danger", "{lines:?}");
     assert_eq!(line(&lines, "lease-ttl").0, "danger", "{lines:?}");
     assert_eq!(code, 1, "a danger is exit 1: {lines:?}");
+}
+
+/// A new leader gives every lease its whole TTL again: a done mark dated
+/// by its lease was young again, and the next run came a whole window
+/// late.
+#[test]
+fn a_leader_killed_near_the_end_of_a_window_does_not_restart_the_window() {
+    let _serial = serial();
+    let mut c = EtcdCluster::start();
+    let url = c.url();
+    crate::common::etcd::window_outlives(&url, "cl-window", || {
+        let old = c.leader_within(LIMIT);
+        c.kill(old);
+        assert_ne!(c.leader_within(LIMIT), old);
+    });
+}
+
+/// One URL naming members of two clusters split the runs between them
+/// (two holders at once); now every call refuses it before taking
+/// anything, naming both, and `doctor` says danger.
+#[test]
+fn a_url_naming_two_clusters_is_refused_before_any_lock_and_doctor_says_danger() {
+    use crate::common::etcd::EtcdServer;
+    let (a, b) = (EtcdServer::start(), EtcdServer::start());
+    let url = format!("etcd://127.0.0.1:{},127.0.0.1:{}", a.port, b.port);
+    let (ha, hb) = (
+        format!("127.0.0.1:{}", a.port),
+        format!("127.0.0.1:{}", b.port),
+    );
+    let names_both = |line: &str| line.contains(&ha) && line.contains(&hb);
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    for args in [
+        vec!["run", "split", "--", "touch", ran.to_str().unwrap()],
+        vec![
+            "run",
+            "split",
+            "--wait",
+            "5s",
+            "--",
+            "touch",
+            ran.to_str().unwrap(),
+        ],
+        vec!["acquire", "split", "--ttl", "30s"],
+    ] {
+        let out = exec(at(&url).args(&args), LIMIT);
+        assert_eq!(out.code, 125, "{args:?}: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+        assert!(names_both(&out.stderr), "{out:?}");
+        assert!(out.stderr.contains("cluster"), "{out:?}");
+    }
+    assert!(!ran.exists(), "CMD never ran");
+    for e in [&a, &b] {
+        assert_eq!(
+            e.ctl(&["get", "", "--prefix", "--keys-only"]).trim(),
+            "",
+            "no key written"
+        );
+        assert_eq!(
+            e.ctl(&["lease", "list"]).trim(),
+            "found 0 leases",
+            "no lease granted"
+        );
+    }
+    let out = exec(at(&url).args(["doctor"]), LIMIT);
+    assert_eq!(out.code, 1, "{out:?}");
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("danger") && l.contains("cluster"))
+        .unwrap_or_else(|| panic!("no danger line for the clusters: {out:?}"));
+    assert!(names_both(line), "{line}");
+    // Hosts of one cluster pass: the same member named twice.
+    let twice = format!("etcd://{ha},{ha}");
+    let out = exec(at(&twice).args(["run", "split", "--", "true"]), LIMIT);
+    assert_eq!(out.code, 0, "{out:?}");
 }

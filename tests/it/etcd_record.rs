@@ -535,3 +535,61 @@ fn a_run_kept_for_its_min_hold_still_leaves_its_done_mark() {
     );
     assert_eq!(ran(dir.path()).len(), 1, "CMD ran once");
 }
+
+/// etcd gives every lease its whole TTL again when it restarts (a new
+/// leader): a done mark dated by its lease was young again, and the
+/// next run came a whole window late.
+#[test]
+fn an_etcd_restart_near_the_end_of_a_window_does_not_restart_the_window() {
+    let mut e = crate::common::etcd::EtcdServer::start();
+    let url = e.url();
+    crate::common::etcd::window_outlives(&url, "etcd-rec-restart", || e.restart());
+}
+
+/// The done mark's `at`, rewritten an hour into the past as a host whose
+/// clock is an hour ahead would date it: with no new leader since the
+/// mark's lease was granted, its age is etcd's (the lease), so the job is
+/// still done and the skip line says seconds, not an hour. Dated by the
+/// hosts' clocks, it ran again. A mark without the raft term of its lease
+/// (an older distlock's) is as old as the older of the two says.
+#[test]
+fn without_a_new_leader_a_done_mark_is_dated_by_etcds_clock_not_the_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "etcd-rec-clock";
+    let start = Instant::now();
+    assert_eq!(once(dir.path(), name, "1h", 0).code, 0);
+    let key = done_key(name);
+    let lease_before = lease_ttl(&key);
+    let mut mark: Value = serde_json::from_str(&shared().get(&key).unwrap()).unwrap();
+    assert!(mark["raft_term"].as_u64().is_some(), "{mark}");
+    let hour_ago = mark["at_ms"].as_u64().unwrap() - 3_600_000;
+    mark["at_ms"] = hour_ago.into();
+    let rewrite = |mark: &Value| {
+        shared().ctl(&["put", "--ignore-lease", &key, &mark.to_string()]);
+    };
+    rewrite(&mark);
+
+    let skip = once(dir.path(), name, "1h", 0);
+    assert_eq!(skip.code, 0, "{skip:?}");
+    assert_eq!(
+        ran(dir.path()).len(),
+        1,
+        "judged by the hosts' clock: {skip:?}"
+    );
+    let ago = crate::common::etcd::done_ago_secs(&skip.stderr);
+    assert!(
+        ago <= start.elapsed().as_secs(),
+        "the skip line says {ago}s ago: {}",
+        skip.stderr
+    );
+    assert!(lease_ttl(&key) <= lease_before, "the mark kept its lease");
+
+    mark.as_object_mut().unwrap().remove("raft_term");
+    rewrite(&mark);
+    assert_eq!(once(dir.path(), name, "1h", 0).code, 0);
+    assert_eq!(
+        ran(dir.path()).len(),
+        2,
+        "a mark without its lease's term: the hosts' clocks witness too"
+    );
+}

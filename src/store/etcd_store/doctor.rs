@@ -1,7 +1,8 @@
 //! What `doctor` asks an etcd cluster: the member list (from any member),
 //! each member's own status (asked of that member alone, so one that is
 //! down shows as down rather than being balanced away), and the TTL etcd
-//! grants for a 1 s lease, which is its minimum.
+//! grants for a 1 s lease, which is its minimum; and which cluster each
+//! host of the URL is a member of.
 
 use std::time::Duration;
 
@@ -9,6 +10,13 @@ use super::{error_chain, one_line, secs, Store};
 use crate::store::{ClusterStatus, MemberHealth, MemberStatus, Result};
 
 impl Store {
+    /// `doctor` shows members of different clusters as a check of its
+    /// own (see `cluster_status`) where a run refuses to connect.
+    pub fn report_split_clusters(&mut self) {
+        self.target.one_cluster = false;
+        self.client = None;
+    }
+
     pub fn cluster_status(&mut self) -> Result<ClusterStatus> {
         let listed = self.call("member list", |mut c| async move {
             let r = c.member_list().await?;
@@ -22,9 +30,13 @@ impl Store {
         let each = self.timeout / 2;
         let target = self.target.clone();
         let asks: Vec<_> = listed.iter().map(|(_, _, urls)| urls.clone()).collect();
-        let answers = self.call("status", |_| async move {
+        let hosts: Vec<String> = self.target.hosts().map(str::to_owned).collect();
+        let url_asks: Vec<Vec<String>> = self.target.endpoints().map(|e| vec![e]).collect();
+        let (answers, clusters) = self.call("status", |_| async move {
+            let n = asks.len();
             let tasks: Vec<_> = asks
                 .into_iter()
+                .chain(url_asks)
                 .map(|urls| {
                     let target = target.clone();
                     tokio::spawn(async move {
@@ -36,12 +48,15 @@ impl Store {
                             c.status().await
                         };
                         match tokio::time::timeout(each, ask).await {
-                            Ok(Ok(s)) => Ok(MemberHealth {
-                                version: s.version().to_owned(),
-                                leader: s.leader(),
-                                raft_term: s.raft_term(),
-                                errors: s.errors().to_vec(),
-                            }),
+                            Ok(Ok(s)) => Ok((
+                                MemberHealth {
+                                    version: s.version().to_owned(),
+                                    leader: s.leader(),
+                                    raft_term: s.raft_term(),
+                                    errors: s.errors().to_vec(),
+                                },
+                                s.header().map_or(0, |h| h.cluster_id()),
+                            )),
                             Ok(Err(e)) => Err(reason(&e)),
                             Err(_) => Err(format!("no answer within {}", secs(each))),
                         }
@@ -52,7 +67,10 @@ impl Store {
             for t in tasks {
                 out.push(t.await.unwrap_or_else(|e| Err(e.to_string())));
             }
-            Ok(out)
+            let by_url = out.split_off(n);
+            let members: Vec<_> = out.into_iter().map(|a| a.map(|(h, _)| h)).collect();
+            let clusters = by_url.into_iter().map(|a| a.map(|(_, id)| id));
+            Ok((members, hosts.into_iter().zip(clusters).collect()))
         })?;
         let members = listed
             .into_iter()
@@ -75,6 +93,7 @@ impl Store {
         Ok(ClusterStatus {
             members,
             min_lease_ttl,
+            clusters,
         })
     }
 }

@@ -756,13 +756,24 @@ const REVOKE_WITHIN: Duration = Duration::from_secs(1);
 /// if the call then fails (`Store::revoke`). Every lease distlock grants
 /// goes through here.
 async fn grant(c: &mut Client, ttl: i64) -> std::result::Result<i64, etcd_client::Error> {
-    let id = c.lease_grant(ttl, None).await?.id();
+    Ok(grant_with_term(c, ttl).await?.0)
+}
+
+/// [`grant`], and the raft term etcd granted the lease in: a done mark
+/// keeps it, since a new term means a new leader, which refreshed every
+/// lease (record.rs dates a mark by its lease only within its term).
+async fn grant_with_term(
+    c: &mut Client,
+    ttl: i64,
+) -> std::result::Result<(i64, Option<u64>), etcd_client::Error> {
+    let reply = c.lease_grant(ttl, None).await?;
+    let id = reply.id();
     let _ = GRANTED.try_with(|g| {
         g.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push((id, c.clone()));
     });
-    Ok(id)
+    Ok((id, reply.header().map(|h| h.raft_term())))
 }
 
 /// Keys per read of `list`: about 60 KiB of keys a page.

@@ -6,9 +6,12 @@
 //! etcd has no clock a transaction can read and keys expire only with
 //! leases, so: what must expire (the done mark, the last-run record) is put
 //! under a lease of its own; the times shown (acquired, started, the mark's
-//! `at`) are the running host's clock; how old a done mark is comes from
-//! its lease, that is from etcd's clock, so hosts whose clocks disagree
-//! still run the job once per window.
+//! `at`) are the running host's clock. How old a done mark is comes from
+//! its lease, that is from etcd's clock, as long as the raft term is the
+//! one its lease was granted in. Each new leader (a restart, a leader lost)
+//! starts a term and gives every lease its whole TTL again; after that etcd
+//! has no clock left for the mark and the hosts' clocks (its `at`) are the
+//! only witness: the mark is as old as the older of the two says.
 //!
 //! History: one key per record, `P:{N}:history/<zero-padded revision>`,
 //! the revision being the run's fencing token (a run that found the job
@@ -27,6 +30,8 @@ use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder,
     SortTarget, Txn, TxnOp,
 };
+
+use serde_json::Map;
 
 use super::Store;
 
@@ -102,30 +107,78 @@ fn done_ttl(window_ms: u64, elapsed_ms: u64) -> Option<i64> {
     Some(secs_up(left))
 }
 
-/// How old a mark is: its age when written plus the time since its lease
-/// was granted, from etcd's TTL in whole seconds (the lease ends within
-/// `left + 1` s), counted low: a mark is never taken for older than it is.
-fn mark_age(written_age_ms: u64, granted_s: i64, left_s: i64) -> Duration {
-    let since = (granted_s.saturating_sub(left_s).saturating_sub(1)).max(0) as u64;
-    Duration::from_millis(written_age_ms.saturating_add(since.saturating_mul(1000)))
+/// A done mark as stored: the mark, its window, how old it was when
+/// written, and the raft term its lease was granted at (None: written by
+/// a distlock that did not record it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stored {
+    mark: DoneMark,
+    window_ms: u64,
+    age_ms: u64,
+    term: Option<u64>,
 }
 
-/// The done mark's value.
-fn mark_value(mark: &DoneMark, window_ms: u64, age_ms: u64) -> String {
-    serde_json::json!({
-        "at_ms": mark.at_ms,
-        "host": mark.host,
-        "fencing_token": mark.token,
-        "owner": mark.owner,
-        "once_per_ms": window_ms,
-        "age_ms": age_ms,
-    })
-    .to_string()
+/// What etcd said of a mark's lease when it was read: the TTL granted and
+/// left (whole seconds; negative once gone) and the raft term it answered
+/// at.
+#[derive(Debug, Clone, Copy)]
+struct LeaseSeen {
+    granted: i64,
+    left: i64,
+    term: u64,
 }
 
-/// A stored done mark, its window and its age when written; None for a
-/// value that is not one.
-fn parse_mark(v: &[u8]) -> Option<(DoneMark, u64, u64)> {
+impl Stored {
+    /// How old the mark is. In the term its lease was granted in, the
+    /// lease has never been refreshed: its age when written plus the time
+    /// since the grant (etcd's TTL in whole seconds, counted low: a mark is
+    /// never taken for older than it is), etcd's clock alone. In a later
+    /// term a new leader has given the lease its whole TTL again and etcd
+    /// has no clock left for the mark, so the hosts' clocks witness too
+    /// (`now_ms` minus `at`): the older of the two (docs/guarantees.md §6).
+    /// A mark without a lease (not distlock's put) has only the hosts'.
+    fn age(&self, lease: Option<LeaseSeen>, now_ms: u64) -> Duration {
+        let by_hosts = Duration::from_millis(now_ms.saturating_sub(self.mark.at_ms));
+        let Some(l) = lease else {
+            return by_hosts;
+        };
+        if l.left < 0 {
+            // Its lease is gone: so is the mark, any moment now.
+            return Duration::MAX;
+        }
+        let since = (l.granted.saturating_sub(l.left).saturating_sub(1)).max(0) as u64;
+        let by_etcd = Duration::from_millis(self.age_ms.saturating_add(since.saturating_mul(1000)));
+        if self.term == Some(l.term) {
+            by_etcd
+        } else {
+            by_etcd.max(by_hosts)
+        }
+    }
+
+    /// Whether a mark of `age` still says done to a run of window
+    /// `own_ms`: younger than it, and than the window it was written with,
+    /// after which it would have expired on Redis (its lease may outlive it
+    /// here).
+    fn still_done(&self, age: Duration, own_ms: u64) -> bool {
+        age < Duration::from_millis(own_ms.min(self.window_ms))
+    }
+}
+
+/// The done mark's value, but for its lease's raft term, which `puts`
+/// adds once the lease is granted.
+fn mark_value(mark: &DoneMark, window_ms: u64, age_ms: u64) -> Map<String, serde_json::Value> {
+    let mut m = Map::new();
+    m.insert("at_ms".into(), mark.at_ms.into());
+    m.insert("host".into(), mark.host.clone().into());
+    m.insert("fencing_token".into(), mark.token.into());
+    m.insert("owner".into(), mark.owner.clone().into());
+    m.insert("once_per_ms".into(), window_ms.into());
+    m.insert("age_ms".into(), age_ms.into());
+    m
+}
+
+/// A stored done mark; None for a value that is not one.
+fn parse_mark(v: &[u8]) -> Option<Stored> {
     let j: serde_json::Value = serde_json::from_slice(v).ok()?;
     let u = |f: &str| j.get(f)?.as_u64();
     let mark = DoneMark {
@@ -136,7 +189,12 @@ fn parse_mark(v: &[u8]) -> Option<(DoneMark, u64, u64)> {
         age: None,
         expires_in: None,
     };
-    Some((mark, u("once_per_ms")?, u("age_ms").unwrap_or(0)))
+    Some(Stored {
+        mark,
+        window_ms: u("once_per_ms")?,
+        age_ms: u("age_ms").unwrap_or(0),
+        term: u("raft_term"),
+    })
 }
 
 /// What a waiter's status line shows of the holder, from its metadata
@@ -209,8 +267,16 @@ fn unreadable(key: &[u8], what: &str) -> StoreError {
 /// A key to write with a transaction, under a new lease of `ttl` s if any.
 struct Write {
     key: String,
-    value: String,
+    value: Body,
     ttl: Option<i64>,
+}
+
+/// A value to write. The done mark's is finished by `puts`, with the raft
+/// term its lease is granted at: that term is what says whether the lease
+/// can still date the mark.
+enum Body {
+    Text(String),
+    Mark(Map<String, serde_json::Value>),
 }
 
 /// What a run's end writes: the last-run record, the history record, the
@@ -226,7 +292,7 @@ fn run_writes(
     if let Some((l, keep)) = record.last {
         out.push(Write {
             key: keys.last.clone(),
-            value: last_value(l),
+            value: Body::Text(last_value(l)),
             ttl: Some(secs_up(keep.as_millis() as u64)),
         });
     }
@@ -242,7 +308,7 @@ fn run_writes(
             };
             out.push(Write {
                 key,
-                value: history_value(h, now.saturating_sub(h.duration_ms)),
+                value: Body::Text(history_value(h, now.saturating_sub(h.duration_ms))),
                 ttl: None,
             });
         }
@@ -265,7 +331,7 @@ fn run_writes(
             };
             out.push(Write {
                 key: keys.done.clone(),
-                value: mark_value(&mark, window_ms, elapsed),
+                value: Body::Mark(mark_value(&mark, window_ms, elapsed)),
                 ttl: Some(ttl),
             });
         }
@@ -350,22 +416,49 @@ impl Settle {
     }
 }
 
-/// The puts of `writes`, each under a new lease of its TTL; the leases
-/// granted, to revoke if the transaction does not happen.
+/// The puts of `writes`, each under a new lease of its TTL, the done
+/// mark with the raft term its lease was granted at (the term the grant
+/// answered at: a new leader between the grant and that answer refreshed
+/// the lease by at most the call's length); the leases granted, to revoke
+/// if the transaction does not happen.
 async fn puts(c: &mut Client, writes: Vec<Write>) -> Ec<(Vec<TxnOp>, Vec<i64>)> {
     let (mut ops, mut granted) = (Vec::new(), Vec::new());
     for w in writes {
-        let opts = match w.ttl {
+        let (opts, term) = match w.ttl {
             Some(ttl) => {
-                let id = super::grant(c, ttl).await?;
+                let (id, term) = super::grant_with_term(c, ttl).await?;
                 granted.push(id);
-                Some(PutOptions::new().with_lease(id))
+                (Some(PutOptions::new().with_lease(id)), term)
             }
-            None => None,
+            None => (None, None),
         };
-        ops.push(TxnOp::put(w.key, w.value, opts));
+        let value = match w.value {
+            Body::Text(v) => v,
+            Body::Mark(mut m) => {
+                if let Some(t) = term {
+                    m.insert("raft_term".into(), t.into());
+                }
+                serde_json::Value::Object(m).to_string()
+            }
+        };
+        ops.push(TxnOp::put(w.key, value, opts));
     }
     Ok((ops, granted))
+}
+
+/// What etcd says now of the lease `id` of a done mark (None: no lease);
+/// `term` is the raft term of the read that found the mark, for an answer
+/// without a header.
+async fn lease_seen(c: &mut Client, id: i64, term: u64) -> Ec<Option<LeaseSeen>> {
+    if id == 0 {
+        return Ok(None);
+    }
+    let r = c.lease_time_to_live(id, None).await?;
+    Ok(Some(LeaseSeen {
+        granted: r.granted_ttl(),
+        left: r.ttl(),
+        term: r.header().map_or(term, |h| h.raft_term()),
+    }))
 }
 
 /// The lease of the last-run record now in place, revoked once a new one
@@ -407,7 +500,8 @@ async fn trim(c: &mut Client, prefix: String, keep: u32) -> Ec<()> {
 
 impl Store {
     /// `run --once-per`: the done mark, judged by this run's own window
-    /// (its age from the mark's lease), before the lock is taken. A run
+    /// (its age from its lease, and from its `at` too once a new leader
+    /// has refreshed that: `Stored::age`), before the lock is taken. A run
     /// that finds the job done takes no lease and writes its
     /// `skipped_done` history record here, as the Redis acquire script
     /// does.
@@ -418,38 +512,29 @@ impl Store {
         let done = keys.done.clone();
         let found = self.call("reading the done mark", |mut c| async move {
             let got = c.get(done, None).await?;
-            let rev = got.header().map_or(0, |h| h.revision());
+            let (rev, term) = got
+                .header()
+                .map_or((0, 0), |h| (h.revision(), h.raft_term()));
             let Some(kv) = got.kvs().first().cloned() else {
                 return Ok(None);
             };
             // A lookup that fails is an error, never "no lease": judged
-            // by this host's clock instead, a clock running ahead would
-            // find a fresh mark old.
-            let ttl = match kv.lease() {
-                0 => None,
-                l => {
-                    let r = c.lease_time_to_live(l, None).await?;
-                    Some((r.granted_ttl(), r.ttl()))
-                }
-            };
-            Ok(Some((kv, rev, ttl)))
+            // by this host's clock alone, a clock running ahead would find
+            // a fresh mark old.
+            let lease = lease_seen(&mut c, kv.lease(), term).await?;
+            Ok(Some((kv, rev, lease)))
         })?;
-        let Some((kv, rev, ttl)) = found else {
+        let Some((kv, rev, lease)) = found else {
             return Ok(Look::Free(Some(0)));
         };
-        let Some((mut mark, _, written_age)) = parse_mark(kv.value()) else {
+        let Some(stored) = parse_mark(kv.value()) else {
             return Err(unreadable(kv.key(), "a done mark"));
         };
-        let age = match ttl {
-            Some((granted, left)) if left >= 0 => mark_age(written_age, granted, left),
-            // Its lease is gone: so is the mark, any moment now.
-            Some(_) => Duration::MAX,
-            // Put without a lease (not by distlock): by the writer's clock.
-            None => Duration::from_millis(now_ms().saturating_sub(mark.at_ms)),
-        };
-        if age >= Duration::from_secs(window) {
+        let age = stored.age(lease, now_ms());
+        if !stored.still_done(age, window.saturating_mul(1000)) {
             return Ok(Look::Free(Some(kv.mod_revision())));
         }
+        let mut mark = stored.mark;
         mark.age = Some(age);
         if let Some((keep, tail)) = keys.skip_record.clone() {
             let (prefix, me) = (history_prefix(keys), owner.to_owned());
@@ -580,7 +665,7 @@ impl Store {
                     age: None,
                     expires_in: None,
                 },
-                |m| m.0,
+                |m| m.mark,
             )
         }))
     }
@@ -595,22 +680,20 @@ impl Store {
         held: bool,
     ) -> Result<(Fields, Fields, Option<DoneMark>)> {
         let names = [holder_key(keys), keys.last.clone(), keys.done.clone()];
-        let (kvs, done_ttl) = self.call("inspect", |mut c| async move {
+        let (kvs, lease) = self.call("inspect", |mut c| async move {
             let mut kvs = Vec::new();
+            let mut term = 0;
             for key in names {
                 let opts = GetOptions::new().with_revision(rev.max(0));
-                kvs.push(c.get(key, Some(opts)).await?.kvs().first().cloned());
+                let got = c.get(key, Some(opts)).await?;
+                term = got.header().map_or(term, |h| h.raft_term());
+                kvs.push(got.kvs().first().cloned());
             }
-            let ttl = match kvs[2].as_ref().map(KeyValue::lease) {
-                Some(l) if l != 0 => c
-                    .lease_time_to_live(l, None)
-                    .await
-                    .ok()
-                    .map(|r| r.ttl())
-                    .filter(|&t| t >= 0),
-                _ => None,
+            let lease = match kvs[2].as_ref() {
+                Some(kv) => lease_seen(&mut c, kv.lease(), term).await.ok().flatten(),
+                None => None,
             };
-            Ok((kvs, ttl))
+            Ok((kvs, lease))
         })?;
         let read = |kv: &Option<KeyValue>, what: &str| -> Result<Fields> {
             match kv {
@@ -627,9 +710,11 @@ impl Store {
         let done = match &kvs[2] {
             None => None,
             Some(kv) => {
-                let (mut mark, _, _) =
+                let stored =
                     parse_mark(kv.value()).ok_or_else(|| unreadable(kv.key(), "a done mark"))?;
-                mark.expires_in = done_ttl.map(|t| Duration::from_secs(t as u64));
+                let age = stored.age(lease, now_ms());
+                let mut mark = stored.mark;
+                mark.expires_in = Some(Duration::from_millis(stored.window_ms).saturating_sub(age));
                 Some(mark)
             }
         };
@@ -681,12 +766,65 @@ mod tests {
         assert_eq!(done_ttl(3_600_000, u64::MAX), None);
     }
 
+    fn stored(at_ms: u64, window_ms: u64, age_ms: u64, term: Option<u64>) -> Stored {
+        Stored {
+            mark: DoneMark {
+                at_ms,
+                host: "h".into(),
+                token: 1,
+                owner: None,
+                age: None,
+                expires_in: None,
+            },
+            window_ms,
+            age_ms,
+            term,
+        }
+    }
+
     #[test]
-    fn a_marks_age_is_never_counted_high() {
-        // Written at 2.5 s old, granted 10 s, 7 s left: 3 s to 4 s since.
-        assert_eq!(mark_age(2500, 10, 7), Duration::from_millis(4500));
-        assert_eq!(mark_age(0, 10, 10), Duration::ZERO);
-        assert_eq!(mark_age(0, 10, 11), Duration::ZERO);
+    fn in_its_leases_term_a_mark_is_dated_by_etcd_alone() {
+        let seen = |granted, left, term| {
+            Some(LeaseSeen {
+                granted,
+                left,
+                term,
+            })
+        };
+        // Written 2.5 s old, granted 10 s, 7 s left: 3 s to 4 s since.
+        let m = stored(1_000, 60_000, 2_500, Some(4));
+        let s = Duration::from_millis;
+        assert_eq!(m.age(seen(10, 7, 4), 1_000), s(4_500));
+        assert_eq!(
+            m.age(seen(10, 7, 4), 3_600_000),
+            s(4_500),
+            "whatever the host's clock"
+        );
+        assert_eq!(m.age(seen(10, 10, 4), 0), s(2_500));
+        assert_eq!(m.age(seen(10, 11, 4), 0), s(2_500));
+        assert_eq!(m.age(seen(10, -1, 4), 0), Duration::MAX, "lease gone");
+        // A later term: the lease was refreshed, the hosts' clocks witness.
+        assert_eq!(m.age(seen(10, 10, 5), 3_600_000), s(3_599_000));
+        assert_eq!(m.age(seen(10, 7, 5), 0), s(4_500), "the older of the two");
+        let old = stored(1_000, 60_000, 0, None);
+        assert_eq!(
+            old.age(seen(10, 10, 4), 61_000),
+            s(60_000),
+            "no term: a later one"
+        );
+        assert_eq!(old.age(None, 61_000), s(60_000), "no lease: the hosts'");
+    }
+
+    #[test]
+    fn a_mark_is_done_until_the_shorter_of_its_window_and_ours() {
+        let s = Duration::from_secs;
+        assert!(stored(0, 3_600_000, 0, None).still_done(s(59), 60_000));
+        assert!(!stored(0, 3_600_000, 0, None).still_done(s(60), 60_000));
+        assert!(
+            !stored(0, 60_000, 0, None).still_done(s(60), 3_600_000),
+            "expired on Redis"
+        );
+        assert!(stored(0, 1_000, 0, None).still_done(Duration::ZERO, 1_000));
     }
 
     #[test]
@@ -708,8 +846,24 @@ mod tests {
             age: None,
             expires_in: None,
         };
-        let (back, window, age) = parse_mark(mark_value(&mark, 60_000, 1500).as_bytes()).unwrap();
-        assert_eq!((back, window, age), (mark, 60_000, 1500));
+        let mut value = mark_value(&mark, 60_000, 1_500);
+        let back = parse_mark(
+            serde_json::Value::Object(value.clone())
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!(
+            back.unwrap(),
+            Stored {
+                mark: mark.clone(),
+                window_ms: 60_000,
+                age_ms: 1_500,
+                term: None
+            }
+        );
+        value.insert("raft_term".into(), 7.into());
+        let back = parse_mark(serde_json::Value::Object(value).to_string().as_bytes()).unwrap();
+        assert_eq!(back.term, Some(7));
         assert_eq!(parse_mark(b"not a mark"), None);
         assert_eq!(
             parse_mark(br#"{"at_ms":-1,"host":"h","fencing_token":1,"once_per_ms":1}"#),

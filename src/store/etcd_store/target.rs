@@ -11,6 +11,10 @@ use crate::config::{Security, UsageError};
 /// etcd's client port when the URL names none.
 const DEFAULT_PORT: u16 = 2379;
 
+/// How much longer than the first member the others have to say which
+/// cluster they are in (see `Target::connect`).
+const SPLIT_GRACE: Duration = Duration::from_millis(50);
+
 /// Where etcd is, parsed once; the password never leaves this struct.
 #[derive(Clone)]
 pub struct Target {
@@ -27,6 +31,9 @@ pub struct Target {
     /// etcds://: the CA to trust (None: the system's roots are not loaded
     /// by tonic, so a CA file is required) and a client identity.
     tls: Option<Tls>,
+    /// Connecting refuses members of different clusters (see `connect`);
+    /// `doctor` turns it off to report them instead.
+    pub(super) one_cluster: bool,
 }
 
 #[derive(Clone)]
@@ -157,6 +164,7 @@ impl Target {
             hosts_ports,
             user,
             tls,
+            one_cluster: true,
         })
     }
 
@@ -180,32 +188,83 @@ impl Target {
     /// instead; when it fails, the store drops the client and the next
     /// call races the members again. This costs one status round trip
     /// per connection, and picks the member that answers fastest.
+    ///
+    /// The status replies also say which cluster each member is in: a URL
+    /// naming members of two clusters would split the runs between them
+    /// (two holders at once), so the others' replies are awaited for as
+    /// long again as the first took plus [`SPLIT_GRACE`], and a member of
+    /// another cluster among them is an error. Members that are up answer
+    /// within that; one that is down costs at most that, once per
+    /// connection.
     pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
         if let [one] = self.endpoints.as_slice() {
             return self.connect_to(&[one], timeout).await;
         }
+        let started = tokio::time::Instant::now();
         let mut race = tokio::task::JoinSet::new();
-        for endpoint in &self.endpoints {
+        for (i, endpoint) in self.endpoints.iter().enumerate() {
             let (target, endpoint) = (self.clone(), endpoint.clone());
             race.spawn(async move {
                 let mut c = target.connect_to(&[endpoint], timeout).await?;
-                c.status().await?;
-                Ok::<_, etcd_client::Error>(c)
+                let status = c.status().await?;
+                let cluster = status.header().map(|h| h.cluster_id());
+                Ok::<_, etcd_client::Error>((i, c, cluster))
             });
         }
         let mut first_error = None;
-        while let Some(answer) = race.join_next().await {
-            match answer {
-                Ok(Ok(client)) => return Ok(client),
-                Ok(Err(e)) => {
+        let (first, client, cluster) = loop {
+            match race.join_next().await {
+                Some(Ok(Ok(answer))) => break answer,
+                Some(Ok(Err(e))) => {
                     first_error.get_or_insert(e);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     first_error.get_or_insert(etcd_client::Error::Internal(e.to_string()));
+                }
+                None => {
+                    return Err(first_error
+                        .unwrap_or_else(|| etcd_client::Error::Internal("no endpoints".into())))
+                }
+            }
+        };
+        let Some(cluster) = cluster.filter(|_| self.one_cluster) else {
+            return Ok(client);
+        };
+        let until = tokio::time::Instant::now() + started.elapsed() + SPLIT_GRACE;
+        while let Ok(Some(answer)) = tokio::time::timeout_at(until, race.join_next()).await {
+            if let Ok(Ok((i, _, Some(other)))) = answer {
+                if other != cluster {
+                    let split = self.split(first, cluster, i, other);
+                    return Err(etcd_client::Error::GRpcStatus(
+                        tonic::Status::failed_precondition(split),
+                    ));
                 }
             }
         }
-        Err(first_error.unwrap_or_else(|| etcd_client::Error::Internal("no endpoints".into())))
+        Ok(client)
+    }
+
+    /// The URL's endpoints, as `http(s)://host:port`.
+    pub(super) fn endpoints(&self) -> impl Iterator<Item = String> + '_ {
+        self.endpoints.iter().cloned()
+    }
+
+    /// The URL's endpoints, as `host:port`.
+    pub(super) fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.endpoints
+            .iter()
+            .map(|e| e.split_once("://").map_or(e.as_str(), |(_, h)| h))
+    }
+
+    /// The one line that refuses a URL whose members `a` and `b` are in
+    /// different clusters.
+    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> String {
+        let host = |i: usize| self.hosts().nth(i).unwrap_or_default().to_owned();
+        format!(
+            "{} is a member of etcd cluster {a_id:x} but {} of cluster {b_id:x}: the URL must name members of one cluster, or runs split between them (two holders at once)",
+            host(a),
+            host(b)
+        )
     }
 
     /// A client of `endpoints` only (one member, for `doctor`), with this

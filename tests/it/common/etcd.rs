@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{free_port, poll, Bounded};
 
@@ -23,6 +23,8 @@ pub struct EtcdServer {
     child: Child,
     /// Client port on 127.0.0.1.
     pub port: u16,
+    /// Peer port, kept for a restart.
+    peer: u16,
     /// Data directory (and etcd.log), removed on drop.
     _dir: tempfile::TempDir,
     /// Clients speak TLS to it (`etcds://`).
@@ -54,16 +56,31 @@ impl EtcdServer {
         let server = EtcdServer {
             child,
             port,
+            peer,
             _dir: dir,
             tls,
         };
+        server.wait_healthy();
+        server
+    }
+
+    fn wait_healthy(&self) {
         assert!(
             poll(Duration::from_secs(20), Duration::from_millis(50), || {
-                server.try_ctl(&["endpoint", "health"]).is_some()
+                self.try_ctl(&["endpoint", "health"]).is_some()
             }),
-            "etcd on port {port} did not become healthy"
+            "etcd on port {} did not become healthy",
+            self.port
         );
-        server
+    }
+
+    /// SIGKILLs the member and starts it again on its ports and data dir
+    /// (what it committed is kept), then waits until it answers.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn_member(self._dir.path(), self.port, self.peer, self.tls.as_ref());
+        self.wait_healthy();
     }
 
     /// `etcd://127.0.0.1:PORT` (`etcds://` for a TLS member).
@@ -152,6 +169,112 @@ impl EtcdServer {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["header"]["revision"].as_u64().unwrap()
     }
+}
+
+/// What one `run --once-per WINDOW NAME` did, CMD being `sh -c` that
+/// appends a line to `ran` in `dir` (so `ran` counts the runs of CMD).
+pub struct OncePerRun {
+    pub out: super::Out,
+    pub ran: bool,
+    /// When this `run` was started and when it had ended.
+    pub launched: Instant,
+    pub ended: Instant,
+}
+
+/// `run --once-per WINDOW NAME` against `url`, once.
+pub fn once_per(url: &str, name: &str, window: &str, dir: &Path) -> OncePerRun {
+    let ran = dir.join("ran");
+    let count = || {
+        std::fs::read_to_string(&ran)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = count();
+    let script = format!("echo ran >> '{}'", ran.display());
+    let launched = Instant::now();
+    let out = super::exec(
+        at(url).args(["run", "--once-per", window, name, "--", "sh", "-c", &script]),
+        super::LIMIT,
+    );
+    let ended = Instant::now();
+    assert_eq!(out.code, 0, "{out:?}");
+    OncePerRun {
+        ran: count() > before,
+        out,
+        launched,
+        ended,
+    }
+}
+
+/// `run --once-per WINDOW NAME` every 100 ms until one runs CMD, within
+/// `limit`: the one that did.
+pub fn next_once_per_run(
+    url: &str,
+    name: &str,
+    window: &str,
+    dir: &Path,
+    limit: Duration,
+) -> OncePerRun {
+    let deadline = Instant::now() + limit;
+    loop {
+        let r = once_per(url, name, window, dir);
+        if r.ran {
+            return r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CMD did not run again within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A `--once-per 10s` window on `url` with `disturb` (a restart, a new
+/// leader) done 6 s into it: a run right after finds the job done and
+/// says how long ago it ran, truly; the next run comes when the window
+/// ends, never before and at most 2 s after (docs/guarantees.md §6).
+pub fn window_outlives(url: &str, name: &str, disturb: impl FnOnce()) {
+    let dir = tempfile::tempdir().unwrap();
+    let first = once_per(url, name, "10s", dir.path());
+    assert!(first.ran, "{:?}", first.out);
+    std::thread::sleep(
+        (first.launched + Duration::from_secs(6)).saturating_duration_since(Instant::now()),
+    );
+    disturb();
+    let skip = once_per(url, name, "10s", dir.path());
+    assert!(!skip.ran, "the window is not over: {:?}", skip.out);
+    let ago = done_ago_secs(&skip.out.stderr);
+    let low = (skip.launched - first.ended).as_secs();
+    let high = (skip.ended - first.launched).as_secs();
+    assert!(
+        (low..=high).contains(&ago),
+        "the skip line says {ago}s ago, not {low}s to {high}s: {}",
+        skip.out.stderr
+    );
+    let next = next_once_per_run(url, name, "10s", dir.path(), Duration::from_secs(20));
+    assert!(
+        next.ended >= first.launched + Duration::from_secs(10),
+        "ran again {:?} after the first began, within its window",
+        next.ended - first.launched
+    );
+    assert!(
+        next.launched <= first.ended + Duration::from_secs(12),
+        "ran again {:?} after the first ended, not within 2s of its 10s window: the window restarted",
+        next.launched - first.ended
+    );
+}
+
+/// The whole seconds of "already done Ns ago" in a `--once-per` skip line.
+pub fn done_ago_secs(stderr: &str) -> u64 {
+    let ago = stderr
+        .split("already done ")
+        .nth(1)
+        .and_then(|r| r.split(" ago").next())
+        .unwrap_or_else(|| panic!("no skip line: {stderr}"));
+    humantime::parse_duration(ago)
+        .unwrap_or_else(|e| panic!("{ago}: {e}"))
+        .as_secs()
 }
 
 impl Drop for EtcdServer {
