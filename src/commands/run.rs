@@ -23,6 +23,9 @@ use crate::store::{
 
 /// `distlock run`: acquire, spawn, supervise, release.
 pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
+    if let Some(path) = &args.metrics_file {
+        metrics::check_path(path)?;
+    }
     let timings = args.timings;
     // First, before any thread exists (see process/signals.rs).
     let signals = Signals::install()?;
