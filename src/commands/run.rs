@@ -386,6 +386,7 @@ fn history_outcome(outcome: &Outcome) -> RunOutcome {
     use std::os::unix::process::ExitStatusExt;
     match (outcome.lost, outcome.status) {
         (Some(Loss::NoGuardian), _) | (None, None) => RunOutcome::Failed,
+        (Some(Loss::MaxHold), _) => RunOutcome::MaxHold,
         (Some(_), _) => RunOutcome::LeaseLost,
         (None, Some(st)) if st.success() => RunOutcome::Success,
         (None, Some(st)) if st.signal().is_some() => RunOutcome::Signaled,

@@ -51,7 +51,7 @@ pub(super) use connection::percent_decoded;
 pub use connection::redact;
 pub use connection::{redact_urls_in, url_passwords, without_password, Target};
 pub use error::{Failure, StoreError};
-pub use history::{HistoryRecord, RunOutcome};
+pub use history::{History, HistoryRecord, RunOutcome};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
 pub use replies::ForeignKey;
