@@ -1589,6 +1589,97 @@ fn a_user_denied_zrank_is_refused_before_it_joins_the_queue() {
     );
 }
 
+/// A woken waiter whose claim cannot end the hand-off (the XADD to
+/// `settled` fails) exits 125 with one line saying why, and its claim
+/// changes nothing: the fence where the last holder left it, the lock free,
+/// CMD never started. `prepare` makes the XADD fail before the release.
+/// Before the fix the claim moved the fence first and failed on the XADD:
+/// a token burnt with nobody holding the lock, and the server's text.
+fn a_claim_that_cannot_settle(
+    name: &str,
+    waiter_url: &str,
+    prepare: impl Fn(&RedisServer),
+    server: &RedisServer,
+    says: &str,
+) {
+    let k = keys(name);
+    let owner = format!("{}:0:{}", hostname(), "ef".repeat(16));
+    hold_as(server, &owner, name);
+    let fence: String = server.get(&format!("{}:fence", k.lock)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (ran, err) = (dir.path().join("ran"), dir.path().join("err"));
+    let mut waiter = distlock_at(waiter_url)
+        .args(["run", "--wait", "20s", name, "--", "touch"])
+        .arg(&ran)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    queued(server, name, 1, &waiter);
+    prepare(server);
+    release_as(server, &owner, name);
+    let status = wait_with_timeout(&mut waiter, LIMIT);
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("distlock: ") && stderr.contains(says),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("script") || stderr.contains("distlock's scripts"),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.get(&format!("{}:fence", k.lock)),
+        Some(fence),
+        "the failed claim moved the fence"
+    );
+    assert_eq!(
+        server.get(&k.lock),
+        None,
+        "the failed claim left the lock held"
+    );
+    assert!(!ran.exists(), "CMD ran");
+}
+
+/// A `settled` stream another client left at the last possible entry id:
+/// XADD with an automatic id fails on it.
+#[test]
+fn a_settled_stream_at_its_last_id_fails_the_claim_before_the_fence_moves() {
+    let server = RedisServer::start();
+    let name = "fullsettled";
+    let settled = format!("distlock:{{{name}}}:settled");
+    let url = server.url();
+    a_claim_that_cannot_settle(
+        name,
+        &url,
+        |s| {
+            let _: String = s.cmd(&[
+                "XADD",
+                &settled,
+                "18446744073709551615-18446744073709551615",
+                "x",
+                "y",
+            ]);
+        },
+        &server,
+        &settled,
+    );
+}
+
+/// A Redis user whose ACL lacks XADD: refused by name, nothing changed.
+#[test]
+fn a_user_denied_xadd_fails_the_claim_before_the_fence_moves() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "noxadd", "on", ">pw", "~*", "&*", "+@all", "-xadd",
+    ]);
+    let url = format!("redis://noxadd:pw@127.0.0.1:{}", server.port);
+    a_claim_that_cannot_settle("noxadd", &url, |_| {}, &server, "may not run XADD");
+}
+
 /// A release wakes the first waiter still listening, but drops at most a
 /// bounded number of waiters that no longer listen in one call (all of
 /// them go at once after a restart that kept the queue, or `kill -9` of

@@ -389,6 +389,7 @@ pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
                 key: string(key).ok()??,
                 kind: match string(kind).ok()?? {
                     k if k == "counter" => UNREADABLE_COUNTER.to_owned(),
+                    k if k == "stream_full" => FULL_STREAM.to_owned(),
                     k => k,
                 },
                 store: "a Redis",
@@ -404,6 +405,11 @@ pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
 /// something else").
 const UNREADABLE_COUNTER: &str =
     "string that is no fencing counter distlock can read (a whole number whose next token stays below 2^53),";
+
+/// What a `settled` stream that takes no more entries is (its last id is
+/// the largest there is, so XADD cannot add one), as the type in
+/// [`ForeignKey`]'s sentence.
+const FULL_STREAM: &str = "stream at its last possible entry id (no entry can be added),";
 
 /// The largest token a fencing counter may hold: 2^53 - 1, the largest
 /// integer a double (a Lua number, a JSON number in JavaScript) holds
