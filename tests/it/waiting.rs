@@ -1087,6 +1087,69 @@ fn four_stopped_waiters_in_a_row_cost_about_a_second_each() {
     stopped_waiters_in_a_row(4, "frozen4", Releaser::Subcommand);
 }
 
+/// Twelve stopped waiters in a row, then live B: the releasing `run`
+/// stays at most `MAX_STAY` (5.4 s: six claim windows) to see its
+/// hand-off through, then exits; B is still served, by its own retries
+/// (every 2 s, its TTL) once the stopped waiters' turns or keep-alives
+/// have passed. Before the fix `run` stayed until B claimed, 0.9 s per
+/// stopped waiter: 10.8 s here, and without bound for more.
+#[test]
+fn many_stopped_waiters_do_not_hold_the_releaser_past_its_stay() {
+    const STOPPED: usize = 12;
+    let server = RedisServer::start();
+    let name = "frozen12";
+    let dir = tempfile::tempdir().unwrap();
+    let (h_file, h_go) = (dir.path().join("h"), dir.path().join("h-go"));
+    let mut holder = Reaper(vec![spawn_run(
+        &server,
+        &["--ttl", "3s", name],
+        WRITE_TOKEN_THEN_HOLD,
+        &[&h_file, &h_go],
+        None,
+    )]);
+    let first = token_in(&h_file).expect("the holder runs");
+    let files: Vec<PathBuf> = (0..=STOPPED)
+        .map(|i| dir.path().join(format!("w{i}")))
+        .collect();
+    let go = dir.path().join("go");
+    let mut kids = Reaper(Vec::new());
+    for (i, file) in files.iter().enumerate() {
+        kids.0.push(spawn_run(
+            &server,
+            &["--wait", "60s", "--ttl", "2s", name],
+            WRITE_TOKEN_THEN_HOLD,
+            &[file, &go],
+            None,
+        ));
+        queued(&server, name, i as u64 + 1, kids.0.last().unwrap());
+        if i < STOPPED {
+            stop(&kids.0[i]);
+        }
+    }
+    let released = Instant::now();
+    std::fs::write(&h_go, "").unwrap();
+    assert!(wait_with_timeout(&mut holder.0[0], LIMIT).success());
+    let stayed = released.elapsed();
+    assert!(
+        stayed < Duration::from_millis(5400 + 1500),
+        "the releaser stayed {stayed:?} for {STOPPED} stopped waiters: past its bound"
+    );
+    later(
+        token_in(&files[STOPPED]),
+        first,
+        "the live waiter behind the stopped ones must still get the lock",
+    );
+    assert!(
+        files[..STOPPED].iter().all(|f| !f.exists()),
+        "a stopped waiter ran"
+    );
+    std::fs::write(&go, "").unwrap();
+    assert!(wait_with_timeout(&mut kids.0[STOPPED], LIMIT).success());
+    for kid in &kids.0[..STOPPED] {
+        signal(kid.id() as i32, libc::SIGCONT);
+    }
+}
+
 /// A head that is stopped at the release but continued 300 ms later, inside
 /// its claim window, is a live, slow head: it keeps its turn and runs
 /// first. B, told when A's window would end, is told that A claimed and
