@@ -381,7 +381,8 @@ impl FromRedisValue for ServerTime {
 
 /// The `{-2, key, type}` reply of a script that found a foreign key. The
 /// type `counter` (no Redis type is called so) is a fencing counter the
-/// script cannot read, told in words (see `foreign_key!` in `scripts.rs`).
+/// script cannot read, told in words (see `foreign_key!` in `scripts.rs`),
+/// and `stream_full` a `settled` stream that takes no entry (`settle`).
 pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
     match v {
         Value::Array(items) => match items.as_slice() {
