@@ -208,6 +208,24 @@ mod tests {
         assert_eq!(last_success("garbage\n", "nightly-billing"), None);
     }
 
+    /// A FIFO put at the path after `check_path` (or by a race) is not
+    /// read: opened without blocking and seen for what it is, then
+    /// replaced by the file. A blocking read would wait for a writer.
+    #[test]
+    fn a_fifo_at_the_path_is_replaced_without_being_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("m.prom");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(check_path(&fifo).unwrap_err().0.contains("a FIFO"));
+        let (done, finished) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || done.send(write(&path, &run(false)).is_ok()));
+        let ok = finished.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(ok, Ok(true), "writing the metrics blocked on a FIFO");
+        assert!(std::fs::metadata(&fifo).unwrap().is_file());
+        assert!(check_path(&fifo).is_ok());
+    }
+
     #[test]
     fn a_failed_write_leaves_no_temporary_file() {
         let dir = tempfile::tempdir().unwrap();
