@@ -1743,6 +1743,29 @@ fn a_user_denied_xadd_fails_the_claim_before_the_fence_moves() {
     a_claim_that_cannot_settle("noxadd", &url, |_| {}, &server, "may not run XADD");
 }
 
+/// A user whose ACL lacks a write the claim makes after its token (HSET on
+/// the lease's metadata here) is refused before the token: no fence, no
+/// lock, CMD never started, one line naming HSET. Before the fix the
+/// token was issued, then the HSET failed: every attempt burnt a token
+/// with nobody holding the lock.
+#[test]
+fn a_user_denied_a_later_write_is_refused_before_the_token() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "nohset", "on", ">pw", "~*", "&*", "+@all", "-hset",
+    ]);
+    let url = format!("redis://nohset:pw@127.0.0.1:{}", server.port);
+    let out = exec(
+        distlock_at(&url).args(["run", "nohset", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 125, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("may not run HSET"), "{out:?}");
+    assert_eq!(server.get(&fence("nohset")), None, "a token was burnt");
+    assert_eq!(server.get(&keys("nohset").lock), None);
+}
+
 /// A release wakes the first waiter still listening, but drops at most a
 /// bounded number of waiters that no longer listen in one call (all of
 /// them go at once after a restart that kept the queue, or `kill -9` of

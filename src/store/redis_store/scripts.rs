@@ -443,6 +443,20 @@ local function settle(settled)
   redis.call('PEXPIRE', settled, 10000)
   return false
 end
+-- Redis 7 tells a script what its user may run (`redis.acl_check_cmd`;
+-- older servers cannot, and refuse half way): a claim refused after its
+-- first write would burn a token with nobody holding the lock, so its
+-- writes are checked first, each as `{command, key, args...}`. The
+-- refusal is the server's own NOPERM reply, so it reads as one.
+local function refused(writes)
+  if not redis.acl_check_cmd then return false end
+  for _, w in ipairs(writes) do
+    if not redis.acl_check_cmd(unpack(w)) then
+      return redis.error_reply('NOPERM this user has no permissions to run the \'' .. string.lower(w[1]) .. '\' command')
+    end
+  end
+  return false
+end
 -- The newest entry of `settled`: the releaser waits for one after it.
 local function last_settled(settled)
   local newest = redis.call('XREVRANGE', settled, '+', '-', 'COUNT', 1)[1]
@@ -661,6 +675,18 @@ if holder == false and not ahead then
   -- only once the claim cannot fail.
   local promised = redis.call('ZRANGE', turns, 0, -1)
   local handed = #promised > 0
+  local writes = {
+    {'SET', fence, '1'}, {'ZREM', queue, owner}, {'ZREM', deadlines, owner},
+    {'DEL', meta}, {'HSET', meta, 'token', '1'}, {'PEXPIRE', meta, ttl},
+    {'SET', lock, owner, 'PX', ttl},
+  }
+  if handed then
+    table.insert(writes, {'XADD', settled, 'MAXLEN', '1', '*', 'settled', '1'})
+    table.insert(writes, {'PEXPIRE', settled, '10000'})
+    table.insert(writes, {'DEL', turns})
+  end
+  local denied = refused(writes)
+  if denied then return denied end
   if handed then
     local full = settle(settled)
     if full then return full end
