@@ -420,7 +420,7 @@ pub struct LeaseArgs {
         cannot be renewed, CMD's process group gets --kill-signal before the \
         lease can expire and SIGKILL --kill-grace later; distlock then exits 124. \
         A release that wakes a waiter returns once that waiter holds the lock \
-        (about a millisecond; 0.9 s more for each stopped waiter first in line).",
+        (about a millisecond; 0.9 s more for each stopped waiter first in line; 5.4 s at most).",
     after_long_help = RUN_EXAMPLES
 )]
 pub struct RunArgs {
@@ -612,7 +612,7 @@ pub struct RenewArgs {
         command has exited: a release by owner (from that command, say) is \
         refused with exit 1. A release that wakes a waiter returns once that \
         waiter holds the lock (about a millisecond; 0.9 s more for each stopped \
-        waiter first in line). With --force, \
+        waiter first in line; 5.4 s at most). With --force, \
         delete the lease whoever holds it and say who that was; the fencing \
         counter is left alone, so the next holder still gets a larger token. \
         On etcd --force also removes every waiter from the queue (a killed \
@@ -691,9 +691,10 @@ pub struct InspectArgs {
 #[command(
     long_about = "Show how the last runs of NAME ended, newest first: when each \
         started (the server's clock), on which host, for how long, its outcome \
-        (success, failed, signaled, lease_lost, not_started, skipped_done) and \
-        fencing token. The first line pictures the runs shown, oldest to \
-        newest: + success, x failed or not started, ! lease lost, - skipped \
+        (success, failed, signaled, lease_lost, max_hold, not_started, \
+        skipped_done) and fencing token. The first line pictures the runs \
+        shown, oldest to newest: + success, x failed, stopped at --max-hold \
+        or not started, ! lease lost, - skipped \
         (--once-per found the job done).",
     after_long_help = HISTORY_EXAMPLES
 )]

@@ -36,6 +36,11 @@ impl std::error::Error for UsageError {}
 /// Longest lock name or prefix we accept; keeps keys short and readable.
 const MAX_NAME: usize = 200;
 
+/// The lock name rule in words, for every message that refuses a name or
+/// misses one.
+pub const NAME_RULE: &str =
+    "1 to 200 characters from A-Z a-z 0-9 . _ - : / @ +, not starting with -";
+
 /// Whether `s` is 1 to [`MAX_NAME`] characters of the lock name alphabet.
 fn in_name_alphabet(s: &str) -> bool {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || "._-:/@+".contains(c);
@@ -49,9 +54,7 @@ fn in_name_alphabet(s: &str) -> bool {
 /// `acquire -- -x` could never be run under.
 pub fn parse_name(s: &str) -> Result<String, String> {
     if !in_name_alphabet(s) || s.starts_with('-') {
-        return Err(format!(
-            "invalid lock name {s:?}: use 1 to {MAX_NAME} characters from A-Z a-z 0-9 . _ - : / @ +, not starting with -"
-        ));
+        return Err(format!("invalid lock name {s:?}: use {NAME_RULE}"));
     }
     Ok(s.to_owned())
 }

@@ -249,7 +249,19 @@ fn clap_error(e: clap::Error) -> u8 {
                 .collect::<Vec<_>>()
                 .join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            commands::stderr_line(format_args!("{msg} (see 'distlock --help')"));
+            // A missing NAME is often a name put after `--` (`run -- -x --
+            // true`), where `run` reads CMD: say what a name is, and where.
+            let rule = if e.kind() == ErrorKind::MissingRequiredArgument && msg.contains("<NAME>") {
+                let place = if rendered.contains("<NAME> -- <CMD>") {
+                    ", and comes before -- (what follows -- is CMD)"
+                } else {
+                    ""
+                };
+                format!("; NAME, the lock name, is {}{place}", config::NAME_RULE)
+            } else {
+                String::new()
+            };
+            commands::stderr_line(format_args!("{msg}{rule} (see 'distlock --help')"));
             exit::USAGE
         }
     }

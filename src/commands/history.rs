@@ -15,7 +15,14 @@ use crate::store::{HistoryRecord, LockKeys, RunOutcome};
 /// `distlock history NAME [-n N] [--json]`.
 pub fn history(g: &Global, args: HistoryConfig) -> Result<u8> {
     let keys = LockKeys::new(&g.prefix, &args.name);
-    let records = g.store(IO_TIMEOUT).history(&keys, args.count)?;
+    let history = g.store(IO_TIMEOUT).history(&keys, args.count)?;
+    if history.foreign > 0 {
+        g.say(format_args!(
+            "warning: skipped {} of the newest {} entries of {}: not distlock run records (another client wrote them)",
+            history.foreign, args.count, keys.history
+        ));
+    }
+    let records = history.records;
     if args.json {
         print_json(&serde_json::Value::Array(
             records.iter().map(record_json).collect(),
@@ -46,13 +53,23 @@ fn record_json(r: &HistoryRecord) -> serde_json::Value {
 fn symbol(o: RunOutcome, fancy: bool) -> &'static str {
     match (o, fancy) {
         (RunOutcome::Success, false) => "+",
-        (RunOutcome::Failed | RunOutcome::Signaled | RunOutcome::NotStarted, false) => "x",
+        (
+            RunOutcome::Failed
+            | RunOutcome::Signaled
+            | RunOutcome::NotStarted
+            | RunOutcome::MaxHold,
+            false,
+        ) => "x",
         (RunOutcome::LeaseLost, false) => "!",
         (RunOutcome::SkippedDone, false) => "-",
         (RunOutcome::Success, true) => "\x1b[32m✔\x1b[0m",
-        (RunOutcome::Failed | RunOutcome::Signaled | RunOutcome::NotStarted, true) => {
-            "\x1b[31m✘\x1b[0m"
-        }
+        (
+            RunOutcome::Failed
+            | RunOutcome::Signaled
+            | RunOutcome::NotStarted
+            | RunOutcome::MaxHold,
+            true,
+        ) => "\x1b[31m✘\x1b[0m",
         (RunOutcome::LeaseLost, true) => "\x1b[33m!\x1b[0m",
         (RunOutcome::SkippedDone, true) => "\x1b[2m·\x1b[0m",
     }

@@ -487,9 +487,27 @@ impl ListOut {
 /// Cells are escaped before they are measured, so the columns line up as
 /// the terminal shows them. Padding is by hand: a width in a format string
 /// must fit in 16 bits, and a cell is as long as another client made it.
+/// So a cell longer than its column's cap ([`CELL_CAPS`]) is cut and ends
+/// with `...`: one foreign value 70,000 characters long must not pad
+/// every line to its width. `--json` and `inspect` show values whole.
 #[derive(Default)]
 struct Table {
     widths: Option<[usize; 6]>,
+}
+
+/// The widest each column of `list`'s table gets, in characters: NAME
+/// fits the longest name, OWNER an owner id of a 63-character host name
+/// (a Kubernetes pod's), COMMAND and DONE enough to recognise them.
+const CELL_CAPS: [usize; 6] = [200, 40, 20, 100, 60, 100];
+
+/// `cell` cut to `cap` characters, the last three `...` when it was cut.
+fn cut(cell: String, cap: usize) -> String {
+    if cell.chars().count() <= cap {
+        return cell;
+    }
+    let mut short: String = cell.chars().take(cap.saturating_sub(3)).collect();
+    short.push_str("...");
+    short
 }
 
 impl Table {
@@ -509,7 +527,13 @@ impl Table {
         let cells: Vec<[String; 6]> = header
             .into_iter()
             .chain(rows)
-            .map(|r| r.map(|c| escape(&c).into_owned()))
+            .map(|r| {
+                let mut i = 0;
+                r.map(|c| {
+                    i += 1;
+                    cut(escape(&c).into_owned(), CELL_CAPS[i - 1])
+                })
+            })
             .collect();
         let widths = self.widths.get_or_insert([0; 6]);
         for r in &cells {
@@ -601,17 +625,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_lines_up_escaped_cells_of_any_length() {
-        let row = |name: &str, owner: &str| [name, "1.0s", "3", owner, "", ""].map(String::from);
+    fn the_table_lines_up_escaped_cells_and_cuts_long_ones() {
+        let row = |name: &str, owner: &str, cmd: &str| {
+            [name, "1.0s", "3", owner, cmd, ""].map(String::from)
+        };
         let long = "o".repeat(70_000);
-        let lines = Table::default().rows(vec![row("a", "x\x1b[2Jy"), row("bb", &long)]);
-        let pad = " ".repeat(70_000 - "OWNER".len());
+        let lines = Table::default().rows(vec![
+            row("a", "x\x1b[2Jy", "c"),
+            row("bb", &long, &"c".repeat(70_000)),
+        ]);
+        let pad = " ".repeat(100 - "OWNER".len());
         assert_eq!(
             lines[0],
             format!("NAME  EXPIRES IN  TOKEN  OWNER{pad}  COMMAND")
         );
-        assert_eq!(lines[1], r"a     1.0s        3      x\x1b[2Jy");
-        assert_eq!(lines[2], format!("bb    1.0s        3      {long}"));
+        let pad = " ".repeat(100 - r"x\x1b[2Jy".len());
+        assert_eq!(
+            lines[1],
+            format!(r"a     1.0s        3      x\x1b[2Jy{pad}  c")
+        );
+        assert_eq!(
+            lines[2],
+            format!(
+                "bb    1.0s        3      {}...  {}...",
+                "o".repeat(97),
+                "c".repeat(57)
+            )
+        );
+        assert!(lines.iter().all(|l| l.chars().count() < 250), "{lines:?}");
     }
 
     #[test]

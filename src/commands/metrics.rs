@@ -8,10 +8,17 @@
 //! rename is atomic), then rename. The last success is carried over from
 //! the file being replaced, since a failed run has none of its own.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+
+use crate::config::UsageError;
+
+/// The most of the previous file read for its last success: this module
+/// writes well under 2 KiB, so anything longer is not its file.
+const PREVIOUS_MAX: u64 = 64 * 1024;
 
 /// What one run tells monitoring.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,10 +32,37 @@ pub struct RunMetrics<'a> {
     pub success: bool,
 }
 
+/// Refuses, before the lock is taken, a path that exists and is no
+/// regular file: reading a FIFO for the last success would block until
+/// someone writes to it, and renaming over a device or a directory is no
+/// metrics file either. A symlink counts as what it points to.
+pub fn check_path(path: &Path) -> std::result::Result<(), UsageError> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(UsageError(format!(
+            "--metrics-file {}: not a regular file (it is {}); give the path of a file, e.g. DIR/NAME.prom in node_exporter's textfile directory",
+            super::output::escape(&path.display().to_string()),
+            file_kind(&m)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    match () {
+        () if t.is_dir() => "a directory",
+        () if t.is_fifo() => "a FIFO",
+        () if t.is_socket() => "a socket",
+        () if t.is_char_device() || t.is_block_device() => "a device",
+        () => "not a regular file",
+    }
+}
+
 /// Writes the metrics of `run` to `path`, keeping the last success found
 /// in the file it replaces.
 pub fn write(path: &Path, run: &RunMetrics) -> Result<()> {
-    let previous = std::fs::read_to_string(path).ok();
+    let previous = read_previous(path);
     let last_success = if run.success {
         Some(run.started_s)
     } else {
@@ -87,6 +121,23 @@ fn last_success(text: &str, name: &str) -> Option<f64> {
         .parse()
         .ok()?;
     (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// The file being replaced, if it is a regular file: opened without
+/// blocking (a FIFO put there since [`check_path`] has no writer) and read
+/// up to [`PREVIOUS_MAX`], so the run's end never waits on it.
+fn read_previous(path: &Path) -> Option<String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(PREVIOUS_MAX).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// A label value as the text format escapes it.
@@ -155,6 +206,24 @@ mod tests {
         let never = render(&run(false), None);
         assert_eq!(last_success(&never, "nightly-billing"), None);
         assert_eq!(last_success("garbage\n", "nightly-billing"), None);
+    }
+
+    /// A FIFO put at the path after `check_path` (or by a race) is not
+    /// read: opened without blocking and seen for what it is, then
+    /// replaced by the file. A blocking read would wait for a writer.
+    #[test]
+    fn a_fifo_at_the_path_is_replaced_without_being_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("m.prom");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(check_path(&fifo).unwrap_err().0.contains("a FIFO"));
+        let (done, finished) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || done.send(write(&path, &run(false)).is_ok()));
+        let ok = finished.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(ok, Ok(true), "writing the metrics blocked on a FIFO");
+        assert!(std::fs::metadata(&fifo).unwrap().is_file());
+        assert!(check_path(&fifo).is_ok());
     }
 
     #[test]

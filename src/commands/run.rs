@@ -23,6 +23,9 @@ use crate::store::{
 
 /// `distlock run`: acquire, spawn, supervise, release.
 pub fn run(g: &Global, args: RunConfig) -> Result<u8> {
+    if let Some(path) = &args.metrics_file {
+        metrics::check_path(path)?;
+    }
     let timings = args.timings;
     // First, before any thread exists (see process/signals.rs).
     let signals = Signals::install()?;
@@ -392,6 +395,7 @@ fn history_outcome(outcome: &Outcome) -> RunOutcome {
     use std::os::unix::process::ExitStatusExt;
     match (outcome.lost, outcome.status) {
         (Some(Loss::NoGuardian), _) | (None, None) => RunOutcome::Failed,
+        (Some(Loss::MaxHold), _) => RunOutcome::MaxHold,
         (Some(_), _) => RunOutcome::LeaseLost,
         (None, Some(st)) if st.success() => RunOutcome::Success,
         (None, Some(st)) if st.signal().is_some() => RunOutcome::Signaled,

@@ -419,6 +419,26 @@ fn a_name_starting_with_a_dash_is_a_usage_error_that_states_the_rule() {
     }
 }
 
+/// `run -- -foo -- true`: after `--` `run` reads CMD, so NAME is missing.
+/// The line says what a name is and where it goes; before the fix it
+/// said only that <NAME> was not provided.
+#[test]
+fn a_name_missing_from_run_states_the_rule_and_its_place() {
+    for args in [
+        &["run", "--", "-foo", "--", "true"][..],
+        &["run", "--", "foo", "--", "true"],
+        &["acquire"],
+    ] {
+        let err = usage_line(args);
+        assert!(err.contains("<NAME>"), "{args:?}: {err}");
+        assert!(err.contains("A-Z a-z 0-9"), "{args:?}: {err}");
+        assert!(err.contains("not starting with -"), "{args:?}: {err}");
+        if args[0] == "run" {
+            assert!(err.contains("before --"), "{args:?}: {err}");
+        }
+    }
+}
+
 /// A negative duration or exit code is an invalid value: the one line says
 /// so, and does not advise `-- -5`, which would make `-5s` the NAME or CMD.
 #[test]

@@ -225,12 +225,6 @@ fn a_foreign_history_key_is_refused_and_list_survives_it() {
         );
         assert_eq!(out.stdout, "");
     }
-    // A record distlock cannot read is such a value too.
-    let _: i64 = server.cmd(&["LPUSH", &history_key("garbled"), "\x1b[2Jnot json"]);
-    let out = run(distlock(&server).args(["history", "garbled"]));
-    assert_eq!(out.code, 125, "{out:?}");
-    assert!(out.stderr.contains(&history_key("garbled")), "{out:?}");
-    assert!(!out.all().contains('\x1b'), "{out:?}");
 
     let out = run(distlock(&server).args(["list"]));
     assert_eq!(out.code, 0, "{out:?}");
@@ -238,6 +232,59 @@ fn a_foreign_history_key_is_refused_and_list_survives_it() {
     // The foreign key is left as it was.
     let t: String = server.cmd(&["TYPE", &history_key("odd")]);
     assert_eq!(t, "hash");
+}
+
+/// An entry another client pushed onto a distlock history list is not a
+/// key of another type: `run` records in front of it as usual, and
+/// `history` skips it with one warning line (none with `-q`) and shows
+/// the rest, exit 0. Before the fix `run` wrote over it silently and
+/// `history` then failed with 125, hiding every record.
+#[test]
+fn a_foreign_entry_in_the_history_is_skipped_with_one_warning() {
+    let server = RedisServer::start();
+    let name = "garbled";
+    let _: i64 = server.cmd(&["LPUSH", &history_key(name), "\x1b[2Jnot json", "{}"]);
+    assert_eq!(
+        run(distlock(&server).args(["run", name, "--", "true"])).code,
+        0
+    );
+    for args in [vec!["history", name], vec!["history", name, "--json"]] {
+        let out = run(distlock(&server).args(&args));
+        assert_eq!(out.code, 0, "{args:?}: {out:?}");
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one warning: {out:?}");
+        assert!(
+            lines[0].starts_with("distlock: warning: skipped 2 "),
+            "{out:?}"
+        );
+        assert!(lines[0].contains(&history_key(name)), "{out:?}");
+        assert!(out.stdout.contains("success"), "{out:?}");
+        assert!(!out.all().contains('\x1b'), "{out:?}");
+    }
+    let recs = records(&server, name);
+    assert_eq!(outcomes(&recs), ["success"]);
+    let out = run(distlock(&server).args(["-q", "history", name]));
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    let kept: i64 = server.cmd(&["LLEN", &history_key(name)]);
+    assert_eq!(kept, 3, "the foreign entries are left where they were");
+}
+
+/// A run stopped by `--max-hold` is recorded as `max_hold` (exit 124): its
+/// lease was never in danger, and an operator reading `lease_lost` would
+/// look for a Redis problem. Before the fix it was `lease_lost`.
+#[test]
+fn a_max_hold_stop_is_recorded_as_max_hold_not_lease_lost() {
+    let server = RedisServer::start();
+    let name = "toolong";
+    let out =
+        run(distlock(&server).args(["run", "--max-hold", "300ms", name, "--", "sleep", "30"]));
+    assert_eq!(out.code, 124, "{out:?}");
+    let recs = records(&server, name);
+    assert_eq!(outcomes(&recs), ["max_hold"]);
+    assert_eq!(recs[0]["exit_code"], 124);
+    let out = run(distlock(&server).args(["history", name]));
+    assert_eq!(out.stdout.lines().next(), Some("x"), "{out:?}");
+    assert!(out.stdout.contains("max_hold (exit 124)"), "{out:?}");
 }
 
 /// Script calls (EVALSHA and EVAL) Redis has run since its last `CONFIG

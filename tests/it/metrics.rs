@@ -145,3 +145,31 @@ fn a_file_that_cannot_be_written_is_a_warning_not_a_new_exit_status() {
     }
     assert!(!bad.exists());
 }
+
+/// A `--metrics-file` that is a FIFO (or any existing path that is no
+/// regular file) is a usage error before the lock is taken: exit 2 at
+/// once, one line, no token issued. Before the fix the run took the lock,
+/// ran CMD, released, then blocked for ever reading the FIFO for the last
+/// success.
+#[test]
+fn a_metrics_file_that_is_a_fifo_is_refused_before_the_lock_is_taken() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("m.prom");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    for path in [fifo.as_path(), dir.path()] {
+        let out = exec(
+            distlock(&server)
+                .args(["run", "--metrics-file"])
+                .arg(path)
+                .args(["fifo", "--", "true"]),
+            LIMIT,
+        );
+        assert_eq!(out.code, 2, "{out:?}");
+        assert!(out.took < std::time::Duration::from_secs(5), "{out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+        assert!(out.stderr.contains("not a regular file"), "{out:?}");
+        assert_eq!(server.get(&fence("fifo")), None, "the lock was taken");
+    }
+}

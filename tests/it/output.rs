@@ -247,6 +247,10 @@ fn a_stdout_that_fails_otherwise_is_one_line_and_exit_125() {
 // Values of any length, timestamps of any size
 // ---------------------------------------------------------------------------
 
+/// Values of any length are shown: whole by `inspect` and `list --json`;
+/// cut with `...` in `list`'s table, so one 70,000-character foreign
+/// owner does not pad every other line to 70,000 characters (as it did
+/// before the fix).
 #[test]
 fn values_of_any_length_are_listed_and_inspected() {
     let server = RedisServer::start();
@@ -258,19 +262,29 @@ fn values_of_any_length_are_listed_and_inspected() {
         "command",
         &"c".repeat(70_000),
     ]);
-    for args in [&["list"][..], &["inspect", "big"]] {
-        let out = run(distlock(&server).args(args));
-        assert_eq!(
-            (out.code, out.stderr.as_str()),
-            (0, ""),
-            "{args:?}: {out:?}"
-        );
-        assert!(out.stdout.contains(&owner), "{args:?}: shows the owner");
+    let out = run(distlock(&server).args(["acquire", "small", "--ttl", "60s"]));
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = run(distlock(&server).args(["inspect", "big"]));
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    assert!(out.stdout.contains(&owner), "inspect shows the owner whole");
+    let out = run(distlock(&server).args(["list"]));
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for line in &lines {
+        assert!(line.len() < 400, "a line {} wide", line.len());
     }
+    assert!(
+        lines[1].starts_with("big ") && lines[1].contains("ooo..."),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("ccc..."), "{lines:?}");
+    assert!(lines[2].starts_with("small "), "{lines:?}");
     let out = run(distlock(&server).args(["list", "--json"]));
     assert_eq!(out.code, 0, "{out:?}");
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v[0]["owner"], owner.as_str());
+    assert_eq!(v[0]["command"], "c".repeat(70_000).as_str());
 }
 
 #[test]

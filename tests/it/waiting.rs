@@ -1087,6 +1087,69 @@ fn four_stopped_waiters_in_a_row_cost_about_a_second_each() {
     stopped_waiters_in_a_row(4, "frozen4", Releaser::Subcommand);
 }
 
+/// Twelve stopped waiters in a row, then live B: the releasing `run`
+/// stays at most `MAX_STAY` (5.4 s: six claim windows) to see its
+/// hand-off through, then exits; B is still served, by its own retries
+/// (every 2 s, its TTL) once the stopped waiters' turns or keep-alives
+/// have passed. Before the fix `run` stayed until B claimed, 0.9 s per
+/// stopped waiter: 10.8 s here, and without bound for more.
+#[test]
+fn many_stopped_waiters_do_not_hold_the_releaser_past_its_stay() {
+    const STOPPED: usize = 12;
+    let server = RedisServer::start();
+    let name = "frozen12";
+    let dir = tempfile::tempdir().unwrap();
+    let (h_file, h_go) = (dir.path().join("h"), dir.path().join("h-go"));
+    let mut holder = Reaper(vec![spawn_run(
+        &server,
+        &["--ttl", "3s", name],
+        WRITE_TOKEN_THEN_HOLD,
+        &[&h_file, &h_go],
+        None,
+    )]);
+    let first = token_in(&h_file).expect("the holder runs");
+    let files: Vec<PathBuf> = (0..=STOPPED)
+        .map(|i| dir.path().join(format!("w{i}")))
+        .collect();
+    let go = dir.path().join("go");
+    let mut kids = Reaper(Vec::new());
+    for (i, file) in files.iter().enumerate() {
+        kids.0.push(spawn_run(
+            &server,
+            &["--wait", "60s", "--ttl", "2s", name],
+            WRITE_TOKEN_THEN_HOLD,
+            &[file, &go],
+            None,
+        ));
+        queued(&server, name, i as u64 + 1, kids.0.last().unwrap());
+        if i < STOPPED {
+            stop(&kids.0[i]);
+        }
+    }
+    let released = Instant::now();
+    std::fs::write(&h_go, "").unwrap();
+    assert!(wait_with_timeout(&mut holder.0[0], LIMIT).success());
+    let stayed = released.elapsed();
+    assert!(
+        stayed < Duration::from_millis(5400 + 1500),
+        "the releaser stayed {stayed:?} for {STOPPED} stopped waiters: past its bound"
+    );
+    later(
+        token_in(&files[STOPPED]),
+        first,
+        "the live waiter behind the stopped ones must still get the lock",
+    );
+    assert!(
+        files[..STOPPED].iter().all(|f| !f.exists()),
+        "a stopped waiter ran"
+    );
+    std::fs::write(&go, "").unwrap();
+    assert!(wait_with_timeout(&mut kids.0[STOPPED], LIMIT).success());
+    for kid in &kids.0[..STOPPED] {
+        signal(kid.id() as i32, libc::SIGCONT);
+    }
+}
+
 /// A head that is stopped at the release but continued 300 ms later, inside
 /// its claim window, is a live, slow head: it keeps its turn and runs
 /// first. B, told when A's window would end, is told that A claimed and
@@ -1587,6 +1650,120 @@ fn a_user_denied_zrank_is_refused_before_it_joins_the_queue() {
         !stats.contains("cmdstat_zadd:"),
         "the refused waiter joined the queue before it was refused: {stats}"
     );
+}
+
+/// A woken waiter whose claim cannot end the hand-off (the XADD to
+/// `settled` fails) exits 125 with one line saying why, and its claim
+/// changes nothing: the fence where the last holder left it, the lock free,
+/// CMD never started. `prepare` makes the XADD fail before the release.
+/// Before the fix the claim moved the fence first and failed on the XADD:
+/// a token burnt with nobody holding the lock, and the server's text.
+fn a_claim_that_cannot_settle(
+    name: &str,
+    waiter_url: &str,
+    prepare: impl Fn(&RedisServer),
+    server: &RedisServer,
+    says: &str,
+) {
+    let k = keys(name);
+    let owner = format!("{}:0:{}", hostname(), "ef".repeat(16));
+    hold_as(server, &owner, name);
+    let fence: String = server.get(&format!("{}:fence", k.lock)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (ran, err) = (dir.path().join("ran"), dir.path().join("err"));
+    let mut waiter = distlock_at(waiter_url)
+        .args(["run", "--wait", "20s", name, "--", "touch"])
+        .arg(&ran)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    queued(server, name, 1, &waiter);
+    prepare(server);
+    release_as(server, &owner, name);
+    let status = wait_with_timeout(&mut waiter, LIMIT);
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("distlock: ") && stderr.contains(says),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("script") || stderr.contains("distlock's scripts"),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.get(&format!("{}:fence", k.lock)),
+        Some(fence),
+        "the failed claim moved the fence"
+    );
+    assert_eq!(
+        server.get(&k.lock),
+        None,
+        "the failed claim left the lock held"
+    );
+    assert!(!ran.exists(), "CMD ran");
+}
+
+/// A `settled` stream another client left at the last possible entry id:
+/// XADD with an automatic id fails on it.
+#[test]
+fn a_settled_stream_at_its_last_id_fails_the_claim_before_the_fence_moves() {
+    let server = RedisServer::start();
+    let name = "fullsettled";
+    let settled = format!("distlock:{{{name}}}:settled");
+    let url = server.url();
+    a_claim_that_cannot_settle(
+        name,
+        &url,
+        |s| {
+            let _: String = s.cmd(&[
+                "XADD",
+                &settled,
+                "18446744073709551615-18446744073709551615",
+                "x",
+                "y",
+            ]);
+        },
+        &server,
+        &settled,
+    );
+}
+
+/// A Redis user whose ACL lacks XADD: refused by name, nothing changed.
+#[test]
+fn a_user_denied_xadd_fails_the_claim_before_the_fence_moves() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "noxadd", "on", ">pw", "~*", "&*", "+@all", "-xadd",
+    ]);
+    let url = format!("redis://noxadd:pw@127.0.0.1:{}", server.port);
+    a_claim_that_cannot_settle("noxadd", &url, |_| {}, &server, "may not run XADD");
+}
+
+/// A user whose ACL lacks a write the claim makes after its token (HSET on
+/// the lease's metadata here) is refused before the token: no fence, no
+/// lock, CMD never started, one line naming HSET. Before the fix the
+/// token was issued, then the HSET failed: every attempt burnt a token
+/// with nobody holding the lock.
+#[test]
+fn a_user_denied_a_later_write_is_refused_before_the_token() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "nohset", "on", ">pw", "~*", "&*", "+@all", "-hset",
+    ]);
+    let url = format!("redis://nohset:pw@127.0.0.1:{}", server.port);
+    let out = exec(
+        distlock_at(&url).args(["run", "nohset", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 125, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("may not run HSET"), "{out:?}");
+    assert_eq!(server.get(&fence("nohset")), None, "a token was burnt");
+    assert_eq!(server.get(&keys("nohset").lock), None);
 }
 
 /// A release wakes the first waiter still listening, but drops at most a

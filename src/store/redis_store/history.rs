@@ -5,7 +5,7 @@
 use redis::Value;
 
 use super::scripts::HISTORY;
-use super::{ForeignKey, LockKeys, Result, Store};
+use super::{LockKeys, Result, Store};
 
 /// How a run ended, as its history record names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub enum RunOutcome {
     Signaled,
     /// The lease was lost and CMD was stopped (124).
     LeaseLost,
+    /// `--max-hold` ran out and CMD was stopped (124): the job ran too
+    /// long, the lease was never in danger.
+    MaxHold,
     /// CMD could not be started (126, 127).
     NotStarted,
     /// `--once-per` found the job already done; CMD never started.
@@ -25,11 +28,12 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    const ALL: [RunOutcome; 6] = [
+    const ALL: [RunOutcome; 7] = [
         RunOutcome::Success,
         RunOutcome::Failed,
         RunOutcome::Signaled,
         RunOutcome::LeaseLost,
+        RunOutcome::MaxHold,
         RunOutcome::NotStarted,
         RunOutcome::SkippedDone,
     ];
@@ -41,6 +45,7 @@ impl RunOutcome {
             RunOutcome::Failed => "failed",
             RunOutcome::Signaled => "signaled",
             RunOutcome::LeaseLost => "lease_lost",
+            RunOutcome::MaxHold => "max_hold",
             RunOutcome::NotStarted => "not_started",
             RunOutcome::SkippedDone => "skipped_done",
         }
@@ -108,35 +113,40 @@ impl HistoryRecord {
     }
 }
 
+/// What `history` read among the newest entries: distlock's records, and
+/// how many entries were not (another client pushed them onto the list).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct History {
+    pub records: Vec<HistoryRecord>,
+    pub foreign: usize,
+}
+
 impl Store {
-    /// The newest `n` records of `keys`' history, newest first. A record
-    /// distlock cannot read makes the key another program's (as a key of
-    /// another type is): an error naming it.
-    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<Vec<HistoryRecord>> {
+    /// The newest `n` entries of `keys`' history, newest first. An entry
+    /// distlock cannot read is counted and skipped, not an error: the
+    /// list is distlock's (a key of another type is refused by name), a
+    /// `run`'s release pushes onto it all the same, and the stray entry
+    /// ages out like any record; one unreadable entry must not hide every
+    /// run from the operator.
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
         self.route(keys)?;
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok(History::default());
         }
         let items: Vec<Value> = self.call("reading the history", |c| {
             HISTORY.key(&keys.history).arg(n).invoke(c)
         })?;
-        items
-            .iter()
-            .map(|v| match v {
-                Value::BulkString(b) => HistoryRecord::parse(b),
-                _ => None,
-            })
-            .map(|r| {
-                r.ok_or_else(|| {
-                    ForeignKey {
-                        key: keys.history.clone(),
-                        kind: "list of records that are not distlock's,".to_owned(),
-                        store: "a Redis",
-                    }
-                    .into()
-                })
-            })
-            .collect()
+        let mut history = History::default();
+        for v in &items {
+            match v {
+                Value::BulkString(b) => match HistoryRecord::parse(b) {
+                    Some(r) => history.records.push(r),
+                    None => history.foreign += 1,
+                },
+                _ => history.foreign += 1,
+            }
+        }
+        Ok(history)
     }
 }
 

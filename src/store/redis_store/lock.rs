@@ -18,6 +18,15 @@ use std::time::Duration;
 /// times the wait out, and `RELAY` must find that window passed by TIME.
 const RELAY_SLACK: Duration = Duration::from_millis(5);
 
+/// The longest a releaser stays to see its hand-off through: two
+/// schedules of promised turns (the release's and one `RELAY`'s, three
+/// claim windows of 0.9 s each), so up to six stopped waiters in a row
+/// cost the next live one 0.9 s each. Past that the releaser goes (its
+/// caller, a `run` or `release`, must not hang on other people's stopped
+/// jobs) and the live waiter moves the queue on by its own retries
+/// (guarantees.md §5).
+pub(super) const MAX_STAY: Duration = Duration::from_millis(2 * 3 * 900);
+
 impl Store {
     /// Takes the lease for `owner`, or reports who holds it.
     pub fn acquire(
@@ -131,8 +140,17 @@ impl Store {
         self.route(keys)?;
         let timeout = self.timeout;
         let mut left = handoff.until;
+        let stay_ends = std::time::Instant::now() + MAX_STAY + RELAY_SLACK;
         loop {
-            let wait = left + RELAY_SLACK;
+            // Whole ms, at least one: XREAD BLOCK 0 would block for ever.
+            let stay = stay_ends.saturating_duration_since(std::time::Instant::now());
+            if stay < Duration::from_millis(1) {
+                return Ok(());
+            }
+            // A schedule that ends past the stay is not seen through: no
+            // RELAY after it, the waiters' own retries go on from there.
+            let wait = (left + RELAY_SLACK).min(stay);
+            let last = wait == stay;
             self.timeout = timeout + wait;
             let read = self.call_raw("waiting for the next holder's claim", |c| {
                 redis::cmd("XREAD")
@@ -144,7 +162,7 @@ impl Store {
                     .query(c)
             });
             self.timeout = timeout;
-            if read? != Value::Nil {
+            if read? != Value::Nil || last {
                 return Ok(());
             }
             let next: i64 = self.call("handing the lock on", |c| {

@@ -53,7 +53,7 @@ pub use connection::{redact_urls_in, url_passwords, without_password, Target};
 #[cfg(feature = "etcd")]
 pub(super) use error::tls_failure;
 pub use error::{Failure, StoreError};
-pub use history::{HistoryRecord, RunOutcome};
+pub use history::{History, HistoryRecord, RunOutcome};
 pub use keys::LockKeys;
 pub use pubsub::Subscription;
 pub use replies::ForeignKey;

@@ -382,7 +382,8 @@ impl FromRedisValue for ServerTime {
 
 /// The `{-2, key, type}` reply of a script that found a foreign key. The
 /// type `counter` (no Redis type is called so) is a fencing counter the
-/// script cannot read, told in words (see `foreign_key!` in `scripts.rs`).
+/// script cannot read, told in words (see `foreign_key!` in `scripts.rs`),
+/// and `stream_full` a `settled` stream that takes no entry (`settle`).
 pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
     match v {
         Value::Array(items) => match items.as_slice() {
@@ -390,6 +391,7 @@ pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
                 key: string(key).ok()??,
                 kind: match string(kind).ok()?? {
                     k if k == "counter" => UNREADABLE_COUNTER.to_owned(),
+                    k if k == "stream_full" => FULL_STREAM.to_owned(),
                     k => k,
                 },
                 store: "a Redis",
@@ -405,6 +407,11 @@ pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
 /// something else").
 const UNREADABLE_COUNTER: &str =
     "string that is no fencing counter distlock can read (a whole number whose next token stays below 2^53),";
+
+/// What a `settled` stream that takes no more entries is (its last id is
+/// the largest there is, so XADD cannot add one), as the type in
+/// [`ForeignKey`]'s sentence.
+const FULL_STREAM: &str = "stream at its last possible entry id (no entry can be added),";
 
 /// The largest token a fencing counter may hold: 2^53 - 1, the largest
 /// integer a double (a Lua number, a JSON number in JavaScript) holds

@@ -230,7 +230,8 @@ pub(super) fn script_commands(sha: &str, line: usize) -> Vec<String> {
     else {
         return Vec::new();
     };
-    text.split("redis.call('")
+    text.replace("redis.pcall('", "redis.call('")
+        .split("redis.call('")
         .skip(1)
         .filter_map(|rest| rest.split_once('\'').map(|(c, _)| c.to_uppercase()))
         .collect()
@@ -428,25 +429,47 @@ end
 -- The hand-off has ended (claimed, or nobody left to take it): tells a
 -- releaser reading `settled` that it may go. Only the newest entry
 -- matters, and nobody may be reading, so it expires by itself.
+-- XADD is the one write that can fail on a key of the right type: a
+-- stream another client left at its last possible id takes no entry, and
+-- a user's ACL may lack XADD. So every caller settles before its other
+-- writes, and a failure changes nothing: the stream comes back as a
+-- foreign key, `{-2, settled, 'stream_full'}`; any other error (ACL, out
+-- of memory) is raised again as the server gave it, from the XADD's own
+-- line (the server names the line an error is raised on, and the ACL
+-- sentence looks the command up there).
 local function settle(settled)
-  redis.call('XADD', settled, 'MAXLEN', '1', '*', 'settled', '1')
+  local added = redis.pcall('XADD', settled, 'MAXLEN', '1', '*', 'settled', '1') if type(added) == 'table' and added.err and not string.find(added.err, 'last possible ID', 1, true) then error(added) end
+  if type(added) == 'table' and added.err then return {-2, settled, 'stream_full'} end
   redis.call('PEXPIRE', settled, 10000)
+  return false
+end
+-- Redis 7 tells a script what its user may run (`redis.acl_check_cmd`;
+-- older servers cannot, and refuse half way): a claim refused after its
+-- first write would burn a token with nobody holding the lock, so its
+-- writes are checked first, each as `{command, key, args...}`. The
+-- refusal is the server's own NOPERM reply, so it reads as one.
+local function refused(writes)
+  if not redis.acl_check_cmd then return false end
+  for _, w in ipairs(writes) do
+    if not redis.acl_check_cmd(unpack(w)) then
+      return redis.error_reply('NOPERM this user has no permissions to run the \'' .. string.lower(w[1]) .. '\' command')
+    end
+  end
+  return false
 end
 -- The newest entry of `settled`: the releaser waits for one after it.
 local function last_settled(settled)
   local newest = redis.call('XREVRANGE', settled, '+', '-', 'COUNT', 1)[1]
   return newest and newest[1] or '0-0'
 end
--- A successful acquire ends the promises: whoever still holds one is told
--- to forget it (at most AHEAD + 1 waiters). Publishes only (no write): the
--- caller deletes `turns` once its first write has passed the memory check.
--- Returns whether there were any: whether this acquire ends a hand-off.
-local function end_turns(turns, chan, me)
-  local promised = redis.call('ZRANGE', turns, 0, -1)
+-- A successful acquire ends the promises: whoever still holds one
+-- (`promised`, the members of `turns`: at most AHEAD + 1 waiters) is told
+-- to forget it. Publishes only (no write): the caller deletes `turns`
+-- once its first write has passed the memory check.
+local function end_turns(promised, chan, me)
   for _, w in ipairs(promised) do
     if w ~= me then redis.call('PUBLISH', chan .. w, 'claimed') end
   end
-  return #promised > 0
 end
 "
     };
@@ -636,21 +659,41 @@ if holder == false and not ahead then
     local done = done_within(KEYS[10], math.floor(now / 1000), tonumber(arg_field(7, 'once_per_ms')))
     if done then
       drop(queue, deadlines, turns, owner)
-      if not wake_next(queue, deadlines, turns, chan, owner) then settle(settled) end
+      if not wake_next(queue, deadlines, turns, chan, owner) then
+        local full = settle(settled)
+        if full then return full end
+      end
       if KEYS[11] and ARGV[5] ~= '' then record_history(KEYS[11], ARGV[5], 0, ARGV[6], false) end
       return done
     end
   end
   -- The lease's own key is written last (see the top of this file), and
-  -- the new token first: Redis refuses a script's write for lack of memory
-  -- only up to its first write, so out of memory (noeviction) ends the
-  -- acquisition here, with nothing changed.
-  local handed = end_turns(turns, chan, owner)
-  local token = next_token(fence)
+  -- the first write is one that may fail (`settle`) or the new token:
+  -- Redis refuses a script's write for lack of memory only up to its
+  -- first write, so out of memory (noeviction) ends the acquisition here,
+  -- with nothing changed. The waiters promised a turn are told `claimed`
+  -- only once the claim cannot fail.
+  local promised = redis.call('ZRANGE', turns, 0, -1)
+  local handed = #promised > 0
+  local writes = {
+    {'SET', fence, '1'}, {'ZREM', queue, owner}, {'ZREM', deadlines, owner},
+    {'DEL', meta}, {'HSET', meta, 'token', '1'}, {'PEXPIRE', meta, ttl},
+    {'SET', lock, owner, 'PX', ttl},
+  }
   if handed then
-    settle(settled)
-    redis.call('DEL', turns)
+    table.insert(writes, {'XADD', settled, 'MAXLEN', '1', '*', 'settled', '1'})
+    table.insert(writes, {'PEXPIRE', settled, '10000'})
+    table.insert(writes, {'DEL', turns})
   end
+  local denied = refused(writes)
+  if denied then return denied end
+  if handed then
+    local full = settle(settled)
+    if full then return full end
+  end
+  end_turns(promised, chan, owner)
+  local token = next_token(fence)
+  if handed then redis.call('DEL', turns) end
   redis.call('ZREM', queue, owner)
   redis.call('ZREM', deadlines, owner)
   redis.call('DEL', meta)
@@ -715,7 +758,10 @@ local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset'
 if foreign then return foreign end
 drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  if not wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1]) then settle(KEYS[5]) end
+  if not wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1]) then
+    local full = settle(KEYS[5])
+    if full then return full end
+  end
 end
 return 1
 "
