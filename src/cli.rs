@@ -691,10 +691,11 @@ pub struct InspectArgs {
 #[command(
     long_about = "Show how the last runs of NAME ended, newest first: when each \
         started (the server's clock), on which host, for how long, its outcome \
-        (success, failed, signaled, lease_lost, max_hold, not_started, \
-        skipped_done) and fencing token. The first line pictures the runs \
-        shown, oldest to newest: + success, x failed, stopped at --max-hold \
-        or not started, ! lease lost, - skipped \
+        (success, failed, signaled, lease_lost, not_started, skipped_done; \
+        a run stopped at --max-hold is lease_lost by max_hold) and fencing \
+        token. The first line pictures the runs shown, oldest to newest: \
+        + success, x failed, signaled or not started, ! lease lost or \
+        stopped at --max-hold, - skipped \
         (--once-per found the job done).",
     after_long_help = HISTORY_EXAMPLES
 )]

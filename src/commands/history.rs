@@ -36,7 +36,7 @@ pub fn history(g: &Global, args: HistoryConfig) -> Result<u8> {
 }
 
 fn record_json(r: &HistoryRecord) -> serde_json::Value {
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "started_at": rfc3339(r.started_ms, true),
         "duration_ms": r.duration_ms,
         "host": r.host,
@@ -45,7 +45,11 @@ fn record_json(r: &HistoryRecord) -> serde_json::Value {
         "fencing_token": r.token,
         "outcome": r.outcome.as_str(),
         "exit_code": r.exit_code,
-    })
+    });
+    if let Some(by) = r.outcome.stopped_by() {
+        v["stopped_by"] = by.into();
+    }
+    v
 }
 
 /// The symbol of a run in the summary line: plain ASCII, or for a person
@@ -53,24 +57,14 @@ fn record_json(r: &HistoryRecord) -> serde_json::Value {
 fn symbol(o: RunOutcome, fancy: bool) -> &'static str {
     match (o, fancy) {
         (RunOutcome::Success, false) => "+",
-        (
-            RunOutcome::Failed
-            | RunOutcome::Signaled
-            | RunOutcome::NotStarted
-            | RunOutcome::MaxHold,
-            false,
-        ) => "x",
-        (RunOutcome::LeaseLost, false) => "!",
+        (RunOutcome::Failed | RunOutcome::Signaled | RunOutcome::NotStarted, false) => "x",
+        (RunOutcome::LeaseLost | RunOutcome::MaxHold, false) => "!",
         (RunOutcome::SkippedDone, false) => "-",
         (RunOutcome::Success, true) => "\x1b[32m✔\x1b[0m",
-        (
-            RunOutcome::Failed
-            | RunOutcome::Signaled
-            | RunOutcome::NotStarted
-            | RunOutcome::MaxHold,
-            true,
-        ) => "\x1b[31m✘\x1b[0m",
-        (RunOutcome::LeaseLost, true) => "\x1b[33m!\x1b[0m",
+        (RunOutcome::Failed | RunOutcome::Signaled | RunOutcome::NotStarted, true) => {
+            "\x1b[31m✘\x1b[0m"
+        }
+        (RunOutcome::LeaseLost | RunOutcome::MaxHold, true) => "\x1b[33m!\x1b[0m",
         (RunOutcome::SkippedDone, true) => "\x1b[2m·\x1b[0m",
     }
 }
@@ -94,7 +88,10 @@ fn render(records: &[HistoryRecord], fancy: bool) -> String {
         .map(|r| {
             let outcome = match r.outcome {
                 RunOutcome::Success => "success".to_owned(),
-                o => format!("{} (exit {})", o.as_str(), r.exit_code),
+                o => match o.stopped_by() {
+                    Some(by) => format!("{} by {by} (exit {})", o.as_str(), r.exit_code),
+                    None => format!("{} (exit {})", o.as_str(), r.exit_code),
+                },
             };
             [
                 rfc3339(r.started_ms, false).unwrap_or_else(|| format!("at_ms {}", r.started_ms)),

@@ -89,6 +89,11 @@ fn each_outcome_leaves_its_record_newest_first() {
         .map(|r| r["exit_code"].as_i64().unwrap())
         .collect();
     assert_eq!(codes, [9, 0, 124, 127, 143, 3, 0]);
+    // Only a --max-hold stop says what stopped it.
+    assert!(
+        recs.iter().all(|r| r.get("stopped_by").is_none()),
+        "{recs:?}"
+    );
     let host = hostname();
     let mut last_token = u64::MAX;
     let mut last_start = u64::MAX;
@@ -269,22 +274,28 @@ fn a_foreign_entry_in_the_history_is_skipped_with_one_warning() {
     assert_eq!(kept, 3, "the foreign entries are left where they were");
 }
 
-/// A run stopped by `--max-hold` is recorded as `max_hold` (exit 124): its
-/// lease was never in danger, and an operator reading `lease_lost` would
-/// look for a Redis problem. Before the fix it was `lease_lost`.
+/// A run stopped by `--max-hold` says so in its record: its lease was
+/// never in danger, and an operator reading a bare `lease_lost` would look
+/// for a Redis problem. The contract's outcomes are a closed set with
+/// `lease_lost` for exit 124, so the record keeps that word and adds
+/// `"stopped_by": "max_hold"`; before the fix nothing told the two apart.
 #[test]
-fn a_max_hold_stop_is_recorded_as_max_hold_not_lease_lost() {
+fn a_max_hold_stop_is_recorded_as_stopped_by_max_hold() {
     let server = RedisServer::start();
     let name = "toolong";
     let out =
         run(distlock(&server).args(["run", "--max-hold", "300ms", name, "--", "sleep", "30"]));
     assert_eq!(out.code, 124, "{out:?}");
     let recs = records(&server, name);
-    assert_eq!(outcomes(&recs), ["max_hold"]);
+    assert_eq!(outcomes(&recs), ["lease_lost"]);
+    assert_eq!(recs[0]["stopped_by"], "max_hold", "{recs:?}");
     assert_eq!(recs[0]["exit_code"], 124);
     let out = run(distlock(&server).args(["history", name]));
-    assert_eq!(out.stdout.lines().next(), Some("x"), "{out:?}");
-    assert!(out.stdout.contains("max_hold (exit 124)"), "{out:?}");
+    assert_eq!(out.stdout.lines().next(), Some("!"), "{out:?}");
+    assert!(
+        out.stdout.contains("lease_lost by max_hold (exit 124)"),
+        "{out:?}"
+    );
 }
 
 /// Script calls (EVALSHA and EVAL) Redis has run since its last `CONFIG

@@ -19,7 +19,9 @@ pub enum RunOutcome {
     /// The lease was lost and CMD was stopped (124).
     LeaseLost,
     /// `--max-hold` ran out and CMD was stopped (124): the job ran too
-    /// long, the lease was never in danger.
+    /// long, the lease was never in danger. The contract's outcomes are a
+    /// closed set, so it is stored and shown as `lease_lost` (exit 124)
+    /// with `"stopped_by": "max_hold"` beside it, which tells the two apart.
     MaxHold,
     /// CMD could not be started (126, 127).
     NotStarted,
@@ -44,15 +46,21 @@ impl RunOutcome {
             RunOutcome::Success => "success",
             RunOutcome::Failed => "failed",
             RunOutcome::Signaled => "signaled",
-            RunOutcome::LeaseLost => "lease_lost",
-            RunOutcome::MaxHold => "max_hold",
+            RunOutcome::LeaseLost | RunOutcome::MaxHold => "lease_lost",
             RunOutcome::NotStarted => "not_started",
             RunOutcome::SkippedDone => "skipped_done",
         }
     }
 
-    fn parse(s: &str) -> Option<RunOutcome> {
-        RunOutcome::ALL.into_iter().find(|o| o.as_str() == s)
+    /// What stopped CMD, where the outcome's word alone does not say.
+    pub fn stopped_by(self) -> Option<&'static str> {
+        (self == RunOutcome::MaxHold).then_some("max_hold")
+    }
+
+    fn parse(s: &str, stopped_by: Option<&str>) -> Option<RunOutcome> {
+        RunOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s && o.stopped_by() == stopped_by)
     }
 }
 
@@ -80,7 +88,7 @@ impl HistoryRecord {
     /// server puts in front). JSON so other clients can read it; the
     /// fields in the order `distlock history --json` prints them.
     pub(in crate::store) fn tail(&self) -> String {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "duration_ms": self.duration_ms,
             "host": self.host,
             "pid": self.pid,
@@ -88,8 +96,11 @@ impl HistoryRecord {
             "fencing_token": self.token,
             "outcome": self.outcome.as_str(),
             "exit_code": self.exit_code,
-        })
-        .to_string()
+        });
+        if let Some(by) = self.outcome.stopped_by() {
+            v["stopped_by"] = by.into();
+        }
+        v.to_string()
     }
 
     /// A stored record, or None for one that is not distlock's.
@@ -107,7 +118,10 @@ impl HistoryRecord {
                 serde_json::Value::Null => None,
                 t => Some(t.as_u64()?),
             },
-            outcome: RunOutcome::parse(v.get("outcome")?.as_str()?)?,
+            outcome: RunOutcome::parse(
+                v.get("outcome")?.as_str()?,
+                v.get("stopped_by").and_then(|b| b.as_str()),
+            )?,
             exit_code: u8::try_from(u("exit_code")?).ok()?,
         })
     }
@@ -184,7 +198,7 @@ mod tests {
         let stored = format!("{{\"started_ms\":1,{}", &skipped.tail()[1..]);
         assert_eq!(HistoryRecord::parse(stored.as_bytes()).unwrap().token, None);
         for o in RunOutcome::ALL {
-            assert_eq!(RunOutcome::parse(o.as_str()), Some(o));
+            assert_eq!(RunOutcome::parse(o.as_str(), o.stopped_by()), Some(o));
         }
     }
 
