@@ -342,6 +342,14 @@ macro_rules! each {
     };
 }
 
+/// Whether a `--tls-ca` file holds a PEM certificate: one that holds none
+/// (an empty file, a key by mistake) is refused up front on both stores,
+/// since TLS would then trust nobody and blame every server's certificate.
+pub(crate) fn holds_a_certificate(pem: &[u8]) -> bool {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    CertificateDer::pem_slice_iter(pem).any(|c| c.is_ok())
+}
+
 impl Store {
     /// A store for `target` whose connects and calls each give up after
     /// `timeout`. Does no I/O until the first call.

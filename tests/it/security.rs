@@ -156,6 +156,30 @@ fn a_certificate_from_another_ca_is_refused_naming_the_host_and_the_ca() {
     assert_eq!(out.stdout, "");
 }
 
+/// A `--tls-ca` file without a certificate (empty, or a key given by
+/// mistake) trusts nobody; it used to be taken, and the server's good
+/// certificate was then blamed. It is a usage error naming the file, as on
+/// etcd, before anything is sent.
+#[test]
+fn a_tls_ca_file_without_a_certificate_is_a_usage_error_naming_it() {
+    let pki = Pki::get();
+    let server = TlsServer::start("server", "no");
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty-ca.pem");
+    std::fs::write(&empty, "").unwrap();
+    for ca in [empty.clone(), pki.path("server.key")] {
+        let out = run(distlock_at(&server.url("localhost"))
+            .arg("--tls-ca")
+            .arg(&ca)
+            .args(["acquire", "t"]));
+        assert_eq!(out.code, 2, "{ca:?}: {out:?}");
+        assert_one_error_line(&out);
+        assert!(out.stderr.contains("no PEM certificate"), "{out:?}");
+        assert!(out.stderr.contains(&ca.display().to_string()), "{out:?}");
+        assert_eq!(out.stdout, "");
+    }
+}
+
 #[test]
 fn a_certificate_for_another_name_is_refused_naming_the_name() {
     let pki = Pki::get();

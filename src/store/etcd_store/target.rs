@@ -143,7 +143,7 @@ impl Target {
             // tonic takes a file without a certificate and then trusts
             // nobody: every connection would fail as if the server's
             // certificate were wrong.
-            if !holds_a_certificate(&pem) {
+            if !crate::store::holds_a_certificate(&pem) {
                 bail!(UsageError(format!(
                     "--tls-ca {} holds no PEM certificate: give the CA that signed the etcd servers' certificates",
                     ca.display()
@@ -292,11 +292,6 @@ impl Target {
 }
 
 /// Whether `pem` holds at least one certificate.
-fn holds_a_certificate(pem: &[u8]) -> bool {
-    use rustls::pki_types::{pem::PemObject, CertificateDer};
-    CertificateDer::pem_slice_iter(pem).any(|c| c.is_ok())
-}
-
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; None if malformed.
 fn split_host_port(s: &str) -> Option<(String, u16)> {
     let (host, port) = if let Some(v6) = s.strip_prefix('[') {

@@ -113,6 +113,17 @@ impl Target {
             }
             install_crypto_provider();
             let root_cert = read("--tls-ca", &sec.tls_ca)?;
+            // A CA file without a certificate trusts nobody: every server
+            // would look as if its certificate were wrong. As on etcd.
+            if let (Some(pem), Some(path)) = (&root_cert, &sec.tls_ca) {
+                if !crate::store::holds_a_certificate(pem) {
+                    return Err(UsageError(format!(
+                        "--tls-ca {} holds no PEM certificate: give the CA that signed the server's certificate",
+                        path.display()
+                    ))
+                    .into());
+                }
+            }
             let client_tls = match (
                 read("--tls-cert", &sec.tls_cert)?,
                 read("--tls-key", &sec.tls_key)?,
