@@ -479,16 +479,7 @@ impl Store {
     }
 
     pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
-        match self {
-            Store::Redis(s) => s.history(keys, n),
-            // etcd refuses an unreadable record by its key (a key of its
-            // own per record), so it reports none skipped.
-            #[cfg(feature = "etcd")]
-            Store::Etcd(s) => s.history(keys, n).map(|records| History {
-                records,
-                foreign: 0,
-            }),
-        }
+        each!(self, s => s.history(keys, n))
     }
 
     pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {

@@ -349,6 +349,32 @@ fn history_lists_the_runs_newest_first_with_their_exit_codes() {
     );
 }
 
+/// A key under a name's history prefix that another client wrote used to
+/// make `history` fail with 125, hiding every run; as on Redis it is now
+/// skipped with one warning (none with `-q`) and the records are shown.
+#[test]
+fn a_foreign_history_key_is_skipped_with_one_warning() {
+    let name = "etcd-rec-stray";
+    assert_eq!(dl(&["run", name, "--", "true"]).code, 0);
+    // Sorts after every record's key, so it is among the newest read.
+    let stray = format!("distlock:{{{name}}}:history/zzz");
+    shared().ctl(&["put", &stray, "not a record"]);
+
+    let out = dl(&["history", "--json", name]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let recs: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(outcomes(&recs), ["success"]);
+    let warnings: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(warnings.len(), 1, "{out:?}");
+    assert!(warnings[0].contains("skipped 1"), "{out:?}");
+    assert!(warnings[0].contains("history"), "{out:?}");
+
+    let out = dl(&["-q", "history", name]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    assert!(out.stdout.contains("success"), "{out:?}");
+    shared().ctl(&["del", &stray]);
+}
+
 #[test]
 fn history_keeps_at_most_the_configured_number() {
     let name = "etcd-rec-cap";

@@ -37,8 +37,8 @@ use etcd_client::{
 };
 
 use super::{
-    Acquire, DoneMark, Failure, ForeignKey, Found, HistoryRecord, LockInfo, LockKeys, Mode,
-    Release, ReplicaClock, Result, RunRecord, SlotsInfo, StoreError, Watched,
+    Acquire, DoneMark, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, ReplicaClock,
+    Result, RunRecord, SlotsInfo, StoreError, Watched,
 };
 
 pub use queue::Subscription;
@@ -650,7 +650,7 @@ impl Store {
             .collect()
     }
 
-    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<Vec<HistoryRecord>> {
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<super::History> {
         self.read_history(keys, n)
     }
 

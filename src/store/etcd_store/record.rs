@@ -42,8 +42,8 @@ type Fields = Vec<(String, String)>;
 type Ec<T> = std::result::Result<T, etcd_client::Error>;
 use crate::config::fmt_duration;
 use crate::store::{
-    DoneMark, ForeignKey, HistoryRecord, LastRun, LockKeys, Release, Result, RunRecord, StoreError,
-    Watched,
+    DoneMark, ForeignKey, History, HistoryRecord, LastRun, LockKeys, Release, Result, RunRecord,
+    StoreError, Watched,
 };
 
 /// What `run --once-per` found before taking the lock.
@@ -721,11 +721,13 @@ impl Store {
         Ok((meta, last, done))
     }
 
-    /// `distlock history`: the newest `n` records, newest first. A record
-    /// distlock cannot read is refused by its key.
-    pub(super) fn read_history(&mut self, keys: &LockKeys, n: u32) -> Result<Vec<HistoryRecord>> {
+    /// `distlock history`: the newest `n` records, newest first. A key
+    /// under the history prefix that is not a distlock record (another
+    /// client wrote it) is counted and skipped, as on Redis: one stray key
+    /// must not hide every run from the operator.
+    pub(super) fn read_history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok(History::default());
         }
         let prefix = history_prefix(keys);
         let kvs = self.call("reading the history", |mut c| async move {
@@ -742,12 +744,14 @@ impl Store {
                 .await?;
             Ok(got.kvs().to_vec())
         })?;
-        kvs.iter()
-            .map(|kv| {
-                HistoryRecord::parse(kv.value())
-                    .ok_or_else(|| unreadable(kv.key(), "a distlock run record"))
-            })
-            .collect()
+        let mut history = History::default();
+        for kv in &kvs {
+            match HistoryRecord::parse(kv.value()) {
+                Some(r) => history.records.push(r),
+                None => history.foreign += 1,
+            }
+        }
+        Ok(history)
     }
 }
 
