@@ -10,24 +10,27 @@
 //! in from outside, a variant can be compiled out with its feature, and
 //! callers keep calling methods on one concrete type (no boxing, no
 //! object-safety limits on the operations' signatures). This file holds
-//! the types both backends answer in and the dispatch.
+//! the dispatch and the types of the answers; `error`, `keys`, `record`
+//! and `url` what else both backends share (neither names the other).
 
+mod error;
+mod keys;
+mod record;
 mod redis_store;
+mod url;
 
 #[cfg(feature = "etcd")]
 mod etcd_store;
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::config::Security;
 
-#[cfg(feature = "etcd")]
-use redis_store::{percent_decoded, redact as redact_url, tls_failure};
-pub use redis_store::{
-    redact_urls_in, url_passwords, without_password, ClockReading, Failure, ForeignKey, History,
-    HistoryRecord, LockKeys, ReplicaClock, RunOutcome, StoreError,
-};
+pub use error::{Failure, ForeignKey, StoreError};
+pub use keys::LockKeys;
+pub use record::{History, HistoryRecord, LastRun, RunOutcome, RunRecord};
+pub use url::{redact_urls_in, url_passwords, without_password};
 
 /// What every store call returns: a typed [`StoreError`] on failure.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -238,30 +241,31 @@ pub struct MemberHealth {
     pub errors: Vec<String>,
 }
 
-/// What `run` records about itself when it ends.
-#[derive(Debug, Clone)]
-pub struct LastRun {
-    /// Host that ran CMD.
-    pub host: String,
-    /// Owner id of that run.
-    pub owner: String,
-    /// When the lock was acquired (Unix ms, the runner's wall clock).
-    pub started_ms: u64,
-    /// How long CMD held the lock.
-    pub duration_ms: u64,
-    /// distlock's exit status.
-    pub exit: u8,
-    /// The fencing token of that run.
-    pub token: u64,
+/// One reading of a server's clock (TIME) and this host's monotonic clock
+/// around the request.
+#[derive(Debug, Clone, Copy)]
+pub struct ClockReading {
+    /// The server's TIME, since the Unix epoch.
+    pub time: Duration,
+    pub sent: Instant,
+    pub received: Instant,
 }
 
-/// What `run` leaves behind when it ends, written with its release: the
-/// last-run record (kept for a while) and the history record (the newest
-/// N kept). Either may be absent.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RunRecord<'a> {
-    pub last: Option<(&'a LastRun, Duration)>,
-    pub history: Option<(&'a HistoryRecord, u32)>,
+impl ClockReading {
+    pub fn rtt(&self) -> Duration {
+        self.received.saturating_duration_since(self.sent)
+    }
+}
+
+/// A replica's clock beside its master's, for `doctor`.
+#[derive(Debug)]
+pub struct ReplicaClock {
+    /// `host:port` of the master (a Cluster's), or "the master".
+    pub master: String,
+    /// `host:port` as the master lists it.
+    pub replica: String,
+    /// The master's reading, then the replica's; or why there is none.
+    pub readings: std::result::Result<(ClockReading, ClockReading), String>,
 }
 
 /// A waiter's wake-ups, read one at a time with a timeout by a thread of

@@ -3,8 +3,9 @@
 //! sources (`use crate::x::…`, `use crate::{x, y}`, `crate::x::f()`),
 //! builds the graph of top-level modules, and fails on a cycle or on an
 //! arrow the layout forbids. It also checks the rules that are not arrows:
-//! only `store` names `redis::` items, only `main` and `commands` print,
-//! and `main` reads no files and builds no TLS or password settings.
+//! only `store` names `redis::` or `etcd_client::` items, and inside it
+//! neither backend names the other; only `main` and `commands` print; and
+//! `main` reads no files and builds no TLS or password settings.
 //!
 //! An arrow `a -> b` means "module a uses something of module b".
 
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 ///   arguments into `config`'s settings.
 /// - `config`: validated settings; a leaf.
 /// - `exit`, `clock`: leaves.
-/// - `store`: the only Redis code; takes settings from `config`.
+/// - `store`: the only Redis and etcd code; takes settings from `config`.
 /// - `lease`: taking and keeping the lease; uses the store and the clock.
 /// - `process`: processes, signals, terminal, guardian; no Redis.
 /// - `commands`: the subcommands, which drive all of the above with the
@@ -40,7 +41,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 /// Known violations, each to be removed by the change that fixes it: none
 /// left. Entries are `(module, what)`, where `what` is a module it may not
-/// use, or `"print"` for printing outside `main` and `commands`. An entry
+/// use, a store client crate it names (`"redis"`, `"etcd_client"`), or
+/// `"print"` for printing outside `main` and `commands`. An entry
 /// that no longer occurs fails the test too, so the list can only shrink.
 const KNOWN_VIOLATIONS: &[(&str, &str)] = &[];
 
@@ -134,6 +136,17 @@ fn crate_paths(code: &str) -> BTreeSet<String> {
         }
     }
     out
+}
+
+/// Whether `code` names `path` as a path of its own, not as the tail of
+/// another (`distlock_redis::` does not name `redis::`).
+fn names(code: &str, path: &str) -> bool {
+    code.match_indices(path).any(|(i, _)| {
+        !code[..i]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
 }
 
 struct Source {
@@ -326,9 +339,12 @@ fn violations(sources: &[Source]) -> Vec<(String, String, String)> {
         }
     }
     for s in sources {
-        let uses_redis = s.code.contains("redis::") || s.code.contains("use redis");
-        if s.module != "store" && s.module != "main" && uses_redis {
-            found.push((s.module.clone(), "redis".into(), s.file.clone()));
+        for client in ["redis", "etcd_client"] {
+            let named =
+                names(&s.code, &format!("{client}::")) || s.code.contains(&format!("use {client}"));
+            if s.module != "store" && named {
+                found.push((s.module.clone(), client.into(), s.file.clone()));
+            }
         }
         let prints = ["println!", "eprintln!", "print!", "eprint!"]
             .iter()
@@ -453,6 +469,40 @@ fn store_files_use_each_other_without_a_cycle() {
     }
     assert!(edges.len() > 5, "the parser found no arrows: {edges:?}");
     assert_eq!(find_cycle(&edges), None, "store/ arrows: {edges:?}");
+}
+
+/// The two backends share only what `store/` itself holds (errors, keys,
+/// records, URLs, the types of the answers): neither names the other or
+/// the other's client crate, and `store/mod.rs` imports nothing from a
+/// backend to hand on, so no shared word lives inside one of them.
+#[test]
+fn store_backends_share_only_what_store_holds() {
+    let sources = sources();
+    let mut found = Vec::new();
+    for (dir, other) in [
+        ("store/etcd_store/", ["redis_store", "redis::"]),
+        ("store/redis_store/", ["etcd_store", "etcd_client::"]),
+    ] {
+        let files: Vec<&Source> = sources.iter().filter(|s| s.file.starts_with(dir)).collect();
+        assert!(!files.is_empty(), "no sources under src/{dir}");
+        for s in files {
+            for path in other.iter().filter(|p| names(&s.code, p)) {
+                found.push(format!("{} names {path}", s.file));
+            }
+        }
+    }
+    let store = sources.iter().find(|s| s.file == "store/mod.rs").unwrap();
+    for line in store.code.lines().map(str::trim) {
+        let import = line.starts_with("use ") || line.starts_with("pub") && line.contains(" use ");
+        if import && (line.contains("redis_store") || line.contains("etcd_store")) {
+            found.push(format!("store/mod.rs imports from a backend: {line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a backend's words outside it (move shared ones to a file of store/):\n{}",
+        found.join("\n")
+    );
 }
 
 /// No code runs before `main`: no `.init_array` (or `.preinit_array`,

@@ -51,7 +51,7 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
             rustls::Error::InvalidMessage(_) => NO_TLS.to_owned(),
             other => format!(
                 "TLS: {}",
-                super::super::tls_failure(other, at.host, at.trust)
+                crate::store::error::tls_failure(other, at.host, at.trust)
             ),
         };
         return Some((StoreError::Tls, why));

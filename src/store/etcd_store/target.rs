@@ -54,7 +54,7 @@ impl Target {
     /// Parses an etcd URL and applies `sec`. Errors are usage errors and
     /// never echo a password.
     pub fn parse(url: &str, sec: &Security) -> Result<Target> {
-        let display = super::super::redact_url(url);
+        let display = crate::store::url::redact(url);
         let (scheme, rest) = url.split_once("://").expect("checked by the caller");
         let tls = scheme.eq_ignore_ascii_case("etcds");
         if !tls && sec.uses_tls() {
@@ -321,7 +321,7 @@ fn split_host_port(s: &str) -> Option<(String, u16)> {
 /// `%XX` escapes undone (user names and passwords in URLs); the text as
 /// it is when there are none or the result is not UTF-8.
 fn decode(s: &str) -> String {
-    super::super::percent_decoded(s).unwrap_or_else(|| s.to_owned())
+    crate::store::url::percent_decoded(s).unwrap_or_else(|| s.to_owned())
 }
 
 #[cfg(test)]

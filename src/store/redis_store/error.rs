@@ -1,169 +1,11 @@
-//! Typed errors of the store. Every failure of a Redis call becomes one
-//! [`StoreError`] here, of a kind callers can match on (a timeout whose
-//! outcome is unknown, an unreachable server, an ACL refusal naming the
-//! command, ...), with a `Display` that is the one sentence users see. The
-//! sentence names the server with its password redacted and never holds a
-//! secret. Nothing outside the store looks at redis-rs errors or at the
-//! wording of these sentences.
-
-use std::fmt;
+//! How a failed Redis call becomes a [`StoreError`] (`store/error.rs`):
+//! the kind, and one plain sentence. Nothing outside the store looks at
+//! redis-rs errors or at the wording of these sentences.
 
 use super::connection::Target;
-use super::replies::ForeignKey;
 use super::scripts::script_commands;
-
-/// What went wrong with a call to Redis. Each variant is a kind callers can
-/// act on; the text (`Display`) is for people only.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreError {
-    /// No answer in time. The request may or may not have been carried
-    /// out: for a renewal this is "unconfirmed", never "confirmed".
-    Timeout(Failure),
-    /// The server could not be reached or the connection broke: refused,
-    /// reset, closed, no sentinel or seed node answered, no node serves
-    /// the slot.
-    Unreachable(Failure),
-    /// The server's ACL refused; `command` names the command refused when
-    /// it is known (e.g. `EVALSHA`, or `PEXPIRE` inside a script).
-    Denied {
-        failure: Failure,
-        command: Option<String>,
-    },
-    /// Authentication required or refused.
-    Auth(Failure),
-    /// The TLS handshake failed: certificate, trust, client certificate.
-    Tls(Failure),
-    /// Any other error reply of the server (READONLY, OOM, LOADING, ...).
-    Server(Failure),
-    /// A reply distlock cannot read: not what its scripts answer.
-    Protocol(Failure),
-    /// A key of the lock holds a value of another type: something else
-    /// wrote it, and distlock left it alone.
-    WrongType(ForeignKey),
-    /// The users of a name disagree on its `--limit`: `ours` is this
-    /// call's, `in_use` the one in Redis (≤ 1: a plain lock).
-    LimitMismatch {
-        name: String,
-        ours: u32,
-        in_use: i64,
-    },
-    /// Fewer replicas than `--min-replicas` acknowledged a renewal in
-    /// time: it does not count as confirmed.
-    Unacknowledged { acks: i64, wanted: u32 },
-    /// What this store cannot do (an option etcd has no meaning for, or
-    /// one not built for etcd yet): the user's to change, exit 2.
-    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
-    Unsupported(String),
-}
-
-/// Where and during which request a call failed, and why, in words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// The request ("renewal", "acquire", "INFO"); None while connecting.
-    pub op: Option<String>,
-    /// The URL, password redacted.
-    pub server: String,
-    /// Why, in one line without secrets.
-    pub detail: String,
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(op) = &self.op {
-            write!(f, "{op} failed: ")?;
-        }
-        let store = if self.server.starts_with("etcd") {
-            "etcd"
-        } else {
-            "redis"
-        };
-        write!(f, "{store} at {}: {}", self.server, self.detail)
-    }
-}
-
-impl StoreError {
-    /// A reply that does not have the shape distlock's scripts give it.
-    pub(super) fn protocol(server: &str, detail: impl Into<String>) -> StoreError {
-        StoreError::Protocol(Failure {
-            op: None,
-            server: server.to_owned(),
-            detail: detail.into(),
-        })
-    }
-
-    /// Names the request that failed, unless a name is already there
-    /// (errors while connecting get the name of the request they were for
-    /// only where the sentence said so before: see `Store::call_raw`).
-    pub(super) fn during(mut self, op: &str) -> StoreError {
-        if let Some(f) = self.failure_mut() {
-            if f.op.is_none() {
-                f.op = Some(op.to_owned());
-            }
-        }
-        self
-    }
-
-    fn failure_mut(&mut self) -> Option<&mut Failure> {
-        match self {
-            StoreError::Timeout(f)
-            | StoreError::Unreachable(f)
-            | StoreError::Denied { failure: f, .. }
-            | StoreError::Auth(f)
-            | StoreError::Tls(f)
-            | StoreError::Server(f)
-            | StoreError::Protocol(f) => Some(f),
-            _ => None,
-        }
-    }
-
-    /// Whether this is the user's mistake rather than Redis failing: the
-    /// same name used with different `--limit`s. `main` exits 2 for it.
-    pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            StoreError::LimitMismatch { .. } | StoreError::Unsupported(_)
-        )
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreError::Timeout(x)
-            | StoreError::Unreachable(x)
-            | StoreError::Denied { failure: x, .. }
-            | StoreError::Auth(x)
-            | StoreError::Tls(x)
-            | StoreError::Server(x)
-            | StoreError::Protocol(x) => x.fmt(f),
-            StoreError::WrongType(fk) => fk.fmt(f),
-            StoreError::LimitMismatch { name, ours, in_use } => {
-                let theirs = if *in_use <= 1 {
-                    "as a plain lock (--limit 1)".to_owned()
-                } else {
-                    format!("as a semaphore with --limit {in_use}")
-                };
-                write!(
-                    f,
-                    "{name} is in use {theirs}, but this call says --limit {ours}: every user of a name must agree on its limit"
-                )
-            }
-            StoreError::Unacknowledged { acks, wanted } => write!(
-                f,
-                "renewal acknowledged by {acks} of --min-replicas {wanted} replicas in time: not confirmed"
-            ),
-            StoreError::Unsupported(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-impl From<ForeignKey> for StoreError {
-    fn from(fk: ForeignKey) -> StoreError {
-        StoreError::WrongType(fk)
-    }
-}
+use super::{Failure, StoreError};
+use crate::store::error::tls_failure;
 
 /// Turns a redis-rs error into a [`StoreError`] of the right kind, with one
 /// plain sentence that names the server (password redacted) but never the
@@ -337,66 +179,6 @@ fn rustls_error(e: &redis::RedisError) -> Option<&rustls::Error> {
     None
 }
 
-/// A TLS failure in plain words that name the host name and the CA
-/// involved (`trust`: "the CA in FILE"), or the option to fix. etcds://
-/// failures are worded here too.
-pub(crate) fn tls_failure(err: &rustls::Error, host: Option<&str>, trust: &str) -> String {
-    use rustls::{AlertDescription, CertificateError};
-    let host = host.unwrap_or("the server");
-    let cert = match err {
-        rustls::Error::InconsistentKeys(_) => {
-            return "--tls-key is not the private key of the certificate in --tls-cert".into()
-        }
-        rustls::Error::AlertReceived(
-            alert @ (AlertDescription::CertificateRequired | AlertDescription::HandshakeFailure),
-        ) => {
-            return format!(
-                "{host} requires a client certificate (mutual TLS): pass --tls-cert and --tls-key (the server's alert: {alert:?})"
-            )
-        }
-        rustls::Error::AlertReceived(alert) => {
-            return format!(
-                "{host} ended the handshake with the alert {alert:?}: if it checks client certificates, it did not accept the one in --tls-cert"
-            )
-        }
-        rustls::Error::InvalidCertificate(cert) => cert,
-        // Bytes that are no TLS record: the port answered without TLS.
-        rustls::Error::InvalidMessage(_) => {
-            return "no TLS answered: this looks like a port without TLS (for a plain Redis port, use redis:// instead of rediss://)".to_owned()
-        }
-        other => return format!("{other} (trusting {trust})"),
-    };
-    let why = match cert {
-        CertificateError::NotValidForNameContext { presented, .. } if !presented.is_empty() => {
-            // webpki shows each name as `DnsName("x")` or `IpAddress(..)`.
-            let names: Vec<String> = presented
-                .iter()
-                .map(|n| {
-                    n.replace("DnsName(", "")
-                        .replace("IpAddress(", "")
-                        .replace(['"', ')'], "")
-                })
-                .collect();
-            format!(
-                "it is issued for {}, not for the host name {host:?} in the URL; connect by a name it lists",
-                names.join(", ")
-            )
-        }
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-            format!("it is not valid for the host name {host:?} in the URL")
-        }
-        CertificateError::UnknownIssuer => format!("it is not signed by {trust}"),
-        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-            "it is not valid yet (check the clocks)".to_owned()
-        }
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-            "it has expired".to_owned()
-        }
-        other => format!("{other:?} (trusting {trust})"),
-    };
-    format!("the certificate of {host} does not verify: {why}")
-}
-
 /// A refusal by the server's ACL, naming what was refused, from the
 /// server errors in `e` (a pipeline carries one per failed command).
 fn acl_refusal(e: &redis::RedisError) -> Option<(String, Option<String>)> {
@@ -471,6 +253,7 @@ fn acl_refusal_of(code: &str, detail: &str) -> Option<(String, Option<String>)> 
 #[cfg(test)]
 mod tests {
     use super::super::scripts::RENEW;
+    use super::super::ForeignKey;
     use super::*;
     use crate::config::Security;
 
@@ -749,29 +532,5 @@ mod tests {
         assert!(fk
             .to_string()
             .starts_with("the key distlock:{x}:fence is a Redis hash"));
-    }
-
-    #[test]
-    fn limit_mismatches_are_usage_errors_in_words() {
-        let e = StoreError::LimitMismatch {
-            name: "jobs".into(),
-            ours: 3,
-            in_use: 0,
-        };
-        assert!(e.is_usage());
-        assert_eq!(
-            e.to_string(),
-            "jobs is in use as a plain lock (--limit 1), but this call says --limit 3: every user of a name must agree on its limit"
-        );
-        let e = StoreError::LimitMismatch {
-            name: "jobs".into(),
-            ours: 1,
-            in_use: 4,
-        };
-        assert!(
-            e.to_string().contains("as a semaphore with --limit 4"),
-            "{e}"
-        );
-        assert!(!StoreError::Unacknowledged { acks: 0, wanted: 1 }.is_usage());
     }
 }

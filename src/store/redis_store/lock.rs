@@ -8,8 +8,8 @@ use super::replies::{
 };
 use super::scripts::*;
 use super::{
-    Acquire, DoneMark, Handoff, LockInfo, LockKeys, Mode, Release, Result, RunRecord, Store,
-    StoreError,
+    Acquire, DoneMark, Handoff, History, HistoryRecord, LockInfo, LockKeys, Mode, Release, Result,
+    RunRecord, Store, StoreError,
 };
 use redis::Value;
 use std::time::Duration;
@@ -411,5 +411,32 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// The newest `n` entries of `keys`' history, newest first. An entry
+    /// distlock cannot read is counted and skipped, not an error: the
+    /// list is distlock's (a key of another type is refused by name), a
+    /// `run`'s release pushes onto it all the same, and the stray entry
+    /// ages out like any record; one unreadable entry must not hide every
+    /// run from the operator.
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
+        self.route(keys)?;
+        if n == 0 {
+            return Ok(History::default());
+        }
+        let items: Vec<Value> = self.call("reading the history", |c| {
+            HISTORY.key(&keys.history).arg(n).invoke(c)
+        })?;
+        let mut history = History::default();
+        for v in &items {
+            match v {
+                Value::BulkString(b) => match HistoryRecord::parse(b) {
+                    Some(r) => history.records.push(r),
+                    None => history.foreign += 1,
+                },
+                _ => history.foreign += 1,
+            }
+        }
+        Ok(history)
     }
 }

@@ -14,18 +14,18 @@
 //! after a timeout the outcome of the request (and of anything still in
 //! flight on that socket) is unknown.
 //!
-//! By job: `keys` (the keys of a lock), `connection` (URLs, Sentinel,
-//! Cluster, TLS, connecting), `scripts` (every Lua script), `replies` (their
-//! answers as types), `lock` and `semaphore` (the operations on a plain lock
+//! By job: `connection` (URLs, Sentinel, Cluster, TLS, connecting),
+//! `scripts` (every Lua script), `replies` (their answers as types), `lock`
+//! and `semaphore` (the operations on a plain lock, its history included,
 //! and on a `--limit N` semaphore), `pubsub` (a waiter's wake-up channel),
-//! `server` (`list`'s SCAN and `doctor`'s questions), `error` (the kinds of
-//! failure). This file holds the `Store` itself and how it calls.
+//! `server` (`list`'s SCAN and `doctor`'s questions), `error` (how a
+//! redis-rs error becomes a `StoreError`). This file holds the `Store`
+//! itself and how it calls. The types it answers in are the store's
+//! (`store/`), shared with etcd.
 
 mod connection;
 mod deadline;
 mod error;
-mod history;
-mod keys;
 mod lock;
 mod pubsub;
 mod replies;
@@ -45,23 +45,13 @@ use error::{describe, timed_out};
 use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
 
-#[cfg(feature = "etcd")]
-pub(super) use connection::percent_decoded;
-#[cfg(feature = "etcd")]
-pub use connection::redact;
-pub use connection::{redact_urls_in, url_passwords, without_password, Target};
-#[cfg(feature = "etcd")]
-pub(super) use error::tls_failure;
-pub use error::{Failure, StoreError};
-pub use history::{History, HistoryRecord, RunOutcome};
-pub use keys::LockKeys;
+pub use connection::Target;
 pub use pubsub::Subscription;
-pub use replies::ForeignKey;
-pub use server::{ClockReading, ReplicaClock};
 
 pub(super) use super::{
-    Acquire, DoneMark, Found, Handoff, LastRun, LockInfo, Mode, Release, Result, RunRecord,
-    SlotsInfo, Watched,
+    Acquire, ClockReading, DoneMark, Failure, ForeignKey, Found, Handoff, History, HistoryRecord,
+    LastRun, LockInfo, LockKeys, Mode, Release, ReplicaClock, Result, RunRecord, SlotsInfo,
+    StoreError, Watched,
 };
 
 impl RunRecord<'_> {

@@ -11,38 +11,11 @@
 //! that names the lock.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::time::Duration;
 
 use redis::{FromRedisValue, ParsingError, Value};
 
-use super::{DoneMark, LockInfo, SlotsInfo, Watched};
-
-/// A key of a lock that holds a value of another Redis type than distlock
-/// gives it (something else wrote it). Every script checks the types of
-/// the keys it touches before it writes anything, and answers
-/// `{-2, key, type}` instead (see `foreign_key!` in `scripts.rs`), so such
-/// a key is never changed and the user learns which key it is, in words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForeignKey {
-    /// The full Redis key, e.g. `distlock:{billing}:fence`.
-    pub key: String,
-    /// Its Redis type, as TYPE names it (`hash`, `list`, ...), or what
-    /// else is wrong with it, in words.
-    pub kind: String,
-    /// The store, with its article, for the sentence: `a Redis`, `an etcd`.
-    pub store: &'static str,
-}
-
-impl fmt::Display for ForeignKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the key {} is {} {} written by something else: it does not hold a distlock lease (distlock left it alone; delete it, or use another name or --prefix)",
-            self.key, self.store, self.kind
-        )
-    }
-}
+use super::{DoneMark, ForeignKey, LockInfo, SlotsInfo, Watched};
 
 /// What `ACQUIRE` and `ACQUIRE_SLOT` answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use redis::Value;
 use super::deadline::Call;
 use super::error::describe;
 use super::replies::{Info, ScanPage, ServerTime};
-use super::{Found, Result, Store};
+use super::{ClockReading, Found, ReplicaClock, Result, Store};
 
 impl Store {
     /// One PING, for `doctor`'s round-trip times.
@@ -210,33 +210,6 @@ impl Store {
         }
         Ok(names)
     }
-}
-
-/// One reading of a server's clock (TIME) and this host's monotonic clock
-/// around the request.
-#[derive(Debug, Clone, Copy)]
-pub struct ClockReading {
-    /// The server's TIME, since the Unix epoch.
-    pub time: Duration,
-    pub sent: Instant,
-    pub received: Instant,
-}
-
-impl ClockReading {
-    pub fn rtt(&self) -> Duration {
-        self.received.saturating_duration_since(self.sent)
-    }
-}
-
-/// A replica's clock beside its master's, for `doctor`.
-#[derive(Debug)]
-pub struct ReplicaClock {
-    /// `host:port` of the master (a Cluster's), or "the master".
-    pub master: String,
-    /// `host:port` as the master lists it.
-    pub replica: String,
-    /// The master's reading, then the replica's; or why there is none.
-    pub readings: std::result::Result<(ClockReading, ClockReading), String>,
 }
 
 /// The replicas an `INFO replication` lists: `slaveN:ip=…,port=…,…`.

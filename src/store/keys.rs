@@ -1,9 +1,10 @@
-//! The Redis keys of one lock, named once. All of a lock's keys share the
-//! `{NAME}` hash tag, so every script touches one Cluster slot.
+//! The keys of one lock, named once, the same on both stores. All of a
+//! lock's keys share the `{NAME}` hash tag, so every Redis script touches
+//! one Cluster slot.
 
 use std::time::Duration;
 
-/// The Redis keys of one lock. All share the `{NAME}` hash tag, so every
+/// The keys of one lock. All share the `{NAME}` hash tag, so every Redis
 /// script touches one Cluster slot.
 #[derive(Debug, Clone)]
 pub struct LockKeys {
@@ -92,7 +93,11 @@ impl LockKeys {
 
     /// The same lock, recording `record` (the newest `keep` kept) when
     /// `--once-per` finds the job done.
-    pub fn with_skip_record(mut self, record: &super::HistoryRecord, keep: u32) -> LockKeys {
+    pub fn with_skip_record(
+        mut self,
+        record: &super::record::HistoryRecord,
+        keep: u32,
+    ) -> LockKeys {
         self.skip_record = Some((keep, record.tail()));
         self
     }

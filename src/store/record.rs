@@ -1,11 +1,8 @@
-//! The run history of a name (`P:{N}:history`): how each `run` that took
-//! the lease ended, written with the release (see `RELEASE` and
-//! `record_history!` in `scripts.rs`), read by `distlock history`.
+//! What a `run` leaves in the store, written with its release: the
+//! last-run record and the history record (the same JSON on both stores),
+//! read back by `inspect` and `distlock history`.
 
-use redis::Value;
-
-use super::scripts::HISTORY;
-use super::{LockKeys, Result, Store};
+use std::time::Duration;
 
 /// How a run ended, as its history record names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,33 +132,30 @@ pub struct History {
     pub foreign: usize,
 }
 
-impl Store {
-    /// The newest `n` entries of `keys`' history, newest first. An entry
-    /// distlock cannot read is counted and skipped, not an error: the
-    /// list is distlock's (a key of another type is refused by name), a
-    /// `run`'s release pushes onto it all the same, and the stray entry
-    /// ages out like any record; one unreadable entry must not hide every
-    /// run from the operator.
-    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
-        self.route(keys)?;
-        if n == 0 {
-            return Ok(History::default());
-        }
-        let items: Vec<Value> = self.call("reading the history", |c| {
-            HISTORY.key(&keys.history).arg(n).invoke(c)
-        })?;
-        let mut history = History::default();
-        for v in &items {
-            match v {
-                Value::BulkString(b) => match HistoryRecord::parse(b) {
-                    Some(r) => history.records.push(r),
-                    None => history.foreign += 1,
-                },
-                _ => history.foreign += 1,
-            }
-        }
-        Ok(history)
-    }
+/// What `run` records about itself when it ends.
+#[derive(Debug, Clone)]
+pub struct LastRun {
+    /// Host that ran CMD.
+    pub host: String,
+    /// Owner id of that run.
+    pub owner: String,
+    /// When the lock was acquired (Unix ms, the runner's wall clock).
+    pub started_ms: u64,
+    /// How long CMD held the lock.
+    pub duration_ms: u64,
+    /// distlock's exit status.
+    pub exit: u8,
+    /// The fencing token of that run.
+    pub token: u64,
+}
+
+/// What `run` leaves behind when it ends, written with its release: the
+/// last-run record (kept for a while) and the history record (the newest
+/// N kept). Either may be absent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunRecord<'a> {
+    pub last: Option<(&'a LastRun, Duration)>,
+    pub history: Option<(&'a HistoryRecord, u32)>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,232 @@
+//! The URLs of either store as text: their passwords masked for what
+//! people and other hosts read, taken out for what CMD sees, and found
+//! (as written and percent-decoded) for masking wherever they appear.
+
+/// Replaces the password of a URL with `***`, both in the userinfo
+/// (`redis://user:pass@host`) and in a `pass=`/`password=` query parameter
+/// (`unix:///s?pass=…`). Works on unparsable input too, since it is used in
+/// the error for an unparsable URL.
+pub(super) fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let rest = &out[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                out.replace_range(start + colon + 1..start + at, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", query.join("&"));
+    }
+    out
+}
+
+/// Masks the password of every URL inside `text`, wherever it starts
+/// (`--db=postgres://app:secret@db/x` becomes
+/// `--db=postgres://app:***@db/x`), keeping the user, for text that other
+/// hosts will read. The userinfo is what comes before the last `@` ahead
+/// of the first `/`, `?`, `#` or blank after `://`, as in [`redact`].
+pub fn redact_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        rest = tail;
+        let auth_end = rest
+            .find(|c: char| "/?#".contains(c) || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let Some(at) = rest[..auth_end].rfind('@') else {
+            continue;
+        };
+        if let Some(colon) = rest[..at].find(':') {
+            out.push_str(&rest[..=colon]);
+            out.push_str("***");
+            rest = &rest[at..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The passwords a URL holds, as written and percent-decoded: the
+/// userinfo's and a `pass=`/`password=` query parameter's. distlock masks
+/// them wherever they appear in what it writes to Redis.
+pub fn url_passwords(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(start) = url.find("://").map(|i| i + 3) {
+        let rest = &url[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@') {
+            if let Some((_, pass)) = rest[..at].split_once(':') {
+                found.push(pass.to_owned());
+            }
+        }
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for kv in query.split(['&', '#']) {
+            if let Some(("pass" | "password", v)) = kv.split_once('=') {
+                found.push(v.to_owned());
+            }
+        }
+    }
+    let decoded: Vec<String> = found.iter().filter_map(|p| percent_decoded(p)).collect();
+    found.extend(decoded);
+    found.retain(|p| !p.is_empty());
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// `%XX` escapes undone, when there are any and the result is UTF-8 (user
+/// names and passwords in URLs, of either backend).
+pub(super) fn percent_decoded(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return None;
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The URL with its password taken out altogether (the `:password` of the
+/// userinfo, a `pass=`/`password=` query parameter), user, host, port and
+/// database kept: what CMD may see of `DISTLOCK_REDIS_URL`.
+pub fn without_password(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let rest = &out[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let cut = rest[..auth_end].rfind('@').and_then(|at| {
+            rest[..at].find(':').map(|colon| match colon {
+                // `redis://:pw@host`: no user either, drop the userinfo.
+                0 => start..start + at + 1,
+                // `redis://user:pw@host` → `redis://user@host`.
+                c => start + c..start + at,
+            })
+        });
+        if let Some(range) = cut {
+            out.replace_range(range, "");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let kept: Vec<&str> = out[q + 1..]
+            .split('&')
+            .filter(|kv| {
+                let key = kv.split_once('=').map_or(*kv, |(k, _)| k);
+                key != "pass" && key != "password"
+            })
+            .collect();
+        out = if kept.is_empty() {
+            out[..q].to_owned()
+        } else {
+            format!("{}?{}", &out[..q], kept.join("&"))
+        };
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://:secret@h"), "redis://:***@h");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(
+            redact("unix:///s.sock?db=1&pass=secret"),
+            "unix:///s.sock?db=1&pass=***"
+        );
+        assert!(!redact("redis://a:b:c@d@h").contains("b:c"));
+    }
+
+    #[test]
+    fn urls_anywhere_in_a_text_have_their_passwords_masked() {
+        for (text, want) in [
+            (
+                "--db=postgres://app:s3cret@db:5432/x",
+                "--db=postgres://app:***@db:5432/x",
+            ),
+            ("redis://:pw@h", "redis://:***@h"),
+            (
+                "a=mysql://u:p1@h1/x,amqp://g:p2@mq/ b",
+                "a=mysql://u:***@h1/x,amqp://g:***@mq/ b",
+            ),
+            (
+                "redis://u:p1@h1,redis://v:p2@h2",
+                "redis://u:***@h1,redis://v:***@h2",
+            ),
+            ("x://u:p@ss:w@rd@h/", "x://u:***@h/"),
+            ("https://example.com/a@b", "https://example.com/a@b"),
+            ("ssh://git@example.com/r", "ssh://git@example.com/r"),
+            ("https://h:8080/p?u=a@b", "https://h:8080/p?u=a@b"),
+            ("no url: u:p@h", "no url: u:p@h"),
+            ("://", "://"),
+            ("é://ü:ö@ä", "é://ü:***@ä"),
+        ] {
+            assert_eq!(redact_urls_in(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_passwords_of_a_url_are_found_as_written_and_decoded() {
+        assert_eq!(url_passwords("redis://u:pw@h:1/0"), ["pw"]);
+        assert_eq!(url_passwords("redis://:p%40ss@h"), ["p%40ss", "p@ss"]);
+        assert_eq!(url_passwords("redis+sentinel://u:a@b@h1:1,h2:2/m"), ["a@b"]);
+        assert_eq!(url_passwords("unix:///s.sock?db=1&pass=x&user=u"), ["x"]);
+        assert_eq!(url_passwords("unix:///s.sock?password=y"), ["y"]);
+        assert!(url_passwords("redis://u@h").is_empty());
+        assert!(url_passwords("redis://:@h").is_empty());
+        assert!(url_passwords("redis://h:6379").is_empty());
+        assert_eq!(percent_decoded("%zz%4"), Some("%zz%4".into()));
+        assert_eq!(percent_decoded("%ff"), None);
+    }
+
+    #[test]
+    fn passwords_can_be_taken_out_of_a_url() {
+        assert_eq!(
+            without_password("redis://u:secret@h:1/0"),
+            "redis://u@h:1/0"
+        );
+        assert_eq!(without_password("rediss://:secret@h"), "rediss://h");
+        assert_eq!(without_password("redis://h:6379"), "redis://h:6379");
+        assert_eq!(without_password("redis://u@h"), "redis://u@h");
+        assert_eq!(
+            without_password("unix:///s.sock?db=1&pass=secret&user=u"),
+            "unix:///s.sock?db=1&user=u"
+        );
+        assert_eq!(
+            without_password("unix:///s.sock?password=x"),
+            "unix:///s.sock"
+        );
+    }
+}
