@@ -12,11 +12,12 @@
 //!   ids, the password and TLS settings: the password file is read here).
 //! - `clock`: the boot-time clock every deadline is on; a leaf.
 //! - `store`: the only Redis and etcd code: `Store`, an enum of the two
-//!   backends, and the types they answer in; `store/redis_store` split by
-//!   job (`keys`, `connection`, `scripts`, `replies`, `lock`, `semaphore`,
-//!   `pubsub`, `server`, `history`, `deadline`), with typed errors
-//!   (`error`: `StoreError`); `store/etcd_store` (feature `etcd`, on by
-//!   default).
+//!   backends, and the types they answer in; what both share in files of
+//!   its own (`error`: `StoreError`; `keys`: `LockKeys`; `record`: run
+//!   records; `url`: redaction); `store/redis_store` split by job
+//!   (`connection`, `scripts`, `replies`, `lock`, `semaphore`, `pubsub`,
+//!   `server`, `deadline`, `error`); `store/etcd_store` (feature `etcd`, on
+//!   by default). Neither backend names the other.
 //! - `lease`: taking the lease (and waiting), the renewer thread, and the
 //!   `Supervisor`, the pure decision machine of a run.
 //! - `process`: signals, spawning CMD, the terminal, the guardian,
