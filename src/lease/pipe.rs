@@ -1,0 +1,26 @@
+//! The wake-up pipes the waiter and the supervisor poll on beside the
+//! signalfd: a thread writes a byte when it has news.
+
+use std::os::fd::OwnedFd;
+
+use anyhow::Result;
+
+/// A pipe whose read end is non-blocking; both ends close-on-exec so CMD
+/// never inherits them.
+pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::OFlag;
+    let fds =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(std::io::Error::from)?;
+    Ok(fds)
+}
+
+/// Writes one byte to a wake-up pipe; a full pipe already means "wake up".
+pub(super) fn poke(fd: &OwnedFd) {
+    let _ = nix::unistd::write(fd, b"!");
+}
+
+/// Empties a non-blocking wake-up pipe.
+pub(super) fn drain_pipe(fd: &OwnedFd) {
+    let mut buf = [0u8; 64];
+    while nix::unistd::read(fd, &mut buf).is_ok_and(|n| n > 0) {}
+}
