@@ -246,8 +246,7 @@ fn wait_for(
     let mut retry = RETRY_FIRST;
     let outcome = 'attempts: loop {
         if down.is_none() {
-            let step = try_once(store, a, mode, &channel, &mut subscriber, queued);
-            match step {
+            match try_once(store, a, mode, &channel, &mut subscriber, queued) {
                 Err(e) => {
                     if let Some(sig) = sleep.interrupted() {
                         break Ok(Acquired::Interrupted(sig));
@@ -257,14 +256,23 @@ fn wait_for(
                     }
                     down = Some(e);
                 }
-                Ok(Step::Done(outcome)) => break Ok(outcome),
-                Ok(Step::Busy {
-                    holder,
-                    ttl,
-                    ahead,
-                    unacked,
-                    watched,
-                }) => {
+                Ok((Acquire::Acquired { token }, sent_at)) => {
+                    break Ok(Acquired::Yes { token, sent_at })
+                }
+                // The script left the queue and woke the next waiter itself.
+                Ok((Acquire::Done(mark), _)) => break Ok(Acquired::Done(mark)),
+                Ok((Acquire::Evicted, _)) => break Ok(Acquired::Evicted),
+                Ok((reply @ (Acquire::Busy { .. } | Acquire::Unacknowledged), _)) => {
+                    // Taken but not acknowledged (and released): wait as if busy.
+                    let (holder, ttl, ahead, unacked, watched) = match reply {
+                        Acquire::Busy {
+                            holder,
+                            ttl,
+                            ahead,
+                            watched,
+                        } => (holder, ttl, ahead, false, watched),
+                        _ => (None, None, None, true, Watched::default()),
+                    };
                     retry = RETRY_FIRST;
                     let now_t = now();
                     let waiting = Waiting {
@@ -351,25 +359,10 @@ fn wait_for(
     outcome
 }
 
-/// What one attempt of the wait loop found, when the server answered.
-enum Step {
-    /// The wait is over: acquired, or `--once-per` found the job done.
-    Done(Acquired),
-    /// Busy (or taken but not acknowledged by enough replicas, and
-    /// released): sleep until woken or `ttl` passes.
-    Busy {
-        holder: Option<String>,
-        ttl: Option<Duration>,
-        ahead: Option<String>,
-        unacked: bool,
-        watched: Watched,
-    },
-}
-
 /// One attempt of the wait loop: subscribes first when there is no live
 /// subscription (so that no release after the attempt is missed), then
 /// tries to acquire (which re-checks the lock and joins or keeps the
-/// queue).
+/// queue). Returns the reply and when the attempt was sent.
 fn try_once(
     store: &mut Store,
     a: &Attempts<'_>,
@@ -377,7 +370,7 @@ fn try_once(
     channel: &str,
     subscriber: &mut Option<Subscriber>,
     queued: &mut bool,
-) -> std::result::Result<Step, StoreError> {
+) -> std::result::Result<(Acquire, Duration), StoreError> {
     if subscriber.as_ref().is_none_or(Subscriber::is_dead) {
         if let Some(old) = subscriber.take() {
             old.stop();
@@ -397,33 +390,8 @@ fn try_once(
     }
     let sent_at = now();
     *queued |= mode == Mode::Fair;
-    Ok(
-        match store.acquire(a.keys, a.owner, a.ttl_ms, mode, a.meta)? {
-            Acquire::Acquired { token } => Step::Done(Acquired::Yes { token, sent_at }),
-            Acquire::Busy {
-                holder,
-                ttl,
-                ahead,
-                watched,
-            } => Step::Busy {
-                holder,
-                ttl,
-                ahead,
-                unacked: false,
-                watched,
-            },
-            Acquire::Unacknowledged => Step::Busy {
-                holder: None,
-                ttl: None,
-                ahead: None,
-                unacked: true,
-                watched: Watched::default(),
-            },
-            // The script left the queue and woke the next waiter itself.
-            Acquire::Done(mark) => Step::Done(Acquired::Done(mark)),
-            Acquire::Evicted => Step::Done(Acquired::Evicted),
-        },
-    )
+    let reply = store.acquire(a.keys, a.owner, a.ttl_ms, mode, a.meta)?;
+    Ok((reply, sent_at))
 }
 
 /// A uniformly random duration in [d/2, d], so waiters spread out.

@@ -1,11 +1,9 @@
-//! A held lease over time, one file per job: taking the lock and waiting
-//! for it (`acquire`), the messages a waiter is woken by (`turn`), the
-//! thread that listens for them (`subscriber`), and the renewer thread that
-//! keeps the lease alive while CMD runs (`renewer`).
-//!
-//! The decisions (when to renew, when CMD must be signalled) are pure and
-//! live in [`supervisor`]; the other files do the store and thread work,
-//! and know the store only through `crate::store::Store`.
+//! A held lease over time, a file per job: taking the lock, waiting in line
+//! if need be (`acquire`), the wake-up channel's messages (`turn`) and the
+//! thread that reads them (`subscriber`), and keeping the lease alive while
+//! CMD runs (`renewer`). The decisions (when to renew, when CMD must be
+//! signalled) are pure and live in [`supervisor`]; the other files do the
+//! store and thread work, and know the store only through `Store`.
 //!
 //! Time is read from CLOCK_BOOTTIME (`crate::clock`), so a suspended
 //! machine does not stretch a lease.
@@ -19,7 +17,6 @@ mod turn;
 
 #[cfg(test)]
 mod model;
-
 #[cfg(test)]
 mod queue_model;
 

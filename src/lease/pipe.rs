@@ -1,17 +1,13 @@
-//! The wake-up pipes the waiter and the supervisor poll on beside the
-//! signalfd: a thread writes a byte when it has news.
+//! Wake-up pipes: a thread with news writes a byte, so the thread it tells
+//! sleeps in one poll on signals and news.
 
 use std::os::fd::OwnedFd;
 
-use anyhow::Result;
-
 /// A pipe whose read end is non-blocking; both ends close-on-exec so CMD
 /// never inherits them.
-pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+pub(super) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     use nix::fcntl::OFlag;
-    let fds =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(std::io::Error::from)?;
-    Ok(fds)
+    Ok(nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?)
 }
 
 /// Writes one byte to a wake-up pipe; a full pipe already means "wake up".

@@ -1,22 +1,19 @@
-//! The thread that listens on a waiter's wake-up channel.
+//! The subscriber: a thread that blocks on the subscribed connection and
+//! writes a byte to a pipe when the main thread must make an attempt (a
+//! `wake`, our turn come, or the connection lost), so the main thread can
+//! sleep in one poll on signals and wake-ups. The store's [`Subscription`]
+//! reads with a timeout but exposes no socket to poll, hence the thread.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::Result;
-
 use super::pipe::{drain_pipe, pipe, poke};
 use super::turn::{Notice, Turn};
 use crate::clock::now;
 use crate::store::Subscription;
 
-/// A thread that blocks on the subscribed connection and writes a byte to
-/// a pipe when the main thread must make an attempt (a `wake`, our turn
-/// come, or the connection lost), so the main thread can sleep in one poll
-/// on signals and wake-ups. The store's [`Subscription`] reads with a
-/// timeout but exposes no socket to poll, hence the thread.
 pub(super) struct Subscriber {
     stop: Arc<AtomicBool>,
     dead: Arc<AtomicBool>,
@@ -29,7 +26,7 @@ impl Subscriber {
     /// should stop; costs no request to the store.
     const TICK: Duration = Duration::from_millis(200);
 
-    pub(super) fn start(mut sub: Subscription) -> Result<Subscriber> {
+    pub(super) fn start(mut sub: Subscription) -> std::io::Result<Subscriber> {
         let (wake, notify) = pipe()?;
         let stop = Arc::new(AtomicBool::new(false));
         let dead = Arc::new(AtomicBool::new(false));

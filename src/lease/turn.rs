@@ -1,5 +1,4 @@
-//! What a waiter makes of the messages on its wake-up channel: `wake`,
-//! `turn MS` (our turn comes after MS) and `claimed`.
+//! What a waiter makes of its wake-up channel's `wake`, `turn MS`, `claimed`.
 
 use std::time::Duration;
 
