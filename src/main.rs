@@ -18,8 +18,10 @@
 //!   (`connection`, `scripts`, `replies`, `lock`, `semaphore`, `pubsub`,
 //!   `server`, `deadline`, `error`); `store/etcd_store` (feature `etcd`, on
 //!   by default). Neither backend names the other.
-//! - `lease`: taking the lease (and waiting), the renewer thread, and the
-//!   `Supervisor`, the pure decision machine of a run.
+//! - `lease`: split by job: `acquire` (taking the lease, and waiting),
+//!   `turn` (what a waiter makes of its wake-up channel), the `subscriber`
+//!   and `renewer` threads, and `supervisor`: the `Supervisor`, the pure
+//!   decision machine of a run.
 //! - `process`: signals, spawning CMD, the terminal, the guardian,
 //!   reaping; knows no store.
 //! - `commands`: the subcommands: `run` (the loop that drives), `acquire`

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Model, Property};
 
-use super::{Notice, Turn, TURN_SLACK};
+use super::turn::{Notice, Turn, TURN_SLACK};
 
 const WAITERS: usize = 3;
 

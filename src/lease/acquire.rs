@@ -1,0 +1,402 @@
+//! Taking the lock, and waiting in line for it when it is busy.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::pipe::pipe;
+use super::subscriber::Subscriber;
+use crate::clock::now;
+use crate::config::{Wait, WaitOrder};
+use crate::store::{Acquire, DoneMark, LockKeys, Mode, Store, StoreError, Watched};
+
+/// How a wait for the lock ended.
+pub enum Acquired {
+    /// We hold it; `sent_at` is when the successful request was sent (t0).
+    Yes { token: u64, sent_at: Duration },
+    /// Not acquired, and no wait left: held by `holder`, or free but
+    /// promised to `ahead`, the next waiter in line, or (`unacked`) taken
+    /// but not acknowledged by `--min-replicas` replicas, and released.
+    Busy {
+        holder: Option<String>,
+        ahead: Option<String>,
+        unacked: bool,
+    },
+    /// A terminating signal arrived while waiting.
+    Interrupted(i32),
+    /// `run --once-per`: our turn came, but a run succeeded less than the
+    /// window ago (no lease was taken).
+    Done(DoneMark),
+    /// Our place in the queue was taken away while we waited (etcd: our
+    /// queue key deleted or our lease revoked): not acquired.
+    Evicted,
+}
+
+/// How a waiter for the lock sleeps. What a signal means during the wait
+/// (end it, stop distlock, nothing) is the caller's policy: `lease` knows
+/// no signals, `commands` implements this on top of its signalfd.
+pub trait Sleep {
+    /// Sleeps until `fd` is readable, `timeout` passes or a signal ends the
+    /// wait.
+    fn sleep(&self, timeout: Duration, fd: RawFd) -> Wakeup;
+
+    /// The signal that ends the wait, if one is pending: asked after a
+    /// failed attempt, which such a signal cuts short.
+    fn interrupted(&self) -> Option<i32>;
+}
+
+/// Someone watching a wait (a person at a terminal): shown what the
+/// waiter knows, while it sleeps, from data it already has. How it is
+/// shown is the caller's business; `lease` prints nothing.
+pub trait Watch {
+    /// How often to show the wait again; None when nobody watches, and
+    /// then the waiter never wakes up for it.
+    fn every(&self) -> Option<Duration>;
+
+    /// Shows the wait as it stands at `now`.
+    fn show(&self, waiting: &Waiting, now: Duration);
+
+    /// The wait is over, however it ended: take away what was shown.
+    fn end(&self);
+}
+
+/// A wait as the last busy reply left it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Waiting {
+    /// The holder's owner id, if held.
+    pub holder: Option<String>,
+    /// The waiter promised the lock, if free but handed over.
+    pub ahead: Option<String>,
+    /// Taken but not acknowledged by enough replicas (and released).
+    pub unacked: bool,
+    /// The reply's part for the status line.
+    pub watched: Watched,
+    /// When that reply came (CLOCK_BOOTTIME).
+    pub seen_at: Duration,
+    /// When the wait started.
+    pub since: Duration,
+}
+
+/// Why [`Sleep::sleep`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wakeup {
+    /// The fd is readable.
+    Readable,
+    /// The timeout passed, or nothing the waiter must act on happened.
+    Nothing,
+    /// A signal that ends the wait arrived (the exit status is 128+N).
+    Interrupted(i32),
+}
+
+/// Takes the lock, waiting as long as `wait` allows.
+///
+/// The first attempt is the fast path: one round trip on the one
+/// connection. Only when the lock is busy and we may wait does distlock open
+/// a second connection, SUBSCRIBE to its wake-up channel (confirmed before
+/// going on, so no release can slip past), join the queue (fair order) and
+/// sleep until one of:
+/// - a release publishes to our channel (only the next waiter is woken;
+///   the ones behind it are told when their turn comes should the ones
+///   ahead not claim theirs: see [`Notice::Turn`](super::turn::Notice::Turn));
+/// - the holder's lease runs out (it read the remaining TTL: a holder that
+///   crashed sends nothing), or, when queued behind another waiter, our own
+///   TTL passes: the backstop, at most one command per waiter per TTL;
+/// - the wait ends, or a signal that ends it arrives (exit 128+N); such a
+///   signal also cuts short an attempt in progress (the store's calls are
+///   interruptible for the acquisition).
+///
+/// A dropped connection (a restart, a failover, a reset) does not end the
+/// wait: the waiter subscribes again, then tries again, which checks the
+/// lock (a release may have come while nobody listened) and keeps its
+/// place in the queue if the queue survived. While no server answers it
+/// retries with backoff (doubling up to [`RETRY_MAX`], jittered, within
+/// the wait); only when the wait runs out that way is the last error
+/// returned. Other errors (refused credentials, a foreign key) end it at
+/// once.
+///
+/// A Ctrl-Z stops distlock like any job. A waiter that gives up leaves the
+/// queue; one that dies is dropped at the next release (nobody receives
+/// its wake-up) or when its keep-alive deadline passes on the server clock;
+/// one that is stopped when its turn comes loses it when its claim window
+/// (under a second, server clock) passes, and queues again at the back
+/// when it is continued.
+#[allow(clippy::too_many_arguments)]
+pub fn acquire(
+    store: &mut Store,
+    keys: &LockKeys,
+    owner: &str,
+    ttl_ms: u64,
+    meta: &[(&str, &str)],
+    wait: Wait,
+    order: WaitOrder,
+    sleep: &dyn Sleep,
+    watch: &dyn Watch,
+) -> Result<Acquired> {
+    // Semaphore slots have no queue: their waiters listen for any release.
+    let order = if keys.limit.is_some() {
+        WaitOrder::Any
+    } else {
+        order
+    };
+    let mut queued = false;
+    let outcome = wait_for(
+        store,
+        &Attempts {
+            keys,
+            owner,
+            ttl_ms,
+            meta,
+            wait,
+            order,
+        },
+        sleep,
+        watch,
+        &mut queued,
+    );
+    watch.end();
+    // The acquisition is over: from here on (the leave below, the
+    // release, the renewals) a signal is CMD's or the supervisor's.
+    store.set_interrupt_signals(&[]);
+    if queued && !matches!(outcome, Ok(Acquired::Yes { .. } | Acquired::Done(_))) {
+        // Best effort, and brief: a waiter that vanishes is dropped at the
+        // next release anyway.
+        store.set_timeout(LEAVE_TIMEOUT);
+        let _ = store.leave(keys, owner);
+    }
+    outcome
+}
+
+/// How long a waiter that gives up spends telling the queue.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The first pause after a failed attempt while no server answers.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest pause between two attempts while no server answers.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// What each attempt of one acquisition sends.
+struct Attempts<'a> {
+    keys: &'a LockKeys,
+    owner: &'a str,
+    ttl_ms: u64,
+    meta: &'a [(&'a str, &'a str)],
+    wait: Wait,
+    order: WaitOrder,
+}
+
+/// `acquire` without the clean-up; `queued` tells whether we may be in
+/// the wait queue.
+fn wait_for(
+    store: &mut Store,
+    a: &Attempts<'_>,
+    sleep: &dyn Sleep,
+    watch: &dyn Watch,
+    queued: &mut bool,
+) -> Result<Acquired> {
+    let (keys, owner, ttl_ms, meta) = (a.keys, a.owner, a.ttl_ms, a.meta);
+    store.set_watched(watch.every().is_some());
+    let since = now();
+    // A wait too long for the clock to count to is a wait without limit.
+    let give_up_at = match a.wait {
+        Wait::For(d) => now().checked_add(d),
+        Wait::Forever => None,
+    };
+    let first = match a.order {
+        WaitOrder::Fair => Mode::Once,
+        WaitOrder::Any => Mode::Any,
+    };
+    let sent_at = now();
+    // A server that does not answer the first attempt is a failure (125)
+    // at once, as without --wait: the caller learns of a wrong URL or a
+    // server that is down now, not when the wait runs out. Only a waiter,
+    // one that reached the server, rides out a dropped connection.
+    let (holder, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, first, meta) {
+        Ok(Acquire::Acquired { token }) => return Ok(Acquired::Yes { token, sent_at }),
+        Ok(Acquire::Busy { holder, ahead, .. }) => (holder, ahead, false),
+        Ok(Acquire::Unacknowledged) => (None, None, true),
+        Ok(Acquire::Done(mark)) => return Ok(Acquired::Done(mark)),
+        Ok(Acquire::Evicted) => return Ok(Acquired::Evicted),
+        Err(e) => {
+            if let Some(sig) = sleep.interrupted() {
+                return Ok(Acquired::Interrupted(sig));
+            }
+            return Err(e.into());
+        }
+    };
+    let mut down = None;
+    if give_up_at.is_some_and(|t| t <= now()) {
+        return Ok(Acquired::Busy {
+            holder,
+            ahead,
+            unacked,
+        });
+    }
+
+    let (mode, channel) = match a.order {
+        WaitOrder::Fair => (Mode::Fair, format!("{}{owner}", keys.wake_prefix)),
+        WaitOrder::Any => (Mode::Any, keys.released.clone()),
+    };
+    // Slept on while there is no subscriber (no server answers).
+    let (idle, _idle_w) = pipe()?;
+    let mut subscriber: Option<Subscriber> = None;
+    let own_ttl = Duration::from_millis(ttl_ms);
+    let mut fallback = Duration::from_millis(20);
+    let mut retry = RETRY_FIRST;
+    let outcome = 'attempts: loop {
+        if down.is_none() {
+            match try_once(store, a, mode, &channel, &mut subscriber, queued) {
+                Err(e) => {
+                    if let Some(sig) = sleep.interrupted() {
+                        break Ok(Acquired::Interrupted(sig));
+                    }
+                    if !e.is_connectivity() {
+                        break Err(e.into());
+                    }
+                    down = Some(e);
+                }
+                Ok((Acquire::Acquired { token }, sent_at)) => {
+                    break Ok(Acquired::Yes { token, sent_at })
+                }
+                // The script left the queue and woke the next waiter itself.
+                Ok((Acquire::Done(mark), _)) => break Ok(Acquired::Done(mark)),
+                Ok((Acquire::Evicted, _)) => break Ok(Acquired::Evicted),
+                Ok((reply @ (Acquire::Busy { .. } | Acquire::Unacknowledged), _)) => {
+                    // Taken but not acknowledged (and released): wait as if busy.
+                    let (holder, ttl, ahead, unacked, watched) = match reply {
+                        Acquire::Busy {
+                            holder,
+                            ttl,
+                            ahead,
+                            watched,
+                        } => (holder, ttl, ahead, false, watched),
+                        _ => (None, None, None, true, Watched::default()),
+                    };
+                    retry = RETRY_FIRST;
+                    let now_t = now();
+                    let waiting = Waiting {
+                        holder: holder.clone(),
+                        ahead: ahead.clone(),
+                        unacked,
+                        watched,
+                        seen_at: now_t,
+                        since,
+                    };
+                    let mut wake_at = now_t
+                        + match ttl {
+                            Some(t) => t + Duration::from_millis(1),
+                            None => own_ttl,
+                        };
+                    if unacked {
+                        // Replicas lagging: try again soon, with backoff.
+                        wake_at = wake_at.min(now_t + jitter(fallback));
+                        fallback = (fallback * 2).min(Duration::from_secs(1));
+                    }
+                    if let Some(t) = give_up_at {
+                        if t <= now_t {
+                            break Ok(Acquired::Busy {
+                                holder,
+                                ahead,
+                                unacked,
+                            });
+                        }
+                        wake_at = wake_at.min(t);
+                    }
+                    let fd = subscriber.as_ref().map_or(idle.as_raw_fd(), Subscriber::fd);
+                    // A watcher is shown the wait from what this reply
+                    // said, redrawn between sleeps of at most `every`:
+                    // no command of its own.
+                    let every = watch.every();
+                    loop {
+                        let now_t = now();
+                        let left = wake_at.saturating_sub(now_t);
+                        if left.is_zero() {
+                            continue 'attempts;
+                        }
+                        if every.is_some() {
+                            watch.show(&waiting, now_t);
+                        }
+                        match sleep.sleep(every.map_or(left, |e| left.min(e)), fd) {
+                            Wakeup::Interrupted(sig) => {
+                                break 'attempts Ok(Acquired::Interrupted(sig))
+                            }
+                            Wakeup::Readable => {
+                                if let Some(s) = &subscriber {
+                                    s.drain();
+                                }
+                                continue 'attempts;
+                            }
+                            Wakeup::Nothing => {}
+                        }
+                    }
+                }
+            }
+        }
+        // No server answered: pause (doubling, jittered, within the wait),
+        // then reconnect and try again.
+        let now_t = now();
+        if give_up_at.is_some_and(|t| t <= now_t) {
+            break Err(down.take().expect("set above").into());
+        }
+        let pause = jitter(retry).min(give_up_at.map_or(retry, |t| t - now_t));
+        retry = (retry * 2).min(RETRY_MAX);
+        let until = now_t + pause;
+        loop {
+            let left = until.saturating_sub(now());
+            if left.is_zero() {
+                break;
+            }
+            if let Wakeup::Interrupted(sig) = sleep.sleep(left, idle.as_raw_fd()) {
+                break 'attempts Ok(Acquired::Interrupted(sig));
+            }
+        }
+        down = None;
+    };
+    if let Some(s) = subscriber {
+        s.stop();
+    }
+    outcome
+}
+
+/// One attempt of the wait loop: subscribes first when there is no live
+/// subscription (so that no release after the attempt is missed), then
+/// tries to acquire (which re-checks the lock and joins or keeps the
+/// queue). Returns the reply and when the attempt was sent.
+fn try_once(
+    store: &mut Store,
+    a: &Attempts<'_>,
+    mode: Mode,
+    channel: &str,
+    subscriber: &mut Option<Subscriber>,
+    queued: &mut bool,
+) -> std::result::Result<(Acquire, Duration), StoreError> {
+    if subscriber.as_ref().is_none_or(Subscriber::is_dead) {
+        if let Some(old) = subscriber.take() {
+            old.stop();
+        }
+        let sub = store.subscribe(channel)?;
+        *subscriber = Some(Subscriber::start(sub).map_err(|e| {
+            StoreError::Unreachable(crate::store::Failure {
+                op: Some("subscribe".into()),
+                server: store.display().to_owned(),
+                detail: format!("{e:#}"),
+            })
+        })?);
+    }
+    if let Some(s) = subscriber {
+        // The attempt itself tells us again if we still have a turn.
+        s.forget_turn();
+    }
+    let sent_at = now();
+    *queued |= mode == Mode::Fair;
+    let reply = store.acquire(a.keys, a.owner, a.ttl_ms, mode, a.meta)?;
+    Ok((reply, sent_at))
+}
+
+/// A uniformly random duration in [d/2, d], so waiters spread out.
+fn jitter(d: Duration) -> Duration {
+    let mut b = [0u8; 4];
+    let r = getrandom::fill(&mut b).map_or(0, |_| u32::from_ne_bytes(b));
+    d / 2 + d.mul_f64(f64::from(r) / f64::from(u32::MAX) / 2.0)
+}

@@ -1,0 +1,255 @@
+//! The renewer thread, which keeps a held lease alive while CMD runs.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::pipe::{drain_pipe, pipe, poke};
+use super::supervisor::{Attempt, RenewalPolicy};
+use crate::clock::now;
+use crate::config::Timings;
+use crate::store::{LockKeys, Store};
+
+/// What the renewer reports: to the supervisor, and (the caller decides
+/// how, if at all) to the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A renewal sent at this time was confirmed: the lease now runs until
+    /// at least `sent_at + ttl` in the store. `after_failures` renewals had
+    /// failed since the last confirmed one.
+    Renewed {
+        sent_at: Duration,
+        after_failures: u32,
+    },
+    /// The store says someone else (or nobody) holds the lock.
+    NotOwner,
+    /// A renewal could not be confirmed: the `failures`-th in a row (the
+    /// first of a run is what the supervisor hears of), with the error,
+    /// and how long is left before CMD is stopped unless one succeeds.
+    Failed {
+        error: String,
+        failures: u32,
+        left: Duration,
+    },
+}
+
+enum Order {
+    /// Renew at once (after a SIGCONT).
+    RenewNow,
+    /// Stop and hand the store back.
+    Stop,
+}
+
+/// The renewer: a thread with its own channels once started. It is
+/// started lazily, when the first renewal is due (or on `renew_now`), so a
+/// short CMD never pays for a thread. Events come with a byte on a pipe so
+/// the supervisor sleeps in one poll on signals and events.
+pub struct Renewer {
+    state: State,
+}
+
+enum State {
+    /// Not started: the store and what it will need.
+    Idle(Box<(Store, LeaseSpec)>),
+    /// The thread is running.
+    Running(Running),
+    /// Only while switching from one to the other.
+    Gone,
+}
+
+struct Running {
+    orders: mpsc::Sender<Order>,
+    events: mpsc::Receiver<Event>,
+    wake: OwnedFd,
+    handle: JoinHandle<Store>,
+}
+
+/// Everything the renewer needs to know about the lease.
+pub struct LeaseSpec {
+    /// The lock's keys.
+    pub keys: LockKeys,
+    /// Our owner id.
+    pub owner: String,
+    /// Timings (ttl, period, grace, margin).
+    pub timings: Timings,
+    /// When the last confirmed request was sent.
+    pub t0: Duration,
+}
+
+impl Renewer {
+    /// A renewer for the lease in `spec`; no thread yet.
+    pub fn new(store: Store, spec: LeaseSpec) -> Renewer {
+        Renewer {
+            state: State::Idle(Box::new((store, spec))),
+        }
+    }
+
+    /// When the thread must be running (the first renewal is due), while
+    /// it is not started.
+    pub fn start_at(&self) -> Option<Duration> {
+        match &self.state {
+            State::Idle(b) => Some(b.1.t0 + b.1.timings.renew_every),
+            _ => None,
+        }
+    }
+
+    /// Starts the thread if it is due. A thread that cannot be started
+    /// means no renewal: the supervisor's deadline then stops CMD; the
+    /// error is returned for the user.
+    pub fn start_if_due(&mut self, now: Duration) -> Option<std::io::Error> {
+        if self.start_at().is_some_and(|at| now >= at) {
+            return self.start();
+        }
+        None
+    }
+
+    /// Starts renewing every `renew_every`, retrying failures quickly. The
+    /// thread never sends a renewal once the kill deadline has passed: by
+    /// then the supervisor is stopping CMD and a late "renewed" would be a
+    /// lie.
+    fn start(&mut self) -> Option<std::io::Error> {
+        let (mut store, spec) = match std::mem::replace(&mut self.state, State::Gone) {
+            State::Idle(b) => *b,
+            // Running (or gone): put it back untouched.
+            other => {
+                self.state = other;
+                return None;
+            }
+        };
+        let (order_tx, order_rx) = mpsc::channel();
+        let (event_tx, event_rx) = mpsc::channel();
+        let Ok((wake_rx, wake_tx)) = pipe() else {
+            self.state = State::Idle(Box::new((store, spec)));
+            return None;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("renewer".into())
+            .spawn(move || {
+                renew_loop(&mut store, &spec, &order_rx, &event_tx, &wake_tx);
+                store
+            });
+        match spawned {
+            Ok(handle) => {
+                self.state = State::Running(Running {
+                    orders: order_tx,
+                    events: event_rx,
+                    wake: wake_rx,
+                    handle,
+                });
+                None
+            }
+            Err(e) => {
+                self.state = State::Gone;
+                Some(e)
+            }
+        }
+    }
+
+    /// The fd that becomes readable when events are waiting.
+    pub fn wake_fd(&self) -> Option<RawFd> {
+        match &self.state {
+            State::Running(r) => Some(r.wake.as_raw_fd()),
+            _ => None,
+        }
+    }
+
+    /// Takes every waiting event (and the wake-up bytes with them).
+    pub fn events(&self) -> Vec<Event> {
+        match &self.state {
+            State::Running(r) => {
+                drain_pipe(&r.wake);
+                r.events.try_iter().collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Asks for a renewal now, starting the thread if need be; the error
+    /// if it could not be started.
+    pub fn renew_now(&mut self) -> Option<std::io::Error> {
+        let failed = self.start();
+        if let State::Running(r) = &self.state {
+            let _ = r.orders.send(Order::RenewNow);
+        }
+        failed
+    }
+
+    /// Stops the thread (waiting for an attempt in flight, bounded by its
+    /// timeout) and returns the store for the release, None only if the
+    /// thread could not be started at all, with the events not taken yet.
+    pub fn stop(self) -> (Option<Store>, Vec<Event>) {
+        match self.state {
+            State::Idle(b) => (Some(b.0), Vec::new()),
+            State::Running(r) => {
+                let _ = r.orders.send(Order::Stop);
+                let store = r
+                    .handle
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
+                (Some(store), r.events.try_iter().collect())
+            }
+            State::Gone => (None, Vec::new()),
+        }
+    }
+}
+
+/// The renewer thread: sends renewals when [`RenewalPolicy`] says so (or
+/// when told to after a SIGCONT) and reports each outcome.
+fn renew_loop(
+    store: &mut Store,
+    spec: &LeaseSpec,
+    orders: &mpsc::Receiver<Order>,
+    events: &mpsc::Sender<Event>,
+    wake: &OwnedFd,
+) {
+    let t = spec.timings;
+    let mut policy = RenewalPolicy::new(t, spec.t0);
+    let send = |e: Event| {
+        let _ = events.send(e);
+        poke(wake);
+    };
+    loop {
+        // Nothing due (too late, or not ours): wait to be told to stop.
+        let order = match policy.next_due() {
+            Some(next) => orders.recv_timeout(next.saturating_sub(now())),
+            None => orders
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match order {
+            Ok(Order::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            Ok(Order::RenewNow) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let sent_at = now();
+        let timeout = match policy.attempt(sent_at) {
+            Attempt::Send { timeout } => timeout,
+            // Too late to matter; the supervisor is stopping CMD.
+            Attempt::TooLate => continue,
+        };
+        store.set_timeout(timeout);
+        match store.renew(&spec.keys, &spec.owner, t.ttl_ms()) {
+            Ok(true) => {
+                let after_failures = policy.failures();
+                policy.confirmed(sent_at);
+                send(Event::Renewed {
+                    sent_at,
+                    after_failures,
+                });
+            }
+            Ok(false) => {
+                send(Event::NotOwner);
+                policy.not_owner();
+            }
+            Err(e) => {
+                let now_t = now();
+                policy.failed(now_t);
+                send(Event::Failed {
+                    error: format!("{e:#}"),
+                    failures: policy.failures(),
+                    left: policy.deadline().saturating_sub(now_t),
+                });
+            }
+        }
+    }
+}
