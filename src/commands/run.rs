@@ -1,12 +1,11 @@
 //! `distlock run`: acquire, spawn CMD, supervise it while renewing, empty
 //! its process group, release, and turn the outcome into an exit status.
 //!
-//! One phase a function, each taking what the one before it produced:
-//! [`Run::prepare`] (settings, identity, keys), [`Run::acquire`] (the
-//! lease), [`Run::start`] (CMD, guarded), [`Run::drive`] (supervise and
-//! renew until CMD's group is gone), [`Run::release_and_record`]. Any
-//! phase may end the run early with its exit status ([`Step::Exit`]).
-//! Every record of the run is built by [`Runner::record`].
+//! Each phase is a method of [`Run`] that takes what the phase before it
+//! produced, so data flows one way and every early end (busy, signalled,
+//! CMD not found) is one `Step::Exit` from the phase that saw it. Every
+//! record of the run comes from [`Runner::record`], so the skipped, the
+//! not-started and the finished run's records cannot drift apart.
 
 use std::ffi::OsString;
 use std::time::{Duration, SystemTime};
@@ -154,8 +153,8 @@ impl<'a> Run<'a> {
     /// job already done.
     fn acquire(&self, mut store: Store) -> Result<Step<Held>> {
         let (g, args, keys) = (self.g, &self.args, &self.keys);
-        let holder = self.holder_meta();
-        let meta: Vec<(&str, &str)> = holder.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let holder_meta = self.holder_meta();
+        let meta: Vec<(&str, &str)> = holder_meta.iter().map(|(k, v)| (*k, v.as_str())).collect();
         // A run that may wait forks its guardian now, while it has time:
         // at a hand-off the fork would compete with CMD's start for the CPU.
         // A waiter that may not fork one more process now (a pids limit that a
@@ -271,12 +270,7 @@ impl<'a> Run<'a> {
     /// have it, and its guardian armed; or, if CMD cannot start, ends the
     /// run ([`Run::not_started`]).
     fn start(&self, held: Held) -> Result<Step<Started>> {
-        let Held {
-            mut store,
-            lease,
-            pending,
-            standby,
-        } = held;
+        let (mut store, lease) = (held.store, held.lease);
         let keys = &self.keys;
         let tty = Tty::open();
         let handoff = tty.as_ref().filter(|t| t.we_are_foreground());
@@ -302,7 +296,7 @@ impl<'a> Run<'a> {
         // The guardian is forked before CMD (if the wait has not forked it),
         // and CMD's own process arms it before it execs: CMD is never
         // unguarded, even if it stops distlock at once.
-        let standby = standby.or_else(|| Guardian::standby().ok());
+        let standby = held.standby.or_else(|| Guardian::standby().ok());
         let arming = standby.as_ref().and_then(|s| s.arming(deadline));
         let pgid = match process::spawn(&self.args.command, &env, &self.signals, handoff, arming) {
             Ok(pid) => pid,
@@ -323,7 +317,7 @@ impl<'a> Run<'a> {
         Ok(Step::Next(Started {
             store,
             lease,
-            pending,
+            pending: held.pending,
             pgid,
             guardian,
             tty,
@@ -333,14 +327,7 @@ impl<'a> Run<'a> {
     /// Supervises CMD while renewing the lease, until CMD's whole process
     /// group is gone; then stops renewing.
     fn drive(&self, started: Started) -> Ran {
-        let Started {
-            store,
-            lease,
-            pending,
-            pgid,
-            guardian,
-            tty,
-        } = started;
+        let (lease, tty) = (started.lease, started.tty);
         let timings = self.args.timings;
         let spec = LeaseSpec {
             keys: self.keys.clone(),
@@ -348,7 +335,7 @@ impl<'a> Run<'a> {
             timings,
             t0: lease.t0,
         };
-        let mut renewer = Renewer::new(store, spec);
+        let mut renewer = Renewer::new(started.store, spec);
         let options = Options {
             kill_signal: self.args.kill_signal.number,
             at_risk_signal: self.args.at_risk_signal.map(|s| s.number),
@@ -357,13 +344,13 @@ impl<'a> Run<'a> {
         let mut driver = Driver {
             g: self.g,
             name: &self.keys.name,
-            pgid,
+            pgid: started.pgid,
             tty: tty.as_ref(),
-            guardian,
+            guardian: started.guardian,
             guardian_error: None,
             machine: Supervisor::new(timings, options, lease.t0),
         };
-        let outcome = driver.drive(&self.signals, &mut renewer, pending);
+        let outcome = driver.drive(&self.signals, &mut renewer, started.pending);
 
         // CMD's group is empty, so the guardian has nothing left to guard: it
         // exits while the release (the next holder is waiting) goes out.
@@ -396,10 +383,13 @@ impl<'a> Run<'a> {
                 )
             }
         };
-        let held_ms = lease.held_ms();
-        let entry = self
-            .runner
-            .record(RunOutcome::NotStarted, code, Some(lease.token), 0, held_ms);
+        let entry = self.runner.record(
+            RunOutcome::NotStarted,
+            code,
+            Some(lease.token),
+            0,
+            lease.held_ms(),
+        );
         let record = RunRecord {
             last: None,
             history: Some((&entry, self.args.history_keep)),
@@ -407,7 +397,7 @@ impl<'a> Run<'a> {
         if let Err(e) = store.release_recording(&self.keys, &self.runner.owner, record, false) {
             self.g.say(format_args!("warning: {e:#}"));
         }
-        self.write_metrics(lease.acquired_at, held_ms, code, false);
+        self.write_metrics(lease.acquired_at, lease.held_ms(), code, false);
         self.g.say(format_args!(
             "cannot run {}: {err}",
             self.args.command[0].to_string_lossy()
@@ -419,14 +409,8 @@ impl<'a> Run<'a> {
     /// gone; then writes the metrics and sees a hand-off through. The run's
     /// exit status.
     fn release_and_record(&self, ran: Ran) -> u8 {
-        let Ran {
-            store,
-            lease,
-            outcome,
-            guardian,
-        } = ran;
-        let args = &self.args;
-        let mut store = store.unwrap_or_else(|| {
+        let (args, lease, outcome) = (&self.args, ran.lease, ran.outcome);
+        let mut store = ran.store.unwrap_or_else(|| {
             self.g
                 .store(args.timings.renew_every.min(Duration::from_secs(5)))
         });
@@ -447,7 +431,7 @@ impl<'a> Run<'a> {
             history: Some((&entry, args.history_keep)),
         };
         let handoff = self.release(&mut store, outcome.lost, both, mark_done);
-        guardian.wait_gone();
+        ran.guardian.wait_gone();
         let success = entry.outcome == RunOutcome::Success;
         self.write_metrics(lease.acquired_at, entry.duration_ms, code, success);
         see_through(self.g, &mut store, &self.keys, handoff, Some(&self.signals));
