@@ -37,7 +37,7 @@ mod spawn;
 mod test_support;
 mod tty;
 
-pub use guardian::Guardian;
+pub use guardian::{Guardian, Standby};
 pub use reap::{
     become_subreaper, group_is_empty, kill_and_reap, reap, signal_group, signal_process, ChildState,
 };
