@@ -300,7 +300,14 @@ impl<'a> Run<'a> {
         let arming = standby.as_ref().and_then(|s| s.arming(deadline));
         let pgid = match process::spawn(&self.args.command, &env, &self.signals, handoff, arming) {
             Ok(pid) => pid,
-            Err(e) => return self.not_started(&mut store, &lease, e).map(Step::Exit),
+            Err(e) => {
+                // CMD's process armed the guardian with its own pid before
+                // its exec failed, and is reaped: stand the guardian down
+                // now, before the release's round trip, or a deadline in
+                // that time would kill a group that reuses the number.
+                drop(standby);
+                return self.not_started(&mut store, &lease, e).map(Step::Exit);
+            }
         };
         let guardian = match standby {
             Some(standby) => standby.armed(pgid, deadline),

@@ -238,3 +238,37 @@ fn etcd_connection_failures_are_one_plain_line_without_library_words() {
         }
     }
 }
+
+/// `release --force` by a user who may change the lock key but not the
+/// name's queue: clearing the queue is refused, and that used to fail the
+/// whole command, leaving the lock held. The lock is still forced free,
+/// with one warning for the queue.
+#[test]
+fn release_force_frees_the_lock_when_the_queue_may_not_be_cleared() {
+    let e = EtcdServer::start();
+    e.ctl(&["user", "add", "root:root-pw-6601"]);
+    let _ = e.try_ctl(&["user", "grant-role", "root", "root"]);
+    e.ctl(&["user", "add", "ops:ops-pw-6602"]);
+    e.ctl(&["role", "add", "lock-only"]);
+    e.ctl(&[
+        "role",
+        "grant-permission",
+        "lock-only",
+        "readwrite",
+        "distlock:{forced}",
+    ]);
+    e.ctl(&["user", "grant-role", "ops", "lock-only"]);
+    e.ctl(&["auth", "enable"]);
+    let root = format!("etcd://root:root-pw-6601@127.0.0.1:{}", e.port);
+    let ops = format!("etcd://ops:ops-pw-6602@127.0.0.1:{}", e.port);
+    let held = exec(at(&root).args(["acquire", "forced", "--ttl", "60s"]), LIMIT);
+    assert_eq!(held.code, 0, "{held:?}");
+
+    let out = exec(at(&ops).args(["release", "--force", "forced"]), LIMIT);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("released forced"), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("warning"), "{out:?}");
+    let after = exec(at(&root).args(["inspect", "forced"]), LIMIT);
+    assert!(after.stdout.contains("free"), "{after:?}");
+}

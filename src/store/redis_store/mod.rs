@@ -272,9 +272,13 @@ impl Store {
             Err(e) => Err(e),
         };
         out.map_err(|e| {
+            let ran_out = call.ran_out(&e);
+            // Off the watchdog's list before the socket is closed, so the
+            // watchdog never cuts a number another thread's socket reuses.
+            drop(call);
             self.conn = None;
             self.slot_map = None;
-            if call.ran_out(&e) {
+            if ran_out {
                 StoreError::Timeout(Failure {
                     op: None,
                     server: self.target.display.clone(),
