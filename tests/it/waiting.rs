@@ -1766,6 +1766,27 @@ fn a_user_denied_a_later_write_is_refused_before_the_token() {
     assert_eq!(server.get(&keys("nohset").lock), None);
 }
 
+/// The same for a semaphore slot: before the fix the token and the HSET
+/// of `tokens` went through and the ZADD of the slot was refused.
+#[test]
+fn a_user_denied_the_slot_write_is_refused_before_the_token() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "nozadd", "on", ">pw", "~*", "&*", "+@all", "-zadd",
+    ]);
+    let url = format!("redis://nozadd:pw@127.0.0.1:{}", server.port);
+    let out = exec(
+        distlock_at(&url).args(["run", "--limit", "2", "nozadd", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 125, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("may not run ZADD"), "{out:?}");
+    let mut con = server.conn();
+    let left: Vec<String> = redis::cmd("KEYS").arg("*nozadd*").query(&mut con).unwrap();
+    assert_eq!(left, Vec::<String>::new(), "a token was burnt");
+}
+
 /// A release wakes the first waiter still listening, but drops at most a
 /// bounded number of waiters that no longer listen in one call (all of
 /// them go at once after a restart that kept the queue, or `kill -9` of

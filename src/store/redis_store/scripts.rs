@@ -443,20 +443,6 @@ local function settle(settled)
   redis.call('PEXPIRE', settled, 10000)
   return false
 end
--- Redis 7 tells a script what its user may run (`redis.acl_check_cmd`;
--- older servers cannot, and refuse half way): a claim refused after its
--- first write would burn a token with nobody holding the lock, so its
--- writes are checked first, each as `{command, key, args...}`. The
--- refusal is the server's own NOPERM reply, so it reads as one.
-local function refused(writes)
-  if not redis.acl_check_cmd then return false end
-  for _, w in ipairs(writes) do
-    if not redis.acl_check_cmd(unpack(w)) then
-      return redis.error_reply('NOPERM this user has no permissions to run the \'' .. string.lower(w[1]) .. '\' command')
-    end
-  end
-  return false
-end
 -- The newest entry of `settled`: the releaser waits for one after it.
 local function last_settled(settled)
   local newest = redis.call('XREVRANGE', settled, '+', '-', 'COUNT', 1)[1]
@@ -470,6 +456,29 @@ local function end_turns(promised, chan, me)
   for _, w in ipairs(promised) do
     if w ~= me then redis.call('PUBLISH', chan .. w, 'claimed') end
   end
+end
+"
+    };
+}
+
+/// Lua for the up-front ACL check of a claim, shared by the plain lock's
+/// and the semaphore's.
+macro_rules! refused {
+    () => {
+        r"
+-- Redis 7 tells a script what its user may run (`redis.acl_check_cmd`;
+-- older servers cannot, and refuse half way): a claim refused after its
+-- first write would burn a token with nobody holding the lock or slot, so
+-- its writes are checked first, each as `{command, key, args...}`. The
+-- refusal is the server's own NOPERM reply, so it reads as one.
+local function refused(writes)
+  if not redis.acl_check_cmd then return false end
+  for _, w in ipairs(writes) do
+    if not redis.acl_check_cmd(unpack(w)) then
+      return redis.error_reply('NOPERM this user has no permissions to run the \'' .. string.lower(w[1]) .. '\' command')
+    end
+  end
+  return false
 end
 "
     };
@@ -623,6 +632,7 @@ end
 pub(super) static ACQUIRE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
+    refused!(),
     done_mark!(),
     record_history!(),
     extend!(),
@@ -1046,6 +1056,7 @@ end
 pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
+    refused!(),
     next_token!(),
     r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter+1', KEYS[5], 'string'})
@@ -1066,7 +1077,14 @@ if mine then
   return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
 end
 if held < n then
-  -- The slot itself is written last (see the top of this file).
+  -- The slot itself is written last (see the top of this file), and every
+  -- write is checked first: a refused ZADD must not leave a token burnt.
+  local writes = {
+    {'SET', fence, '1'}, {'HSET', tokens, owner, '1'}, {'SET', limit, '1'},
+    {'ZADD', slots, '1', owner}, {'PEXPIRE', slots, '1'},
+  }
+  local denied = refused(writes)
+  if denied then return denied end
   local token = next_token(fence)
   redis.call('HSET', tokens, owner, token)
   if ARGV[4] == 'run' then redis.call('HSET', tokens, owner .. ' run', 1) end
