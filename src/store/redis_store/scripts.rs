@@ -484,6 +484,30 @@ end
     };
 }
 
+/// Lua for the callers that only learn whether they must settle after
+/// writing (`wake_next` woke nobody): the LEAVE of a waiter, a done mark
+/// found by ACQUIRE. Comes after `refused!`.
+macro_rules! cannot_settle {
+    () => {
+        r"
+-- Whether `settle` would fail, found without writing, so that such a
+-- caller fails with nothing changed, as a claim does: the user's ACL, and
+-- a stream at its last possible id (`settle`'s `stream_full`). A stream
+-- emptied by XDEL after reaching that id is not seen here; `settle` still
+-- reports it, after the queue changed.
+local function cannot_settle(settled)
+  local denied = refused({{'XADD', settled, 'MAXLEN', '1', '*', 'settled', '1'}, {'PEXPIRE', settled, '10000'}})
+  if denied then return denied end
+  local newest = redis.call('XREVRANGE', settled, '+', '-', 'COUNT', 1)[1]
+  if newest and newest[1] == '18446744073709551615-18446744073709551615' then
+    return {-2, settled, 'stream_full'}
+  end
+  return false
+end
+"
+    };
+}
+
 /// Lua for the done mark of `run --once-per D` (`P:{N}:done`, a hash):
 /// read by `acquire`, written by `release` when CMD exited 0. Kept apart
 /// from the lock and queue logic so each script only gains one call.
@@ -633,6 +657,7 @@ pub(super) static ACQUIRE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
     refused!(),
+    cannot_settle!(),
     done_mark!(),
     record_history!(),
     extend!(),
@@ -668,6 +693,8 @@ if holder == false and not ahead then
   if KEYS[10] then
     local done = done_within(KEYS[10], math.floor(now / 1000), tonumber(arg_field(7, 'once_per_ms')))
     if done then
+      local blocked = cannot_settle(settled)
+      if blocked then return blocked end
       drop(queue, deadlines, turns, owner)
       if not wake_next(queue, deadlines, turns, chan, owner) then
         local full = settle(settled)
@@ -759,15 +786,24 @@ return {0, holder, pttl, ahead, who[1], who[2], who[3], who[4], place}
 /// KEYS: lock, queue, deadlines, turns, settled. ARGV: owner, wake channel
 /// prefix. If the lock is free, the next waiter is woken, since it may
 /// have been waiting behind us (or for our turn to pass); with nobody left,
-/// a releaser still seeing the hand-off through may go (`settle`).
+/// a releaser still seeing the hand-off through may go (`settle`). On a
+/// free lock, a settle that would fail fails the call before the queue
+/// changes (`cannot_settle`).
 pub(super) static LEAVE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
+    refused!(),
+    cannot_settle!(),
     r"
 local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'stream'})
 if foreign then return foreign end
+local free = redis.call('EXISTS', KEYS[1]) == 0
+if free then
+  local blocked = cannot_settle(KEYS[5])
+  if blocked then return blocked end
+end
 drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if free then
   if not wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1]) then
     local full = settle(KEYS[5])
     if full then return full end
