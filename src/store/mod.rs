@@ -307,6 +307,13 @@ impl Target {
     /// scheme allows). An etcd URL in a binary built without the `etcd`
     /// feature is a usage error that says so.
     pub fn parse(url: &str, sec: &Security) -> anyhow::Result<Target> {
+        if url::password_needs_escaping(url) {
+            return Err(crate::config::UsageError(format!(
+                "invalid URL {}: its password holds an unescaped /, ? or #: percent-encode them (%2F, %3F, %23, and @ as %40)",
+                url::redact(url)
+            ))
+            .into());
+        }
         let scheme = url.split("://").next().unwrap_or("").to_ascii_lowercase();
         if scheme == "etcd" || scheme == "etcds" {
             #[cfg(feature = "etcd")]

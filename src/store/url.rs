@@ -9,12 +9,8 @@
 pub(super) fn redact(url: &str) -> String {
     let mut out = url.to_owned();
     if let Some(start) = out.find("://").map(|i| i + 3) {
-        let rest = &out[start..];
-        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..auth_end].rfind('@') {
-            if let Some(colon) = rest[..at].find(':') {
-                out.replace_range(start + colon + 1..start + at, "***");
-            }
+        if let Some((colon, at)) = userinfo(&out[start..], out.len() - start) {
+            out.replace_range(start + colon + 1..start + at, "***");
         }
     }
     if let Some(q) = out.find('?') {
@@ -31,11 +27,35 @@ pub(super) fn redact(url: &str) -> String {
     out
 }
 
+/// Where the password of the userinfo at the start of `rest` (the text
+/// after `://`, up to `end`) begins and ends: the `:` and the LAST `@`.
+/// An unescaped `/`, `?`, `#` or `@` in a password would end the authority
+/// early by the RFC, showing the rest of the password as path or host; the
+/// last `@` errs the safe way, masking a path or query that holds an `@`
+/// too.
+fn userinfo(rest: &str, end: usize) -> Option<(usize, usize)> {
+    let at = rest[..end].rfind('@')?;
+    let colon = rest[..at].find(':')?;
+    Some((colon, at))
+}
+
+/// Whether the URL has a password that only the last-`@` reading finds:
+/// one holding an unescaped `/`, `?` or `#`. Such a URL means one thing to
+/// distlock's masking and another to a URL parser, so it is refused with
+/// a request to percent-encode.
+pub(super) fn password_needs_escaping(url: &str) -> bool {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return false;
+    };
+    let rest = &url[start..];
+    userinfo(rest, rest.len()).is_some_and(|(_, at)| rest[..at].contains(['/', '?', '#']))
+}
+
 /// Masks the password of every URL inside `text`, wherever it starts
 /// (`--db=postgres://app:secret@db/x` becomes
 /// `--db=postgres://app:***@db/x`), keeping the user, for text that other
 /// hosts will read. The userinfo is what comes before the last `@` ahead
-/// of the first `/`, `?`, `#` or blank after `://`, as in [`redact`].
+/// of the next blank or `://` (see [`userinfo`]).
 pub fn redact_urls_in(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -43,13 +63,11 @@ pub fn redact_urls_in(text: &str) -> String {
         let (head, tail) = rest.split_at(i + 3);
         out.push_str(head);
         rest = tail;
-        let auth_end = rest
-            .find(|c: char| "/?#".contains(c) || c.is_whitespace())
-            .unwrap_or(rest.len());
-        let Some(at) = rest[..auth_end].rfind('@') else {
-            continue;
-        };
-        if let Some(colon) = rest[..at].find(':') {
+        let end = rest
+            .find(char::is_whitespace)
+            .unwrap_or(rest.len())
+            .min(rest.find("://").unwrap_or(rest.len()));
+        if let Some((colon, at)) = userinfo(rest, end) {
             out.push_str(&rest[..=colon]);
             out.push_str("***");
             rest = &rest[at..];
@@ -66,11 +84,8 @@ pub fn url_passwords(url: &str) -> Vec<String> {
     let mut found = Vec::new();
     if let Some(start) = url.find("://").map(|i| i + 3) {
         let rest = &url[start..];
-        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..auth_end].rfind('@') {
-            if let Some((_, pass)) = rest[..at].split_once(':') {
-                found.push(pass.to_owned());
-            }
+        if let Some((colon, at)) = userinfo(rest, rest.len()) {
+            found.push(rest[colon + 1..at].to_owned());
         }
     }
     if let Some((_, query)) = url.split_once('?') {
@@ -123,14 +138,11 @@ pub fn without_password(url: &str) -> String {
     let mut out = url.to_owned();
     if let Some(start) = out.find("://").map(|i| i + 3) {
         let rest = &out[start..];
-        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let cut = rest[..auth_end].rfind('@').and_then(|at| {
-            rest[..at].find(':').map(|colon| match colon {
-                // `redis://:pw@host`: no user either, drop the userinfo.
-                0 => start..start + at + 1,
-                // `redis://user:pw@host` → `redis://user@host`.
-                c => start + c..start + at,
-            })
+        let cut = userinfo(rest, rest.len()).map(|(colon, at)| match colon {
+            // `redis://:pw@host`: no user either, drop the userinfo.
+            0 => start..start + at + 1,
+            // `redis://user:pw@host` → `redis://user@host`.
+            c => start + c..start + at,
         });
         if let Some(range) = cut {
             out.replace_range(range, "");
@@ -188,13 +200,50 @@ mod tests {
             ("x://u:p@ss:w@rd@h/", "x://u:***@h/"),
             ("https://example.com/a@b", "https://example.com/a@b"),
             ("ssh://git@example.com/r", "ssh://git@example.com/r"),
-            ("https://h:8080/p?u=a@b", "https://h:8080/p?u=a@b"),
+            // An `@` after a `/`, `?` or `#` may end a password holding
+            // them: masked, erring the safe way.
+            ("https://h:8080/p?u=a@b", "https://h:***@b"),
+            ("redis://:ab/cd@h/0 x", "redis://:***@h/0 x"),
+            ("redis://u:a?b#c@h", "redis://u:***@h"),
             ("no url: u:p@h", "no url: u:p@h"),
             ("://", "://"),
             ("é://ü:ö@ä", "é://ü:***@ä"),
         ] {
             assert_eq!(redact_urls_in(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn passwords_with_an_unescaped_slash_query_hash_or_at_are_masked() {
+        for (url, pw) in [
+            ("redis://:ab/cd@host", "ab/cd"),
+            ("redis://u:ab?cd@host:1/0", "ab?cd"),
+            ("rediss://u:ab#cd@host", "ab#cd"),
+            ("redis://:a@b/c?d#e@host/2", "a@b/c?d#e"),
+            ("etcd://root:x/y@h1:2379,h2", "x/y"),
+        ] {
+            let shown = redact(url);
+            assert!(
+                !shown.contains(pw) && shown.contains(":***@host") | shown.contains(":***@h1"),
+                "{shown}"
+            );
+            assert!(url_passwords(url).contains(&pw.to_owned()), "{url}");
+            assert!(!without_password(url).contains(pw), "{url}");
+            assert!(
+                !redact_urls_in(&format!("--url={url} x")).contains(pw),
+                "{url}"
+            );
+            assert_eq!(
+                password_needs_escaping(url),
+                pw.contains(['/', '?', '#']),
+                "{url}"
+            );
+        }
+        assert_eq!(without_password("redis://:ab/cd@host/0"), "redis://host/0");
+        assert_eq!(without_password("redis://u:ab/cd@host"), "redis://u@host");
+        assert!(!password_needs_escaping("redis://u:p@h/0"));
+        assert!(!password_needs_escaping("https://example.com/a@b"));
+        assert!(!password_needs_escaping("unix:///s.sock?pass=a@b"));
     }
 
     #[test]

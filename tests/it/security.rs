@@ -838,6 +838,36 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
         record(&format!("{src}: release of a hold"), out);
     }
 
+    // A URL in CMD's arguments whose password holds an unescaped `/`, `?`
+    // or `#`: masked in the stored command line every host reads.
+    let cmd_pw = secret("cmd");
+    for (n, pass) in [
+        format!("ab/{cmd_pw}"),
+        format!("a?{cmd_pw}"),
+        format!("a#{cmd_pw}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let arg = format!("--db=postgres://app:{pass}@db/x");
+        let name = format!("cmdline-{n}");
+        let mut holder = Holder::spawn_cmd(
+            distlock_at(&url_pw)
+                .args(["run", &name])
+                .stderr(Stdio::null()),
+            &[&arg],
+        );
+        assert!(holder.try_wait_held(), "{arg}");
+        for args in [vec!["inspect", &name], vec!["inspect", "--json", &name]] {
+            let out = run(distlock_at(&url_pw).args(&args));
+            assert_eq!(out.code, 0, "{out:?}");
+            assert!(out.stdout.contains("app:***@db/x"), "{out:?}");
+            assert_no_secret(&cmd_pw, "the stored command line", &out.all());
+            record(&format!("{args:?} of a CMD given {arg}"), out);
+        }
+        drop(holder);
+    }
+
     // Failing: the secret given where it is wrong, or where nobody answers.
     let other = server_with_password("not-the-secret");
     let unreachable = free_port();
@@ -886,6 +916,28 @@ fn the_secret_appears_in_no_output_of_a_failing_or_a_succeeding_run() {
         }),
         ("unparsable URL with a password", {
             let u = format!("redis://u:{pw}@[::");
+            Box::new(move || distlock_at(&u))
+        }),
+        // A password with an unescaped `/`, `?` or `#` (where a URL
+        // parser ends the authority): refused, never echoed.
+        ("a password with a / in the URL", {
+            let u = format!("redis://:ab/{pw}@127.0.0.1:{port}");
+            Box::new(move || distlock_at(&u))
+        }),
+        ("a password with a ? in the URL", {
+            let u = format!("redis://u:a?{pw}@127.0.0.1:{port}/0");
+            Box::new(move || distlock_at(&u))
+        }),
+        ("a password with a # and an @ in the URL", {
+            let u = format!("rediss://u:a@#{pw}@localhost:{port}");
+            Box::new(move || distlock_at(&u))
+        }),
+        ("an etcd password with a / in the URL", {
+            let u = format!("etcd://root:ab/{pw}@127.0.0.1:{unreachable}");
+            Box::new(move || distlock_at(&u))
+        }),
+        ("an etcd password with a ? in the URL", {
+            let u = format!("etcds://root:a?{pw}@localhost:{unreachable},h2");
             Box::new(move || distlock_at(&u))
         }),
         ("URL without a scheme", {

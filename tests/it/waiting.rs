@@ -1732,6 +1732,49 @@ fn a_settled_stream_at_its_last_id_fails_the_claim_before_the_fence_moves() {
     );
 }
 
+/// A waiter leaving a free lock with nobody to wake must settle, and the
+/// `settled` stream at its last possible id takes no entry: the LEAVE
+/// fails with the queue as it was. Before the fix the waiter had already
+/// left the queue when `stream_full` came back.
+#[test]
+fn a_leave_that_cannot_settle_fails_before_the_queue_changes() {
+    let server = RedisServer::start();
+    let name = "leavefull";
+    let k = keys(name);
+    hold_as(
+        &server,
+        &format!("{}:0:{}", hostname(), "ab".repeat(16)),
+        name,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = dir.path().join("stderr");
+    let mut w = spawn_run(
+        &server,
+        &["--wait", "forever", name],
+        "true",
+        &[],
+        Some(&stderr),
+    );
+    let owner = queued(&server, name, 1, &w);
+    // Free without a release, which would wake the waiter: its own next
+    // try is a 10 s lease away.
+    let _: i64 = server.cmd(&["DEL", &k.lock]);
+    let settled = format!("distlock:{{{name}}}:settled");
+    let _: String = server.cmd(&[
+        "XADD",
+        &settled,
+        "18446744073709551615-18446744073709551615",
+        "x",
+        "y",
+    ]);
+    signal(w.id() as i32, libc::SIGTERM);
+    assert_eq!(wait_with_timeout(&mut w, LIMIT).code(), Some(143));
+    assert!(
+        zscore(&server, &k.queue, &owner).is_some(),
+        "the failed leave changed the queue"
+    );
+}
+
 /// A Redis user whose ACL lacks XADD: refused by name, nothing changed.
 #[test]
 fn a_user_denied_xadd_fails_the_claim_before_the_fence_moves() {
@@ -1764,6 +1807,27 @@ fn a_user_denied_a_later_write_is_refused_before_the_token() {
     assert!(out.stderr.contains("may not run HSET"), "{out:?}");
     assert_eq!(server.get(&fence("nohset")), None, "a token was burnt");
     assert_eq!(server.get(&keys("nohset").lock), None);
+}
+
+/// The same for a semaphore slot: before the fix the token and the HSET
+/// of `tokens` went through and the ZADD of the slot was refused.
+#[test]
+fn a_user_denied_the_slot_write_is_refused_before_the_token() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL", "SETUSER", "nozadd", "on", ">pw", "~*", "&*", "+@all", "-zadd",
+    ]);
+    let url = format!("redis://nozadd:pw@127.0.0.1:{}", server.port);
+    let out = exec(
+        distlock_at(&url).args(["run", "--limit", "2", "nozadd", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 125, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("may not run ZADD"), "{out:?}");
+    let mut con = server.conn();
+    let left: Vec<String> = redis::cmd("KEYS").arg("*nozadd*").query(&mut con).unwrap();
+    assert_eq!(left, Vec::<String>::new(), "a token was burnt");
 }
 
 /// A release wakes the first waiter still listening, but drops at most a

@@ -443,20 +443,6 @@ local function settle(settled)
   redis.call('PEXPIRE', settled, 10000)
   return false
 end
--- Redis 7 tells a script what its user may run (`redis.acl_check_cmd`;
--- older servers cannot, and refuse half way): a claim refused after its
--- first write would burn a token with nobody holding the lock, so its
--- writes are checked first, each as `{command, key, args...}`. The
--- refusal is the server's own NOPERM reply, so it reads as one.
-local function refused(writes)
-  if not redis.acl_check_cmd then return false end
-  for _, w in ipairs(writes) do
-    if not redis.acl_check_cmd(unpack(w)) then
-      return redis.error_reply('NOPERM this user has no permissions to run the \'' .. string.lower(w[1]) .. '\' command')
-    end
-  end
-  return false
-end
 -- The newest entry of `settled`: the releaser waits for one after it.
 local function last_settled(settled)
   local newest = redis.call('XREVRANGE', settled, '+', '-', 'COUNT', 1)[1]
@@ -470,6 +456,53 @@ local function end_turns(promised, chan, me)
   for _, w in ipairs(promised) do
     if w ~= me then redis.call('PUBLISH', chan .. w, 'claimed') end
   end
+end
+"
+    };
+}
+
+/// Lua for the up-front ACL check of a claim, shared by the plain lock's
+/// and the semaphore's.
+macro_rules! refused {
+    () => {
+        r"
+-- Redis 7 tells a script what its user may run (`redis.acl_check_cmd`;
+-- older servers cannot, and refuse half way): a claim refused after its
+-- first write would burn a token with nobody holding the lock or slot, so
+-- its writes are checked first, each as `{command, key, args...}`. The
+-- refusal is the server's own NOPERM reply, so it reads as one.
+local function refused(writes)
+  if not redis.acl_check_cmd then return false end
+  for _, w in ipairs(writes) do
+    if not redis.acl_check_cmd(unpack(w)) then
+      return redis.error_reply('NOPERM this user has no permissions to run the \'' .. string.lower(w[1]) .. '\' command')
+    end
+  end
+  return false
+end
+"
+    };
+}
+
+/// Lua for the callers that only learn whether they must settle after
+/// writing (`wake_next` woke nobody): the LEAVE of a waiter, a done mark
+/// found by ACQUIRE. Comes after `refused!`.
+macro_rules! cannot_settle {
+    () => {
+        r"
+-- Whether `settle` would fail, found without writing, so that such a
+-- caller fails with nothing changed, as a claim does: the user's ACL, and
+-- a stream at its last possible id (`settle`'s `stream_full`). A stream
+-- emptied by XDEL after reaching that id is not seen here; `settle` still
+-- reports it, after the queue changed.
+local function cannot_settle(settled)
+  local denied = refused({{'XADD', settled, 'MAXLEN', '1', '*', 'settled', '1'}, {'PEXPIRE', settled, '10000'}})
+  if denied then return denied end
+  local newest = redis.call('XREVRANGE', settled, '+', '-', 'COUNT', 1)[1]
+  if newest and newest[1] == '18446744073709551615-18446744073709551615' then
+    return {-2, settled, 'stream_full'}
+  end
+  return false
 end
 "
     };
@@ -623,6 +656,8 @@ end
 pub(super) static ACQUIRE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
+    refused!(),
+    cannot_settle!(),
     done_mark!(),
     record_history!(),
     extend!(),
@@ -658,6 +693,8 @@ if holder == false and not ahead then
   if KEYS[10] then
     local done = done_within(KEYS[10], math.floor(now / 1000), tonumber(arg_field(7, 'once_per_ms')))
     if done then
+      local blocked = cannot_settle(settled)
+      if blocked then return blocked end
       drop(queue, deadlines, turns, owner)
       if not wake_next(queue, deadlines, turns, chan, owner) then
         local full = settle(settled)
@@ -749,15 +786,24 @@ return {0, holder, pttl, ahead, who[1], who[2], who[3], who[4], place}
 /// KEYS: lock, queue, deadlines, turns, settled. ARGV: owner, wake channel
 /// prefix. If the lock is free, the next waiter is woken, since it may
 /// have been waiting behind us (or for our turn to pass); with nobody left,
-/// a releaser still seeing the hand-off through may go (`settle`).
+/// a releaser still seeing the hand-off through may go (`settle`). On a
+/// free lock, a settle that would fail fails the call before the queue
+/// changes (`cannot_settle`).
 pub(super) static LEAVE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
+    refused!(),
+    cannot_settle!(),
     r"
 local foreign = foreign_key({KEYS[1], 'string', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'stream'})
 if foreign then return foreign end
+local free = redis.call('EXISTS', KEYS[1]) == 0
+if free then
+  local blocked = cannot_settle(KEYS[5])
+  if blocked then return blocked end
+end
 drop(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if free then
   if not wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[1]) then
     local full = settle(KEYS[5])
     if full then return full end
@@ -1046,6 +1092,7 @@ end
 pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
+    refused!(),
     next_token!(),
     r"
 local foreign = foreign_key({KEYS[1], 'zset', KEYS[2], 'string', KEYS[3], 'hash', KEYS[4], 'counter+1', KEYS[5], 'string'})
@@ -1066,7 +1113,14 @@ if mine then
   return {1, tonumber(redis.call('HGET', tokens, owner) or '0')}
 end
 if held < n then
-  -- The slot itself is written last (see the top of this file).
+  -- The slot itself is written last (see the top of this file), and every
+  -- write is checked first: a refused ZADD must not leave a token burnt.
+  local writes = {
+    {'SET', fence, '1'}, {'HSET', tokens, owner, '1'}, {'SET', limit, '1'},
+    {'ZADD', slots, '1', owner}, {'PEXPIRE', slots, '1'},
+  }
+  local denied = refused(writes)
+  if denied then return denied end
   local token = next_token(fence)
   redis.call('HSET', tokens, owner, token)
   if ARGV[4] == 'run' then redis.call('HSET', tokens, owner .. ' run', 1) end
