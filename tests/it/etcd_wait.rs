@@ -387,3 +387,41 @@ fn a_waiter_whose_lease_is_revoked_stops_with_75_and_never_runs_cmd() {
     release(e, name, &holder);
     assert!(!ran.exists(), "CMD never ran");
 }
+
+/// A waiter stopped (SIGSTOP, Ctrl-Z) for longer than its `--ttl` lost its
+/// lease by its own absence, not by anyone's decision: it joins again at
+/// the back and runs CMD once the lock is free, as on Redis. It used to
+/// stop with 75, even with `--wait forever` (docs/guide.md "etcd").
+#[test]
+fn a_waiter_stopped_longer_than_its_ttl_joins_again_and_runs_cmd_once_free() {
+    let e = shared();
+    let name = "ew-stopped";
+    let (holder, _) = hold(e, name, "60s");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let mut waiter = spawn_quiet(
+        at(&e.url())
+            .args([
+                "run", name, "--wait", "forever", "--ttl", "2s", "--", "touch",
+            ])
+            .arg(&ran),
+    );
+    let pid = waiter.id() as i32;
+    queued(e, name, 1);
+    signal(pid, libc::SIGSTOP);
+    // Its lease runs out while it is stopped, and its key with it.
+    queued(e, name, 0);
+    signal(pid, libc::SIGCONT);
+    assert!(
+        poll(LIMIT, Duration::from_millis(20), || {
+            queue(e, name).len() == 1 || matches!(waiter.try_wait(), Ok(Some(_)))
+        }),
+        "neither queued again nor ended"
+    );
+    release(e, name, &holder);
+    let st = wait_with_timeout(&mut waiter, LIMIT);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(st.code(), Some(0), "{stderr}");
+    assert!(ran.exists(), "CMD ran");
+}
