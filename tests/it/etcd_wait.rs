@@ -425,3 +425,49 @@ fn a_waiter_stopped_longer_than_its_ttl_joins_again_and_runs_cmd_once_free() {
     assert_eq!(st.code(), Some(0), "{stderr}");
     assert!(ran.exists(), "CMD ran");
 }
+
+/// A waiter whose winning take's reply is lost (here: late past its call
+/// timeout, through a proxy) retries, finds the lock under its own owner
+/// id and waiter lease, and has it. It used to call that busy and wait on
+/// itself until its `--wait` ran out (for ever with `forever`).
+#[test]
+fn a_waiter_whose_take_reply_is_lost_finds_the_lock_its_own_and_runs_cmd() {
+    let e = shared();
+    let name = "ew-lost-take";
+    let proxy = crate::common::proxy::Proxy::start(e.port);
+    let (holder, _) = hold(e, name, "60s");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    // Each call of the waiter times out after 6s - 4s - 65ms = 1.935 s: an
+    // attempt's three reads come back within that at 560 ms a reply, and
+    // the take's reply (the fourth) after it.
+    let mut waiter = spawn_quiet(
+        at(&format!("etcd://127.0.0.1:{}", proxy.port()))
+            .args(["run", name, "--wait", "20s", "--ttl", "6s"])
+            .args(["--renew-every", "1s", "--kill-grace", "4s", "--", "touch"])
+            .arg(&ran),
+    );
+    queued(e, name, 1);
+    proxy.set_latency(Duration::from_millis(560));
+    let accepted = proxy.stats().accepted;
+    release(e, name, &holder);
+    let lock = format!("distlock:{{{name}}}");
+    assert!(
+        poll(LIMIT, Duration::from_millis(5), || e
+            .get(&lock)
+            .is_some_and(|o| o != holder)),
+        "the waiter's take reached etcd"
+    );
+    // Its reply is on its way, late; the retry connects again.
+    assert!(
+        poll(LIMIT, Duration::from_millis(5), || proxy.stats().accepted
+            > accepted),
+        "the waiter connected again"
+    );
+    proxy.heal();
+    let st = wait_with_timeout(&mut waiter, LIMIT);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(st.code(), Some(0), "{stderr}");
+    assert!(ran.exists(), "CMD ran");
+}
