@@ -1,6 +1,6 @@
 //! The one clock distlock judges leases by; a leaf that imports nothing of
-//! ours, so `lease`, `process` and `commands` can all read it without
-//! importing each other.
+//! ours, so `store`, `lease`, `process` and `commands` can all read it
+//! without importing each other.
 //!
 //! Time is read from CLOCK_BOOTTIME, a monotonic clock that, unlike
 //! CLOCK_MONOTONIC (Rust's `Instant`), keeps counting while the machine is

@@ -94,7 +94,7 @@ fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>, unacked:
 
 /// Why a fair wait ended without the lock when its place was taken away.
 fn evicted_line(name: &str) -> String {
-    format!("{name}: this waiter's place in the queue was removed (its etcd lease revoked or run out, or its queue key deleted, e.g. by 'distlock release {name} --force'), so it stopped waiting")
+    format!("{name}: this waiter's place in the queue was removed (its etcd lease revoked or its queue key deleted, e.g. by 'distlock release {name} --force'), so it stopped waiting")
 }
 
 /// Timeout for the manual subcommands' connect and each call.

@@ -77,7 +77,7 @@ pub enum Acquire {
     /// woken.
     Done(DoneMark),
     /// A fair waiter's place in the queue was taken away while it waited
-    /// (on etcd: its queue key deleted, or its lease revoked or run out):
+    /// (on etcd: its queue key deleted or its lease revoked, while in touch):
     /// the wait is over, not acquired. Redis never answers this.
     #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     Evicted,

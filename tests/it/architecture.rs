@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 ///   arguments into `config`'s settings.
 /// - `config`: validated settings; a leaf.
 /// - `exit`, `clock`: leaves.
-/// - `store`: the only Redis and etcd code; takes settings from `config`.
+/// - `store`: the only Redis and etcd code; takes settings from `config`
+///   and times a waiter's keep-alives by the clock.
 /// - `lease`: taking and keeping the lease; uses the store and the clock.
 /// - `process`: processes, signals, terminal, guardian; no Redis.
 /// - `commands`: the subcommands, which drive all of the above with the
@@ -30,7 +31,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("config", &[]),
     ("exit", &[]),
     ("clock", &[]),
-    ("store", &["config"]),
+    ("store", &["config", "clock"]),
     ("lease", &["config", "store", "clock", "exit"]),
     ("process", &["config", "clock", "exit"]),
     (

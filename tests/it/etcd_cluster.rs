@@ -390,3 +390,58 @@ fn a_url_naming_two_clusters_is_refused_before_any_lock_and_doctor_says_danger()
     let out = exec(at(&twice).args(["run", "split", "--", "true"]), LIMIT);
     assert_eq!(out.code, 0, "{out:?}");
 }
+
+/// A member of another cluster, too slow to answer within the first
+/// connect's grace (frozen then), could be picked by a later reconnect and
+/// the run went on on that cluster. Now a connection that reports another
+/// cluster than this process's first is refused with 125, naming both.
+#[test]
+fn a_reconnect_to_a_member_of_another_cluster_than_the_first_is_refused_with_125() {
+    use crate::common::etcd::EtcdServer;
+    let (a, b) = (EtcdServer::start(), EtcdServer::start());
+    let url = format!("etcd://127.0.0.1:{},127.0.0.1:{}", a.port, b.port);
+    let (ha, hb) = (
+        format!("127.0.0.1:{}", a.port),
+        format!("127.0.0.1:{}", b.port),
+    );
+    let out = exec(
+        at(&a.url()).args(["acquire", "late", "--ttl", "60s"]),
+        LIMIT,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let b_pid = etcd_proc::pid_of(&b);
+    signal(b_pid, libc::SIGSTOP);
+    let watchers = a.watchers();
+    // `--wait-order any` holds no lease while it waits: on the other
+    // cluster it would find the lock free and run CMD.
+    let mut waiter = at(&url)
+        .args([
+            "run",
+            "late",
+            "--wait",
+            "30s",
+            "--wait-order",
+            "any",
+            "--",
+            "touch",
+        ])
+        .arg(&ran)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = poll(LIMIT, Duration::from_millis(20), || a.watchers() > watchers);
+    signal(b_pid, libc::SIGCONT);
+    assert!(waiting, "the waiter watches the lock on the first member");
+    drop(a);
+    let st = wait_with_timeout(&mut waiter, LIMIT);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(st.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(&ha) && stderr.contains(&hb), "{stderr}");
+    assert!(!ran.exists(), "CMD never ran on the other cluster");
+}

@@ -387,3 +387,87 @@ fn a_waiter_whose_lease_is_revoked_stops_with_75_and_never_runs_cmd() {
     release(e, name, &holder);
     assert!(!ran.exists(), "CMD never ran");
 }
+
+/// A waiter stopped (SIGSTOP, Ctrl-Z) for longer than its `--ttl` lost its
+/// lease by its own absence, not by anyone's decision: it joins again at
+/// the back and runs CMD once the lock is free, as on Redis. It used to
+/// stop with 75, even with `--wait forever` (docs/guide.md "etcd").
+#[test]
+fn a_waiter_stopped_longer_than_its_ttl_joins_again_and_runs_cmd_once_free() {
+    let e = shared();
+    let name = "ew-stopped";
+    let (holder, _) = hold(e, name, "60s");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let mut waiter = spawn_quiet(
+        at(&e.url())
+            .args([
+                "run", name, "--wait", "forever", "--ttl", "2s", "--", "touch",
+            ])
+            .arg(&ran),
+    );
+    let pid = waiter.id() as i32;
+    queued(e, name, 1);
+    signal(pid, libc::SIGSTOP);
+    // Its lease runs out while it is stopped, and its key with it.
+    queued(e, name, 0);
+    signal(pid, libc::SIGCONT);
+    assert!(
+        poll(LIMIT, Duration::from_millis(20), || {
+            queue(e, name).len() == 1 || matches!(waiter.try_wait(), Ok(Some(_)))
+        }),
+        "neither queued again nor ended"
+    );
+    release(e, name, &holder);
+    let st = wait_with_timeout(&mut waiter, LIMIT);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(st.code(), Some(0), "{stderr}");
+    assert!(ran.exists(), "CMD ran");
+}
+
+/// A waiter whose winning take's reply is lost (here: late past its call
+/// timeout, through a proxy) retries, finds the lock under its own owner
+/// id and waiter lease, and has it. It used to call that busy and wait on
+/// itself until its `--wait` ran out (for ever with `forever`).
+#[test]
+fn a_waiter_whose_take_reply_is_lost_finds_the_lock_its_own_and_runs_cmd() {
+    let e = shared();
+    let name = "ew-lost-take";
+    let proxy = crate::common::proxy::Proxy::start(e.port);
+    let (holder, _) = hold(e, name, "60s");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    // Each call of the waiter times out after 6s - 4s - 65ms = 1.935 s: an
+    // attempt's three reads come back within that at 560 ms a reply, and
+    // the take's reply (the fourth) after it.
+    let mut waiter = spawn_quiet(
+        at(&format!("etcd://127.0.0.1:{}", proxy.port()))
+            .args(["run", name, "--wait", "20s", "--ttl", "6s"])
+            .args(["--renew-every", "1s", "--kill-grace", "4s", "--", "touch"])
+            .arg(&ran),
+    );
+    queued(e, name, 1);
+    proxy.set_latency(Duration::from_millis(560));
+    let accepted = proxy.stats().accepted;
+    release(e, name, &holder);
+    let lock = format!("distlock:{{{name}}}");
+    assert!(
+        poll(LIMIT, Duration::from_millis(5), || e
+            .get(&lock)
+            .is_some_and(|o| o != holder)),
+        "the waiter's take reached etcd"
+    );
+    // Its reply is on its way, late; the retry connects again.
+    assert!(
+        poll(LIMIT, Duration::from_millis(5), || proxy.stats().accepted
+            > accepted),
+        "the waiter connected again"
+    );
+    proxy.heal();
+    let st = wait_with_timeout(&mut waiter, LIMIT);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(st.code(), Some(0), "{stderr}");
+    assert!(ran.exists(), "CMD ran");
+}

@@ -19,9 +19,11 @@
 //! A waiter that dies keeps its key until its lease runs out, then the
 //! one behind it is woken; one that gives up or is signalled revokes its
 //! lease (`leave`), which deletes its key at once. A waiter that finds its
-//! key or its lease gone (revoked, deleted by `release --force`, run out
-//! while it was stopped) stops waiting ([`Acquire::Evicted`]), as etcd's
-//! own Mutex does when its session ends.
+//! key or its lease taken while it was in touch (revoked, deleted by
+//! `release --force`) stops waiting ([`Acquire::Evicted`]), as etcd's own
+//! Mutex does when its session ends; nobody decided that for a lease that
+//! ran out while the waiter was stopped or cut off, so that one joins
+//! again at the back, as on Redis.
 //!
 //! `--wait-order any` takes no queue key: it watches the lock key and
 //! races for it whenever it goes. A single attempt (no `--wait`) yields to
@@ -35,6 +37,8 @@
 //! our own, and `lease` stays unaware of which store it reads. Each
 //! attempt tells it, over a channel, what to watch next.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
@@ -54,6 +58,12 @@ pub struct Queue {
     joined: Option<Joined>,
     /// Orders to the subscription that watches for us.
     follow: Option<mpsc::UnboundedSender<Follow>>,
+    /// When (boot clock, ms) the last keep-alive of our waiter lease that
+    /// etcd confirmed was sent; shared with the subscription, which sends
+    /// most of them. A lease gone at least a TTL after that ran out while
+    /// we were away (stopped, partitioned); one gone sooner was taken from
+    /// us (see [`ran_out`]).
+    kept: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -86,8 +96,10 @@ const SIGNAL_POLL: Duration = Duration::from_millis(10);
 /// What one fair attempt found.
 enum Fair {
     Taken(i64),
-    /// Our queue key or our waiter lease is gone: someone ended our wait.
+    /// Our queue key is gone while our lease lives: someone ended our wait.
     Evicted,
+    /// Our waiter lease is gone: revoked, or run out while we were away.
+    LeaseGone,
     Busy {
         holder: Option<Vec<u8>>,
         /// The holder's metadata, for the status line.
@@ -140,6 +152,7 @@ impl Store {
         let me = owner.to_owned();
         let was = self.queue.joined.filter(|j| j.ttl == ttl);
         let watched = self.watched;
+        let kept = self.queue.kept.clone();
         // Joining is a call of its own, recorded before anything else can
         // fail: a waiter interrupted (or timed out) later in its first
         // attempt still revokes its lease when it leaves, so its key does
@@ -147,9 +160,12 @@ impl Store {
         let (start, fresh) = match was {
             Some(j) => (j, false),
             None => {
-                let (mine, me) = (mine.clone(), me.clone());
+                let (mine, me, kept) = (mine.clone(), me.clone(), kept.clone());
                 let j = self.call("acquire", |mut c| async move {
-                    join(&mut c, &mine, &me, ttl).await
+                    let sent = crate::clock::now();
+                    let j = join(&mut c, &mine, &me, ttl).await?;
+                    confirmed(&kept, sent);
+                    Ok(j)
                 })?;
                 self.queue.joined = Some(j);
                 (j, true)
@@ -160,8 +176,12 @@ impl Store {
             // just granted, or kept alive now. Gone (revoked, or run out
             // while we were stopped): our place is gone with it.
             let joined = start;
-            if !fresh && !kept_alive(&mut c, joined.lease).await? {
-                return Ok((joined, Fair::Evicted));
+            if !fresh {
+                let sent = crate::clock::now();
+                if !kept_alive(&mut c, joined.lease).await? {
+                    return Ok((joined, Fair::LeaseGone));
+                }
+                confirmed(&kept, sent);
             }
             for _ in 0..3 {
                 // The key just ahead of ours, to watch. A status line also
@@ -179,6 +199,14 @@ impl Store {
                 }
                 let ahead = c.get(prefix.clone(), Some(ahead_of_us)).await?;
                 let held = c.get(lock.clone(), None).await?;
+                // Ours already: our take's reply was lost (a timeout, a
+                // reset connection) and this is its retry. Busy here would
+                // have us wait on ourselves.
+                if let Some(kv) = held.kvs().first() {
+                    if ours(kv.value(), kv.lease(), &me, joined.lease) {
+                        return Ok((joined, Fair::Taken(kv.create_revision())));
+                    }
+                }
                 let holder = held.kvs().first().map(|kv| kv.value().to_vec());
                 // The holder's metadata, for a status line: read only when
                 // someone watches (under contention each read on the way
@@ -266,10 +294,23 @@ impl Store {
             ))
         })?;
         match found {
+            // Run out while we were away (stopped, partitioned): nobody
+            // meant to end our wait, so we join again at the back, as a
+            // waiter whose key expired does on Redis.
+            Fair::LeaseGone
+                if ran_out(
+                    Duration::from_millis(self.queue.kept.load(Ordering::Relaxed)),
+                    crate::clock::now(),
+                    joined.ttl,
+                ) =>
+            {
+                self.queue.joined = None;
+                self.acquire_fair(keys, owner, ttl_ms, meta)
+            }
             // As etcd's own Mutex ends a wait whose session is gone: queueing
             // again at the back would run CMD after whoever cleared the
             // queue meant it not to. What is left of our lease goes now.
-            Fair::Evicted => {
+            Fair::Evicted | Fair::LeaseGone => {
                 let _ = self.leave_queue();
                 Ok(Acquire::Evicted)
             }
@@ -450,6 +491,7 @@ impl Store {
         }
         self.queue.follow = Some(tx);
         Ok(Subscription {
+            kept: self.queue.kept.clone(),
             runtime,
             client,
             orders: Some(orders),
@@ -601,6 +643,28 @@ pub(super) async fn kept_alive(
     }
 }
 
+/// Notes a keep-alive (or grant) sent at `sent` that etcd confirmed.
+fn confirmed(kept: &AtomicU64, sent: Duration) {
+    kept.fetch_max(
+        u64::try_from(sent.as_millis()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+}
+
+/// Whether a waiter lease found gone at `now` ran out by itself: at least
+/// its TTL has passed since the send of its last confirmed keep-alive
+/// (etcd counts the TTL from its receipt, which is later). Sooner, it was
+/// revoked (or its key deleted) while we were in touch.
+fn ran_out(last_kept: Duration, now: Duration, ttl_secs: i64) -> bool {
+    now.saturating_sub(last_kept) >= Duration::from_secs(u64::try_from(ttl_secs).unwrap_or(0))
+}
+
+/// Whether the lock key's holder is this waiter: our owner id, under our
+/// waiter lease (which a take puts it under).
+fn ours(value: &[u8], lease: i64, owner: &str, our_lease: i64) -> bool {
+    value == owner.as_bytes() && lease == our_lease
+}
+
 /// A keep-alive three times per TTL, as etcd's own client does.
 fn keep_every(ttl: i64) -> Duration {
     Duration::from_millis(u64::try_from(ttl).unwrap_or(2) * 1000 / 3)
@@ -650,12 +714,16 @@ pub struct Subscription {
     wake_now: bool,
     /// The URL, password redacted, for error sentences.
     display: String,
+    /// See [`Queue::kept`].
+    kept: Arc<AtomicU64>,
 }
 
 struct Keep {
     lease: i64,
     every: Duration,
     next: tokio::time::Instant,
+    /// When the keep-alive the next reply answers was sent (boot clock).
+    sent: Duration,
     stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
 }
 
@@ -682,6 +750,7 @@ impl Subscription {
             keep,
             wake_now,
             display,
+            kept,
         } = self;
         let out = runtime.block_on(async {
             let deadline = tokio::time::Instant::now() + timeout;
@@ -719,6 +788,7 @@ impl Subscription {
                             lease,
                             every,
                             next: tokio::time::Instant::now() + every,
+                            sent: Duration::ZERO,
                             stream: None,
                         });
                     }
@@ -734,7 +804,11 @@ impl Subscription {
                         return Err(etcd_client::Error::WatchError("watch ended".into()))
                     }
                     Got::Watch(Err(e)) | Got::Kept(Err(e)) => return Err(e),
-                    Got::Kept(Ok(Some(r))) if r.ttl() > 0 => {}
+                    Got::Kept(Ok(Some(r))) if r.ttl() > 0 => {
+                        if let Some(k) = keep.as_ref() {
+                            confirmed(kept, k.sent);
+                        }
+                    }
                     Got::Kept(_) => {
                         // Our lease is gone, and our key with it.
                         *keep = None;
@@ -743,10 +817,14 @@ impl Subscription {
                     Got::KeepDue => {
                         let k = keep.as_mut().expect("due only when kept");
                         k.next = tokio::time::Instant::now() + k.every;
+                        k.sent = crate::clock::now();
                         match &mut k.stream {
                             Some((keeper, _)) => keeper.keep_alive().await?,
                             None => match client.lease_keep_alive(k.lease).await {
-                                Ok(kept) => k.stream = Some(kept),
+                                Ok(stream) => {
+                                    confirmed(kept, k.sent);
+                                    k.stream = Some(stream);
+                                }
                                 Err(etcd_client::Error::LeaseKeepAliveError(_)) => {
                                     *keep = None;
                                     return Ok(Some(WAKE.to_vec()));
@@ -814,6 +892,22 @@ mod tests {
         assert_eq!(owner_of(p, b"distlock:{a}:queue/"), None);
         assert_eq!(owner_of(p, b"distlock:{b}:queue/x"), None);
         assert_eq!(owner_of(p, b"distlock:{a}:queue/\xff"), None);
+    }
+
+    #[test]
+    fn a_lock_under_our_owner_id_and_waiter_lease_is_ours_after_a_lost_take_reply() {
+        assert!(ours(b"h:1:ff", 7, "h:1:ff", 7));
+        assert!(!ours(b"h:1:ff", 8, "h:1:ff", 7), "another lease of ours");
+        assert!(!ours(b"h:2:ff", 7, "h:1:ff", 7), "someone else");
+    }
+
+    #[test]
+    fn a_lease_gone_a_ttl_after_its_last_keep_alive_ran_out_sooner_was_revoked() {
+        let s = Duration::from_secs;
+        assert!(ran_out(s(100), s(102), 2));
+        assert!(ran_out(s(100), s(500), 2));
+        assert!(!ran_out(s(100), s(101), 2));
+        assert!(!ran_out(s(100), s(100), 2));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Where etcd is: `etcd://[user[:password]@]host[:port][,host[:port]…]`
 //! and `etcds://…` (TLS), default port 2379; connecting with a timeout.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -34,6 +35,11 @@ pub struct Target {
     /// Connecting refuses members of different clusters (see `connect`);
     /// `doctor` turns it off to report them instead.
     pub(super) one_cluster: bool,
+    /// The first member that answered and its cluster id, shared by every
+    /// clone (the store's and the subscription's connections): a later
+    /// connection to another cluster is refused, even when the first
+    /// connect's grace was too short to hear from that member.
+    first_seen: Arc<Mutex<Option<(usize, u64)>>>,
 }
 
 #[derive(Clone)]
@@ -165,6 +171,7 @@ impl Target {
             user,
             tls,
             one_cluster: true,
+            first_seen: Arc::default(),
         })
     }
 
@@ -230,6 +237,16 @@ impl Target {
         let Some(cluster) = cluster.filter(|_| self.one_cluster) else {
             return Ok(client);
         };
+        let seen = {
+            let mut seen = self.first_seen.lock().unwrap_or_else(|e| e.into_inner());
+            remember(&mut seen, first, cluster)
+        };
+        if let Some((i, other)) = seen {
+            let split = self.split(i, other, first, cluster);
+            return Err(etcd_client::Error::GRpcStatus(
+                tonic::Status::failed_precondition(split),
+            ));
+        }
         let until = tokio::time::Instant::now() + started.elapsed() + SPLIT_GRACE;
         while let Ok(Some(answer)) = tokio::time::timeout_at(until, race.join_next()).await {
             if let Ok(Ok((i, _, Some(other)))) = answer {
@@ -291,6 +308,15 @@ impl Target {
     }
 }
 
+/// Remembers the first (member, cluster id) answered; a later answer from
+/// another cluster gets that first one back.
+fn remember(seen: &mut Option<(usize, u64)>, member: usize, cluster: u64) -> Option<(usize, u64)> {
+    match *seen.get_or_insert((member, cluster)) {
+        (_, id) if id == cluster => None,
+        first => Some(first),
+    }
+}
+
 /// Whether `pem` holds at least one certificate.
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; None if malformed.
 fn split_host_port(s: &str) -> Option<(String, u16)> {
@@ -343,6 +369,15 @@ mod tests {
         assert_eq!(t.user, Some(("me".into(), "s@cret".into())));
         assert!(!t.display.contains("cret"));
         assert!(!format!("{t:?}").contains("cret"));
+    }
+
+    #[test]
+    fn a_later_connection_to_another_cluster_than_the_first_is_refused() {
+        let mut seen = None;
+        assert_eq!(remember(&mut seen, 0, 0xa), None);
+        assert_eq!(remember(&mut seen, 1, 0xa), None);
+        assert_eq!(remember(&mut seen, 2, 0xb), Some((0, 0xa)));
+        assert_eq!(remember(&mut seen, 0, 0xa), None);
     }
 
     #[test]
