@@ -583,3 +583,16 @@ impl Drop for Reaper {
         }
     }
 }
+
+/// Every `.rs` file under `dir`, at any depth: for the tests that read
+/// the sources themselves (architecture, deps).
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
