@@ -20,15 +20,8 @@ pub fn doctor(g: &Global, json: bool) -> Result<u8> {
         let t = Instant::now();
         if let Err(e) = store.ping() {
             let advice = "check the URL, the network, the password and TLS settings";
-            print_checks(
-                &[Check::new(
-                    "reachable",
-                    Verdict::Danger,
-                    format!("{e:#}"),
-                    advice,
-                )],
-                json,
-            )?;
+            let unreachable = Check::new("reachable", Verdict::Danger, format!("{e:#}"), advice);
+            print_checks(&[unreachable], json)?;
             return Ok(exit::FAILURE);
         }
         rtts.push(t.elapsed());
