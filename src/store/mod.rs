@@ -10,9 +10,11 @@
 //! in from outside, a variant can be compiled out with its feature, and
 //! callers keep calling methods on one concrete type (no boxing, no
 //! object-safety limits on the operations' signatures). This file holds
-//! the dispatch and the types of the answers; `error`, `keys`, `record`
-//! and `url` what else both backends share (neither names the other).
+//! the dispatch and the types of the answers; `check`, `error`, `keys`,
+//! `record` and `url` what else both backends share (neither names the
+//! other).
 
+mod check;
 mod error;
 mod keys;
 mod record;
@@ -22,11 +24,11 @@ mod url;
 #[cfg(feature = "etcd")]
 mod etcd_store;
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::config::Security;
 
+pub use check::{Check, Verdict};
 pub use error::{Failure, ForeignKey, StoreError};
 pub use keys::LockKeys;
 pub use record::{History, HistoryRecord, LastRun, RunOutcome, RunRecord};
@@ -203,69 +205,6 @@ pub struct SlotsInfo {
     pub token: Option<u64>,
     /// The last `run`'s record, as in [`LockInfo::last_run`].
     pub last_run: Vec<(String, String)>,
-}
-
-/// An etcd cluster as `doctor` sees it: each member (from the member
-/// list) with its own answer, and the smallest lease etcd grants.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterStatus {
-    pub members: Vec<MemberStatus>,
-    /// The TTL etcd granted for a 1 s lease request (its minimum, 1.5
-    /// election timeouts rounded up), or why none was granted.
-    pub min_lease_ttl: std::result::Result<Duration, String>,
-    /// Each host of the URL (`host:port`) and the id of the cluster its
-    /// member is in, or why it did not say.
-    pub clusters: Vec<(String, std::result::Result<u64, String>)>,
-}
-
-/// One member of an etcd cluster, and what it said about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberStatus {
-    pub id: u64,
-    pub name: String,
-    pub client_urls: Vec<String>,
-    /// Its status reply, or why it gave none.
-    pub status: std::result::Result<MemberHealth, String>,
-}
-
-/// A member's status reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberHealth {
-    /// The server version, e.g. `3.4.23`.
-    pub version: String,
-    /// The member id of the leader it follows; 0 when it knows none.
-    pub leader: u64,
-    pub raft_term: u64,
-    /// Alarms it reports (e.g. `NOSPACE`): writes are refused while one is
-    /// raised.
-    pub errors: Vec<String>,
-}
-
-/// One reading of a server's clock (TIME) and this host's monotonic clock
-/// around the request.
-#[derive(Debug, Clone, Copy)]
-pub struct ClockReading {
-    /// The server's TIME, since the Unix epoch.
-    pub time: Duration,
-    pub sent: Instant,
-    pub received: Instant,
-}
-
-impl ClockReading {
-    pub fn rtt(&self) -> Duration {
-        self.received.saturating_duration_since(self.sent)
-    }
-}
-
-/// A replica's clock beside its master's, for `doctor`.
-#[derive(Debug)]
-pub struct ReplicaClock {
-    /// `host:port` of the master (a Cluster's), or "the master".
-    pub master: String,
-    /// `host:port` as the master lists it.
-    pub replica: String,
-    /// The master's reading, then the replica's; or why there is none.
-    pub readings: std::result::Result<(ClockReading, ClockReading), String>,
 }
 
 /// A waiter's wake-ups, read one at a time with a timeout by a thread of
@@ -505,39 +444,13 @@ impl Store {
         each!(self, s => s.ping())
     }
 
-    pub fn info(&mut self, section: &str) -> Result<HashMap<String, String>> {
-        each!(self, s => s.info(section))
-    }
-
-    pub fn server_time(&mut self) -> Result<Duration> {
-        each!(self, s => s.server_time())
-    }
-
-    pub fn replica_clocks(&mut self) -> Result<Vec<ReplicaClock>> {
-        each!(self, s => s.replica_clocks())
-    }
-
     pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
         each!(self, s => s.list_names(prefix))
     }
 
-    /// `doctor` reports an etcd URL that names members of two clusters
-    /// as a danger, where every other call refuses to connect.
-    pub fn report_split_clusters(&mut self) {
-        match self {
-            Store::Redis(_) => {}
-            #[cfg(feature = "etcd")]
-            Store::Etcd(s) => s.report_split_clusters(),
-        }
-    }
-
-    /// The cluster behind an etcd URL; None for Redis, whose `doctor`
-    /// checks are its INFO sections.
-    pub fn cluster_status(&mut self) -> Result<Option<ClusterStatus>> {
-        match self {
-            Store::Redis(_) => Ok(None),
-            #[cfg(feature = "etcd")]
-            Store::Etcd(s) => s.cluster_status().map(Some),
-        }
+    /// `doctor`'s checks after its round trips: each backend judges its
+    /// own server.
+    pub fn checks(&mut self) -> Result<Vec<Check>> {
+        each!(self, s => s.checks())
     }
 }

@@ -1,23 +1,68 @@
-//! What `doctor` asks an etcd cluster: the member list (from any member),
-//! each member's own status (asked of that member alone, so one that is
-//! down shows as down rather than being balanced away), and the TTL etcd
-//! grants for a 1 s lease, which is its minimum; and which cluster each
-//! host of the URL is a member of.
+//! What `doctor` asks an etcd cluster, and how it judges the answers: the
+//! member list (from any member), each member's own status (asked of that
+//! member alone, so one that is down shows as down rather than being
+//! balanced away), and the TTL etcd grants for a 1 s lease, which is its
+//! minimum; and which cluster each host of the URL is a member of.
 
 use std::time::Duration;
 
 use super::{error_chain, one_line, secs, Store};
-use crate::store::{ClusterStatus, MemberHealth, MemberStatus, Result};
+use crate::store::{Check, Result, Verdict};
+
+/// An etcd cluster as `doctor` sees it: each member (from the member
+/// list) with its own answer, and the smallest lease etcd grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClusterStatus {
+    members: Vec<MemberStatus>,
+    /// The TTL etcd granted for a 1 s lease request (its minimum, 1.5
+    /// election timeouts rounded up), or why none was granted.
+    min_lease_ttl: std::result::Result<Duration, String>,
+    /// Each host of the URL (`host:port`) and the id of the cluster its
+    /// member is in, or why it did not say.
+    clusters: Vec<(String, std::result::Result<u64, String>)>,
+}
+
+/// One member of an etcd cluster, and what it said about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MemberStatus {
+    id: u64,
+    name: String,
+    client_urls: Vec<String>,
+    /// Its status reply, or why it gave none.
+    status: std::result::Result<MemberHealth, String>,
+}
+
+/// A member's status reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MemberHealth {
+    /// The server version, e.g. `3.4.23`.
+    version: String,
+    /// The member id of the leader it follows; 0 when it knows none.
+    leader: u64,
+    raft_term: u64,
+    /// Alarms it reports (e.g. `NOSPACE`): writes are refused while one is
+    /// raised.
+    errors: Vec<String>,
+}
 
 impl Store {
-    /// `doctor` shows members of different clusters as a check of its
-    /// own (see `cluster_status`) where a run refuses to connect.
-    pub fn report_split_clusters(&mut self) {
+    /// One status request, for `doctor`'s round trips. Its connection
+    /// takes members of two clusters, which every other call refuses, so
+    /// that `checks` can show them as a danger of its own.
+    pub fn ping(&mut self) -> Result<()> {
         self.target.one_cluster = false;
-        self.client = None;
+        self.call(
+            "status",
+            |mut c| async move { c.status().await.map(|_| ()) },
+        )
     }
 
-    pub fn cluster_status(&mut self) -> Result<ClusterStatus> {
+    /// `doctor`'s checks of the cluster.
+    pub fn checks(&mut self) -> Result<Vec<Check>> {
+        Ok(cluster_checks(&self.cluster_status()?))
+    }
+
+    fn cluster_status(&mut self) -> Result<ClusterStatus> {
         let listed = self.call("member list", |mut c| async move {
             let r = c.member_list().await?;
             Ok(r.members()
@@ -105,5 +150,331 @@ fn reason(e: &etcd_client::Error) -> String {
         etcd_client::Error::GRpcStatus(s) => one_line(s.message()),
         etcd_client::Error::TransportError(t) => one_line(&error_chain(t)),
         other => one_line(&other.to_string()),
+    }
+}
+
+/// Whether the URL's hosts are members of one cluster (None for a URL
+/// of one host): of two, runs would split between them, which every
+/// other call refuses.
+fn split_check(clusters: &[(String, std::result::Result<u64, String>)]) -> Option<Check> {
+    if clusters.len() < 2 {
+        return None;
+    }
+    let said: Vec<(&str, u64)> = clusters
+        .iter()
+        .filter_map(|(h, id)| Some((h.as_str(), *id.as_ref().ok()?)))
+        .collect();
+    let silent: Vec<&str> = clusters
+        .iter()
+        .filter(|(_, id)| id.is_err())
+        .map(|(h, _)| h.as_str())
+        .collect();
+    let unasked = if silent.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} did not answer)", silent.join(", "))
+    };
+    let check = |verdict, detail, advice| Some(Check::new("cluster", verdict, detail, advice));
+    match said.as_slice() {
+        [(a, x), rest @ ..] => match rest.iter().find(|(_, y)| y != x) {
+            Some((b, y)) => check(
+                Verdict::Danger,
+                format!("{a} is a member of etcd cluster {x:x} but {b} of cluster {y:x}{unasked}"),
+                "runs split between the clusters (two holders at once), so run, acquire and the rest refuse this URL: name members of one cluster only",
+            ),
+            None => check(
+                Verdict::Ok,
+                format!("{} hosts of the URL are members of etcd cluster {x:x}{unasked}", said.len()),
+                "",
+            ),
+        },
+        [] => check(
+            Verdict::Warn,
+            format!("no host of the URL said which cluster it is in{unasked}"),
+            "",
+        ),
+    }
+}
+
+/// The smallest `--ttl` distlock takes on etcd (whole seconds).
+const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
+
+/// The checks of an etcd cluster: its members' health, its leader, its
+/// version and the smallest lease it grants. Every acquisition and renewal
+/// is a Raft commit, so what matters is that a majority of members is
+/// healthy and follows one leader.
+fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
+    let healthy = |h: &MemberHealth| h.leader != 0 && h.errors.is_empty();
+    let name_of = |id: u64| {
+        c.members
+            .iter()
+            .find(|m| m.id == id)
+            .map_or_else(|| format!("{id:x}"), |m| m.name.clone())
+    };
+    let mut parts = Vec::new();
+    let mut up = 0;
+    let mut alarms = false;
+    for m in &c.members {
+        let state = match &m.status {
+            Ok(h) if healthy(h) => {
+                up += 1;
+                "healthy".to_owned()
+            }
+            Ok(h) if !h.errors.is_empty() => {
+                alarms = true;
+                format!("alarm {}", h.errors.join(", "))
+            }
+            Ok(_) => "up, but follows no leader".to_owned(),
+            Err(e) => format!("not reached: {e}"),
+        };
+        parts.push(format!("{} {} {state}", m.name, m.client_urls.join(",")));
+    }
+    let n = c.members.len();
+    let (verdict, advice) = if up == n && n > 0 {
+        (Verdict::Ok, "")
+    } else if alarms || up * 2 <= n {
+        (
+            Verdict::Danger,
+            "without a majority of healthy members no lease can be taken or renewed (running CMDs are stopped at their deadline); an alarm refuses writes until it is cleared",
+        )
+    } else {
+        (
+            Verdict::Warn,
+            "leases still work, but the cluster has less to lose: bring the member back",
+        )
+    };
+    let mut checks: Vec<Check> = split_check(&c.clusters).into_iter().collect();
+    let detail = format!("{up} of {n} healthy: {}", parts.join("; "));
+    checks.push(Check::new("members", verdict, detail, advice));
+
+    let mut leaders: Vec<(u64, u64)> = c
+        .members
+        .iter()
+        .filter_map(|m| m.status.as_ref().ok())
+        .filter(|h| h.leader != 0)
+        .map(|h| (h.leader, h.raft_term))
+        .collect();
+    leaders.sort();
+    leaders.dedup_by_key(|l| l.0);
+    let leader = |verdict, detail, advice| Check::new("leader", verdict, detail, advice);
+    checks.push(match leaders.as_slice() {
+        [] => leader(
+            Verdict::Danger,
+            "no member follows a leader".into(),
+            "etcd needs a majority of its members up to elect one; until then no lease can be taken or renewed",
+        ),
+        [(id, term)] => {
+            let following = c
+                .members
+                .iter()
+                .filter(|m| matches!(&m.status, Ok(h) if h.leader == *id))
+                .count();
+            // A leader cut off from the others still believes it leads
+            // until its election timeout passes; without a majority
+            // behind it, it commits nothing.
+            if following * 2 > n {
+                let detail = format!("{} leads (raft term {term})", name_of(*id));
+                leader(Verdict::Ok, detail, "")
+            } else {
+                leader(
+                    Verdict::Danger,
+                    format!(
+                        "{} claims to lead (raft term {term}), but only {following} of {n} members follow it",
+                        name_of(*id)
+                    ),
+                    "etcd needs a majority of its members up to commit; until then no lease can be taken or renewed",
+                )
+            }
+        }
+        many => leader(
+            Verdict::Warn,
+            format!(
+                "members follow different leaders: {}",
+                many.iter()
+                    .map(|(id, _)| name_of(*id))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "an election is under way or a member is cut off; run doctor again",
+        ),
+    });
+
+    let mut versions: Vec<(&str, &str)> = c
+        .members
+        .iter()
+        .filter_map(|m| Some((m.name.as_str(), m.status.as_ref().ok()?.version.as_str())))
+        .collect();
+    versions.sort_by_key(|v| v.1);
+    checks.push(match versions.as_slice() {
+        [] => Check::new("version", Verdict::Warn, "no member told its version", ""),
+        [first, .., last] if first.1 != last.1 => Check::new(
+            "version",
+            Verdict::Warn,
+            format!(
+                "etcd {}",
+                versions
+                    .iter()
+                    .map(|(n, v)| format!("{v} on {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "members run different versions: finish the upgrade",
+        ),
+        [(_, v), ..] => Check::new("version", Verdict::Ok, format!("etcd {v}"), ""),
+    });
+
+    checks.push(match &c.min_lease_ttl {
+        Ok(min) => {
+            let floor = (*min).max(ETCD_MIN_TTL);
+            let mut detail = format!(
+                "etcd grants leases of at least {}s (1.5 election timeouts); distlock takes --ttl of whole seconds from {}s",
+                min.as_secs(),
+                floor.as_secs()
+            );
+            if *min > ETCD_MIN_TTL {
+                detail.push_str(&format!(
+                    ", and etcd makes a shorter one {}s: safe (the lease outlives distlock's deadline), but a holder that dies blocks the lock that long",
+                    min.as_secs()
+                ));
+            }
+            Check::new("lease-ttl", Verdict::Ok, detail, "")
+        }
+        Err(e) => Check::new(
+            "lease-ttl",
+            Verdict::Danger,
+            format!("no lease granted: {e}"),
+            "distlock cannot take a lease on this cluster",
+        ),
+    });
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(id: u64, status: std::result::Result<(u64, &str), &str>) -> MemberStatus {
+        MemberStatus {
+            id,
+            name: format!("m{id}"),
+            client_urls: vec![format!("http://h{id}:2379")],
+            status: status
+                .map(|(leader, version)| MemberHealth {
+                    version: version.into(),
+                    leader,
+                    raft_term: 7,
+                    errors: Vec::new(),
+                })
+                .map_err(str::to_owned),
+        }
+    }
+
+    fn verdicts(c: &ClusterStatus) -> Vec<(&'static str, Verdict)> {
+        cluster_checks(c)
+            .iter()
+            .map(|k| (k.name, k.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn an_etcd_cluster_is_judged_by_its_majority_its_leader_and_its_lease_floor() {
+        use Verdict::{Danger, Ok as Fine, Warn};
+        let whole = ClusterStatus {
+            members: vec![
+                member(1, Ok((2, "3.4.23"))),
+                member(2, Ok((2, "3.4.23"))),
+                member(3, Ok((2, "3.4.23"))),
+            ],
+            min_lease_ttl: Ok(Duration::from_secs(2)),
+            clusters: Vec::new(),
+        };
+        let checks = cluster_checks(&whole);
+        assert_eq!(
+            verdicts(&whole),
+            [
+                ("members", Fine),
+                ("leader", Fine),
+                ("version", Fine),
+                ("lease-ttl", Fine)
+            ]
+        );
+        assert_eq!(checks[1].detail, "m2 leads (raft term 7)");
+        assert!(checks[0].detail.contains("m3 http://h3:2379 healthy"));
+
+        let mut one_down = whole.clone();
+        one_down.members[2] = member(3, Err("tcp connect error"));
+        one_down.members[1].status.as_mut().unwrap().version = "3.5.1".into();
+        let checks = cluster_checks(&one_down);
+        assert_eq!(
+            verdicts(&one_down),
+            [
+                ("members", Warn),
+                ("leader", Fine),
+                ("version", Warn),
+                ("lease-ttl", Fine)
+            ]
+        );
+        assert!(checks[0]
+            .detail
+            .contains("m3 http://h3:2379 not reached: tcp connect error"));
+
+        // A leader cut off still claims to lead: not a majority.
+        let cut_off = ClusterStatus {
+            members: vec![
+                member(1, Err("refused")),
+                member(2, Ok((2, "3.4.23"))),
+                member(3, Err("refused")),
+            ],
+            min_lease_ttl: Err("no answer within 5s".into()),
+            clusters: Vec::new(),
+        };
+        assert_eq!(
+            verdicts(&cut_off),
+            [
+                ("members", Danger),
+                ("leader", Danger),
+                ("version", Fine),
+                ("lease-ttl", Danger)
+            ]
+        );
+        let mut none = cut_off.clone();
+        none.members[1] = member(2, Ok((0, "3.4.23")));
+        assert_eq!(
+            cluster_checks(&none)[1].detail,
+            "no member follows a leader"
+        );
+
+        let mut slow = whole.clone();
+        slow.min_lease_ttl = Ok(Duration::from_secs(5));
+        let lease = &cluster_checks(&slow)[3];
+        assert_eq!(lease.verdict, Fine);
+        assert!(lease.detail.contains("from 5s"), "{}", lease.detail);
+    }
+
+    #[test]
+    fn hosts_of_two_etcd_clusters_are_a_danger_naming_both() {
+        let hosts = |v: &[(&str, std::result::Result<u64, &str>)]| {
+            v.iter()
+                .map(|(h, r)| (h.to_string(), r.map_err(str::to_owned)))
+                .collect::<Vec<_>>()
+        };
+        assert!(split_check(&hosts(&[("a:1", Ok(1))])).is_none());
+        let one = split_check(&hosts(&[
+            ("a:1", Ok(0xab)),
+            ("b:2", Err("refused")),
+            ("c:3", Ok(0xab)),
+        ]))
+        .unwrap();
+        assert_eq!(one.verdict, Verdict::Ok);
+        assert_eq!(
+            one.detail,
+            "2 hosts of the URL are members of etcd cluster ab (b:2 did not answer)"
+        );
+        let two = split_check(&hosts(&[("a:1", Ok(0xab)), ("b:2", Ok(0xcd))])).unwrap();
+        assert_eq!(two.verdict, Verdict::Danger);
+        assert_eq!(
+            two.detail,
+            "a:1 is a member of etcd cluster ab but b:2 of cluster cd"
+        );
     }
 }

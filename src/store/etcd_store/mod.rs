@@ -26,7 +26,6 @@ mod replies;
 mod semaphore;
 mod target;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -37,8 +36,8 @@ use etcd_client::{
 };
 
 use super::{
-    Acquire, DoneMark, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, ReplicaClock,
-    Result, RunRecord, SlotsInfo, StoreError, Watched,
+    Acquire, DoneMark, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result,
+    RunRecord, SlotsInfo, StoreError, Watched,
 };
 
 pub use queue::Subscription;
@@ -285,10 +284,6 @@ impl Store {
             E::IoError(io) => self.failure(StoreError::Unreachable, op, io.to_string()),
             other => self.failure(StoreError::Server, op, one_line(&other.to_string())),
         }
-    }
-
-    fn unsupported(what: &str) -> StoreError {
-        StoreError::Unsupported(format!("{what} is not supported on etcd yet"))
     }
 
     pub fn acquire(
@@ -657,25 +652,6 @@ impl Store {
     /// The channel is Redis's; on etcd each attempt says what to watch.
     pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
         self.subscribe_waiter()
-    }
-
-    pub fn ping(&mut self) -> Result<()> {
-        self.call(
-            "status",
-            |mut c| async move { c.status().await.map(|_| ()) },
-        )
-    }
-
-    pub fn info(&mut self, _section: &str) -> Result<HashMap<String, String>> {
-        Err(Self::unsupported("doctor"))
-    }
-
-    pub fn server_time(&mut self) -> Result<Duration> {
-        Err(Self::unsupported("doctor"))
-    }
-
-    pub fn replica_clocks(&mut self) -> Result<Vec<ReplicaClock>> {
-        Err(Self::unsupported("doctor"))
     }
 
     /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores

@@ -18,13 +18,14 @@
 //! `scripts` (every Lua script), `replies` (their answers as types), `lock`
 //! and `semaphore` (the operations on a plain lock, its history included,
 //! and on a `--limit N` semaphore), `pubsub` (a waiter's wake-up channel),
-//! `server` (`list`'s SCAN and `doctor`'s questions), `error` (how a
+//! `server` (`list`'s SCAN), `doctor` (its checks), `error` (how a
 //! redis-rs error becomes a `StoreError`). This file holds the `Store`
 //! itself and how it calls. The types it answers in are the store's
 //! (`store/`), shared with etcd.
 
 mod connection;
 mod deadline;
+mod doctor;
 mod error;
 mod lock;
 mod pubsub;
@@ -49,9 +50,8 @@ pub use connection::Target;
 pub use pubsub::Subscription;
 
 pub(super) use super::{
-    Acquire, ClockReading, DoneMark, Failure, ForeignKey, Found, Handoff, History, HistoryRecord,
-    LastRun, LockInfo, LockKeys, Mode, Release, ReplicaClock, Result, RunRecord, SlotsInfo,
-    StoreError, Watched,
+    Acquire, DoneMark, Failure, ForeignKey, Found, Handoff, History, HistoryRecord, LastRun,
+    LockInfo, LockKeys, Mode, Release, Result, RunRecord, SlotsInfo, StoreError, Watched,
 };
 
 impl RunRecord<'_> {
