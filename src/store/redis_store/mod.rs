@@ -50,8 +50,8 @@ pub use connection::Target;
 pub use pubsub::Subscription;
 
 pub(super) use super::{
-    Acquire, DoneMark, Failure, ForeignKey, Found, Handoff, History, HistoryRecord, LastRun,
-    LockInfo, LockKeys, Mode, Release, Result, RunRecord, SlotsInfo, StoreError, Watched,
+    Acquire, DoneMark, Failure, ForeignKey, Found, Handoff, History, HistoryRecord, LockInfo,
+    LockKeys, Mode, Release, Result, RunRecord, SlotsInfo, StoreError, Watched,
 };
 
 impl RunRecord<'_> {
@@ -74,24 +74,12 @@ impl RunRecord<'_> {
             Some((r, keep)) => inv.arg(keep).arg(r.duration_ms).arg(r.tail()),
             None => inv.arg("").arg("").arg(""),
         };
-        if let Some((record, _)) = self.last {
-            for (k, v) in record.fields() {
-                inv.arg(k).arg(v);
-            }
+        if let Some((r, _)) = self.last {
+            inv.arg("host").arg(&r.host).arg("owner").arg(&r.owner);
+            inv.arg("started_ms").arg(r.started_ms);
+            inv.arg("duration_ms").arg(r.duration_ms);
+            inv.arg("exit").arg(r.exit).arg("token").arg(r.token);
         }
-    }
-}
-
-impl LastRun {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("host", self.host.clone()),
-            ("owner", self.owner.clone()),
-            ("started_ms", self.started_ms.to_string()),
-            ("duration_ms", self.duration_ms.to_string()),
-            ("exit", self.exit.to_string()),
-            ("token", self.token.to_string()),
-        ]
     }
 }
 
@@ -116,8 +104,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// A store for `target` whose connects and calls each give up after
-    /// `timeout`. Does no I/O until the first call.
     pub fn new(target: Target, timeout: Duration) -> Store {
         Store {
             target,
@@ -174,8 +160,6 @@ impl Store {
         Ok(())
     }
 
-    /// Requires acknowledgement by `n` replicas (0: none) for acquisitions
-    /// and renewals.
     /// The busy reply of every acquire script carries the holder's
     /// details already: nothing to do.
     pub fn set_watched(&mut self, _on: bool) {}
@@ -237,31 +221,14 @@ impl Store {
             .map_err(|e| StoreError::protocol(&self.target.display, e.to_string()).during(what))
     }
 
-    /// `call` for a plain command, whose reply is taken as it is. An error
-    /// while connecting is told as it is; an error of the request itself
-    /// names the request (`renewal failed: ...`).
-    fn call_raw(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
-    ) -> Result<Value> {
-        self.timed(what, f)
-    }
-
-    /// `call_raw` for a pipeline, whose replies come as a list.
-    fn call_pipeline(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Vec<Value>>,
-    ) -> Result<Vec<Value>> {
-        self.timed(what, f)
-    }
-
+    /// `call` for a plain command or a pipeline, whose reply is taken as it
+    /// is. An error while connecting is told as it is; an error of the
+    /// request itself names the request (`renewal failed: ...`).
     /// Connects if need be and runs `f`, all of it within the timeout (not
     /// per read: see `deadline.rs`) and, during an acquisition, ended at
     /// once by a signal in `interrupt_on`. On any error the connection is
     /// dropped.
-    fn timed<T>(
+    fn call_raw<T>(
         &mut self,
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
@@ -419,15 +386,9 @@ fn invoke_acked(
             .arg(wait_ms)
             .query(c)
     };
+    let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
     let out = match send(c, load) {
-        Err(e)
-            if matches!(
-                e.kind(),
-                redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-            ) =>
-        {
-            send(c, true)?
-        }
+        Err(e) if e.kind() == noscript => send(c, true)?,
         other => other?,
     };
     Ok(Value::Array(out))
@@ -440,13 +401,10 @@ fn split_acks(v: Value, replicas: u32) -> std::result::Result<(Value, i64), Stri
         return Ok((v, 0));
     }
     match v {
-        Value::Array(items) => match items.as_slice() {
-            [result, acks] => Ok((result.clone(), int(acks).map_err(|e| e.to_string())?)),
-            other => Err(format!(
-                "unexpected reply to a script and WAIT: {}",
-                replies::shape(&Value::Array(other.to_vec()))
-            )),
-        },
+        Value::Array(mut items) if items.len() == 2 => {
+            let acks = int(&items[1]).map_err(|e| e.to_string())?;
+            Ok((items.swap_remove(0), acks))
+        }
         other => Err(format!(
             "unexpected reply to a script and WAIT: {}",
             replies::shape(&other)
