@@ -160,15 +160,13 @@ fn split_check(clusters: &[(String, std::result::Result<u64, String>)]) -> Optio
     if clusters.len() < 2 {
         return None;
     }
-    let said: Vec<(&str, u64)> = clusters
-        .iter()
-        .filter_map(|(h, id)| Some((h.as_str(), *id.as_ref().ok()?)))
-        .collect();
-    let silent: Vec<&str> = clusters
-        .iter()
-        .filter(|(_, id)| id.is_err())
-        .map(|(h, _)| h.as_str())
-        .collect();
+    let (mut said, mut silent) = (Vec::new(), Vec::new());
+    for (h, id) in clusters {
+        match id {
+            Ok(id) => said.push((h.as_str(), *id)),
+            Err(_) => silent.push(h.as_str()),
+        }
+    }
     let unasked = if silent.is_empty() {
         String::new()
     } else {
@@ -286,17 +284,12 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
                 )
             }
         }
-        many => leader(
-            Verdict::Warn,
-            format!(
-                "members follow different leaders: {}",
-                many.iter()
-                    .map(|(id, _)| name_of(*id))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            "an election is under way or a member is cut off; run doctor again",
-        ),
+        many => {
+            let names: Vec<_> = many.iter().map(|(id, _)| name_of(*id)).collect();
+            let detail = format!("members follow different leaders: {}", names.join(", "));
+            let advice = "an election is under way or a member is cut off; run doctor again";
+            leader(Verdict::Warn, detail, advice)
+        }
     });
 
     let mut versions: Vec<(&str, &str)> = c
@@ -307,19 +300,12 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
     versions.sort_by_key(|v| v.1);
     checks.push(match versions.as_slice() {
         [] => Check::new("version", Verdict::Warn, "no member told its version", ""),
-        [first, .., last] if first.1 != last.1 => Check::new(
-            "version",
-            Verdict::Warn,
-            format!(
-                "etcd {}",
-                versions
-                    .iter()
-                    .map(|(n, v)| format!("{v} on {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            "members run different versions: finish the upgrade",
-        ),
+        [first, .., last] if first.1 != last.1 => {
+            let each = versions.iter().map(|(n, v)| format!("{v} on {n}"));
+            let detail = format!("etcd {}", each.collect::<Vec<_>>().join(", "));
+            let advice = "members run different versions: finish the upgrade";
+            Check::new("version", Verdict::Warn, detail, advice)
+        }
         [(_, v), ..] => Check::new("version", Verdict::Ok, format!("etcd {v}"), ""),
     });
 

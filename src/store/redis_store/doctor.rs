@@ -55,11 +55,7 @@ impl Store {
         let info = self.info("default")?;
         let field = |k: &str| info.get(k).map_or("", String::as_str);
         let version = field("redis_version");
-        let major: u32 = version
-            .split('.')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let major: u32 = version.split('.').next().unwrap_or("").parse().unwrap_or(0);
         let aof = field("aof_enabled") == "1";
         let policy = info
             .get("maxmemory_policy")
@@ -108,8 +104,8 @@ impl Store {
         let local = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        let first = self.server_time()?;
-        let second = self.server_time()?;
+        let first = self.master_reading()?.time;
+        let second = self.master_reading()?.time;
         let skew = first.as_secs_f64() - local.as_secs_f64();
         let (verdict, advice) = if second < first {
             (
@@ -132,12 +128,6 @@ impl Store {
     fn info(&mut self, section: &str) -> Result<HashMap<String, String>> {
         let v = self.call_raw("INFO", |c| redis::cmd("INFO").arg(section).query(c))?;
         Ok(self.parse::<Info>("INFO", v)?.0)
-    }
-
-    /// The server's wall clock (`TIME`), since the Unix epoch.
-    fn server_time(&mut self) -> Result<Duration> {
-        let v = self.call_raw("TIME", |c| redis::cmd("TIME").query(c))?;
-        Ok(self.parse::<ServerTime>("TIME", v)?.0)
     }
 
     /// TIME, with this host's monotonic clock read just before the request
@@ -173,19 +163,19 @@ impl Store {
 
     /// A clock reading of the server the connection points at.
     fn master_reading(&mut self) -> Result<ClockReading> {
-        let mut read = None;
-        let v = self.call_raw("TIME", |c| {
-            let (v, sent, received) = Self::clock_reading(c)?;
-            read = Some((sent, received));
-            Ok(v)
-        })?;
-        let (sent, received) = read.expect("set when the call succeeded");
+        let (v, sent, received) = self.call_raw("TIME", Self::clock_reading)?;
+        self.reading(v, sent, received)
+    }
+
+    fn reading(&self, v: Value, sent: Instant, received: Instant) -> Result<ClockReading> {
+        let time = self.parse::<ServerTime>("TIME", v)?.0;
         Ok(ClockReading {
-            time: self.parse::<ServerTime>("TIME", v)?.0,
+            time,
             sent,
             received,
         })
     }
+
     /// The master's and one replica's clock readings, best of three.
     fn read_pair(
         &mut self,
@@ -207,14 +197,7 @@ impl Store {
             let (v, sent, received) = Self::clock_reading(&mut replica)
                 .map_err(|e| describe(e, &self.target).to_string())?;
             drop(call);
-            let r = ClockReading {
-                time: self
-                    .parse::<ServerTime>("TIME", v)
-                    .map_err(|e| e.to_string())?
-                    .0,
-                sent,
-                received,
-            };
+            let r = self.reading(v, sent, received).map_err(|e| e.to_string())?;
             let spread = |(m, r): &(ClockReading, ClockReading)| m.rtt() + r.rtt();
             if best.as_ref().is_none_or(|b| spread(&(m, r)) < spread(b)) {
                 best = Some((m, r));
@@ -253,13 +236,9 @@ const MAX_OFFSET: Duration = Duration::from_secs(1);
 /// this host's monotonic clock, the error is at most half of the two
 /// round trips together.
 fn clock_offset(master: &ClockReading, replica: &ClockReading) -> (f64, f64) {
-    let mid = |r: &ClockReading| r.sent + r.rtt() / 2;
-    let (m_mid, r_mid) = (mid(master), mid(replica));
-    let between = if r_mid >= m_mid {
-        (r_mid - m_mid).as_secs_f64()
-    } else {
-        -(m_mid - r_mid).as_secs_f64()
-    };
+    let base = master.sent.min(replica.sent);
+    let mid = |r: &ClockReading| (r.sent - base + r.rtt() / 2).as_secs_f64();
+    let between = mid(replica) - mid(master);
     let offset = replica.time.as_secs_f64() - master.time.as_secs_f64() - between;
     let error = (master.rtt() + replica.rtt()).as_secs_f64() / 2.0;
     (offset, error)

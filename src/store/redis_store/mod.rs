@@ -261,21 +261,6 @@ impl Store {
         })
     }
 
-    /// Whether `invoke_acked` should load `script` in the same round trip:
-    /// with `--min-replicas`, on the first use of the script on a
-    /// connection (a new connection may well reach a server that has never
-    /// seen it: restarted, or promoted by a failover).
-    fn needs_load(&self, script: &'static Script) -> bool {
-        self.min_replicas > 0 && (self.conn.is_none() || !self.loaded.contains(&script.get_hash()))
-    }
-
-    /// Records that `script` is loaded on the current connection.
-    fn mark_loaded(&mut self, script: &'static Script) {
-        if self.min_replicas > 0 && !self.loaded.contains(&script.get_hash()) {
-            self.loaded.push(script.get_hash());
-        }
-    }
-
     /// `--min-replicas` and the WAIT timeout: most of the call's timeout,
     /// so WAIT answers before the socket gives up, and never longer than
     /// the lease of `ttl_ms` just set, less the safety margin
@@ -299,18 +284,21 @@ impl Store {
         build: impl FnOnce() -> Invocation,
     ) -> Result<(T, i64)> {
         let (replicas, wait_ms) = self.wait_args(ttl_ms);
-        let load = self.needs_load(script);
+        // With `--min-replicas`, load the script in the same round trip on
+        // its first use on a connection (a new connection may well reach a
+        // server that has never seen it: restarted, or promoted by a
+        // failover).
+        let loaded = self.conn.is_some() && self.loaded.contains(&script.get_hash());
+        let load = replicas > 0 && !loaded;
         let v = self.call_raw(what, |c| {
             let inv = build();
             invoke_acked(script, &inv, c, replicas, wait_ms, load)
         })?;
-        self.mark_loaded(script);
-        let (v, acks) = match split_acks(v, replicas) {
-            Ok(split) => split,
-            Err(detail) => {
-                return Err(StoreError::protocol(&self.target.display, detail).during(what))
-            }
-        };
+        if load {
+            self.loaded.push(script.get_hash());
+        }
+        let (v, acks) = split_acks(v, replicas)
+            .map_err(|d| StoreError::protocol(&self.target.display, d).during(what))?;
         if let Some(fk) = foreign_key(&v) {
             return Err(fk.into());
         }
