@@ -34,7 +34,6 @@ pub use keys::LockKeys;
 pub use record::{History, HistoryRecord, LastRun, RunOutcome, RunRecord};
 pub use url::{redact_urls_in, url_passwords, without_password};
 
-/// What every store call returns: a typed [`StoreError`] on failure.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// How an acquisition treats other waiters.
@@ -104,9 +103,7 @@ pub struct Watched {
 pub struct DoneMark {
     /// When that run acquired the lease (Unix ms, the server's clock).
     pub at_ms: u64,
-    /// Host that ran it.
     pub host: String,
-    /// Its fencing token.
     pub token: u64,
     /// Its owner id, when known.
     pub owner: Option<String>,
@@ -188,7 +185,6 @@ pub struct Waiter {
 /// A lock key found by `list`: a plain lock, or a semaphore's slots.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Found {
-    /// The lock name.
     pub name: String,
     /// Found as `P:{N}:slots` (a semaphore) rather than `P:{N}`.
     pub semaphore: bool,

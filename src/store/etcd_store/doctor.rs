@@ -325,12 +325,10 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
             }
             Check::new("lease-ttl", Verdict::Ok, detail, "")
         }
-        Err(e) => Check::new(
-            "lease-ttl",
-            Verdict::Danger,
-            format!("no lease granted: {e}"),
-            "distlock cannot take a lease on this cluster",
-        ),
+        Err(e) => {
+            let advice = "distlock cannot take a lease on this cluster";
+            Check::new("lease-ttl", Verdict::Danger, format!("no lease granted: {e}"), advice)
+        }
     });
     checks
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
+use redis::{Connection, Value};
 
 use super::deadline::Call;
 use super::error::describe;
@@ -133,9 +133,7 @@ impl Store {
     /// TIME, with this host's monotonic clock read just before the request
     /// and just after the reply, so that readings of two servers can be
     /// compared.
-    fn clock_reading(
-        conn: &mut redis::Connection,
-    ) -> redis::RedisResult<(Value, Instant, Instant)> {
+    fn clock_reading(conn: &mut Connection) -> redis::RedisResult<(Value, Instant, Instant)> {
         let sent = Instant::now();
         let v = redis::cmd("TIME").query(conn)?;
         Ok((v, sent, Instant::now()))
