@@ -75,10 +75,8 @@ impl Store {
         let each = self.timeout / 2;
         let target = self.target.clone();
         let asks: Vec<_> = listed.iter().map(|(_, _, urls)| urls.clone()).collect();
-        let hosts: Vec<String> = self.target.hosts().map(str::to_owned).collect();
         let url_asks: Vec<Vec<String>> = self.target.endpoints().map(|e| vec![e]).collect();
-        let (answers, clusters) = self.call("status", |_| async move {
-            let n = asks.len();
+        let mut answers = self.call("status", |_| async move {
             let tasks: Vec<_> = asks
                 .into_iter()
                 .chain(url_asks)
@@ -112,11 +110,11 @@ impl Store {
             for t in tasks {
                 out.push(t.await.unwrap_or_else(|e| Err(e.to_string())));
             }
-            let by_url = out.split_off(n);
-            let members: Vec<_> = out.into_iter().map(|a| a.map(|(h, _)| h)).collect();
-            let clusters = by_url.into_iter().map(|a| a.map(|(_, id)| id));
-            Ok((members, hosts.into_iter().zip(clusters).collect()))
+            Ok(out)
         })?;
+        let by_url = answers.split_off(listed.len());
+        let by_url = by_url.into_iter().map(|a| a.map(|(_, id)| id));
+        let clusters = self.target.hosts().map(str::to_owned).zip(by_url).collect();
         let members = listed
             .into_iter()
             .zip(answers)
@@ -124,7 +122,7 @@ impl Store {
                 id,
                 name,
                 client_urls,
-                status,
+                status: status.map(|(health, _)| health),
             })
             .collect();
         let min_lease_ttl = self
@@ -202,19 +200,16 @@ const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 /// is a Raft commit, so what matters is that a majority of members is
 /// healthy and follows one leader.
 fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
-    let healthy = |h: &MemberHealth| h.leader != 0 && h.errors.is_empty();
     let name_of = |id: u64| {
         c.members
             .iter()
             .find(|m| m.id == id)
             .map_or_else(|| format!("{id:x}"), |m| m.name.clone())
     };
-    let mut parts = Vec::new();
-    let mut up = 0;
-    let mut alarms = false;
+    let (mut parts, mut up, mut alarms) = (Vec::new(), 0, false);
     for m in &c.members {
         let state = match &m.status {
-            Ok(h) if healthy(h) => {
+            Ok(h) if h.leader != 0 && h.errors.is_empty() => {
                 up += 1;
                 "healthy".to_owned()
             }

@@ -33,8 +33,8 @@ impl ClockReading {
 /// A replica's clock beside its master's.
 #[derive(Debug)]
 struct ReplicaClock {
-    /// `host:port` of the master (a Cluster's), or "the master".
-    master: String,
+    /// `host:port` of the master, in a Cluster; None: the one master.
+    master: Option<String>,
     /// `host:port` as the master lists it.
     replica: String,
     /// The master's reading, then the replica's; or why there is none.
@@ -145,8 +145,7 @@ impl Store {
     /// A replica that cannot be reached from here is listed with why.
     fn replica_clocks(&mut self) -> Result<Vec<ReplicaClock>> {
         self.on_each_master(|s, master| {
-            let master =
-                master.map_or_else(|| "the master".to_owned(), |(h, p)| format!("{h}:{p}"));
+            let master = master.map(|(h, p)| format!("{h}:{p}"));
             let info = s.info("replication")?;
             Ok(listed_replicas(&info)
                 .into_iter()
@@ -251,11 +250,10 @@ fn replica_clocks(replicas: &[ReplicaClock]) -> Check {
     let mut verdict = Verdict::Ok;
     let mut parts = Vec::new();
     for r in replicas {
-        let of = if r.master == "the master" {
-            String::new()
-        } else {
-            format!(" (of {})", r.master)
-        };
+        let of = r
+            .master
+            .as_ref()
+            .map_or(String::new(), |m| format!(" (of {m})"));
         match &r.readings {
             Ok((m, rep)) => {
                 let (offset, error) = clock_offset(m, rep);
@@ -308,12 +306,12 @@ mod tests {
     #[test]
     fn replica_clocks_warn_above_one_second_and_name_each_replica() {
         let base = Instant::now();
-        let clock = |master: &str, replica: &str, time_ms| ReplicaClock {
-            master: master.into(),
+        let clock = |master: Option<&str>, replica: &str, time_ms| ReplicaClock {
+            master: master.map(Into::into),
             replica: replica.into(),
             readings: Ok((reading(base, 0, 2, 10_000), reading(base, 2, 2, time_ms))),
         };
-        let c = replica_clocks(&[clock("the master", "r1:6379", 10_002)]);
+        let c = replica_clocks(&[clock(None, "r1:6379", 10_002)]);
         assert_eq!(c.verdict, Verdict::Ok);
         assert!(
             c.detail
@@ -322,10 +320,10 @@ mod tests {
             c.detail
         );
         let c = replica_clocks(&[
-            clock("m:7000", "r1:7001", 10_002),
-            clock("m:7002", "r2:7003", 8_000),
+            clock(Some("m:7000"), "r1:7001", 10_002),
+            clock(Some("m:7002"), "r2:7003", 8_000),
             ReplicaClock {
-                master: "m:7004".into(),
+                master: Some("m:7004".into()),
                 replica: "r3:7005".into(),
                 readings: Err("refused".into()),
             },
