@@ -251,11 +251,10 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
     leaders.dedup_by_key(|l| l.0);
     let leader = |verdict, detail, advice| Check::new("leader", verdict, detail, advice);
     checks.push(match leaders.as_slice() {
-        [] => leader(
-            Verdict::Danger,
-            "no member follows a leader".into(),
-            "etcd needs a majority of its members up to elect one; until then no lease can be taken or renewed",
-        ),
+        [] => {
+            let advice = "etcd needs a majority of its members up to elect one; until then no lease can be taken or renewed";
+            leader(Verdict::Danger, "no member follows a leader".into(), advice)
+        }
         [(id, term)] => {
             let following = c
                 .members
@@ -265,18 +264,13 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
             // A leader cut off from the others still believes it leads
             // until its election timeout passes; without a majority
             // behind it, it commits nothing.
+            let who = name_of(*id);
             if following * 2 > n {
-                let detail = format!("{} leads (raft term {term})", name_of(*id));
-                leader(Verdict::Ok, detail, "")
+                leader(Verdict::Ok, format!("{who} leads (raft term {term})"), "")
             } else {
-                leader(
-                    Verdict::Danger,
-                    format!(
-                        "{} claims to lead (raft term {term}), but only {following} of {n} members follow it",
-                        name_of(*id)
-                    ),
-                    "etcd needs a majority of its members up to commit; until then no lease can be taken or renewed",
-                )
+                let detail = format!("{who} claims to lead (raft term {term}), but only {following} of {n} members follow it");
+                let advice = "etcd needs a majority of its members up to commit; until then no lease can be taken or renewed";
+                leader(Verdict::Danger, detail, advice)
             }
         }
         many => {

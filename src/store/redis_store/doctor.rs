@@ -107,19 +107,14 @@ impl Store {
         let first = self.master_reading()?.time;
         let second = self.master_reading()?.time;
         let skew = first.as_secs_f64() - local.as_secs_f64();
-        let (verdict, advice) = if second < first {
-            (
-                Verdict::Danger,
-                "the server clock went backwards between two calls: leases and queues are judged on it",
-            )
-        } else {
-            (
-                Verdict::Warn.when(skew.abs() > 5.0),
-                "leases do not depend on it, but acquired/last-run times shown by inspect will be off; run NTP",
-            )
-        };
         let detail = format!("server TIME is {skew:+.3}s from this host's clock, and advances");
-        checks.push(Check::new("clock", verdict, detail, advice));
+        checks.push(if second < first {
+            let advice = "the server clock went backwards between two calls: leases and queues are judged on it";
+            Check::new("clock", Verdict::Danger, detail, advice)
+        } else {
+            let advice = "leases do not depend on it, but acquired/last-run times shown by inspect will be off; run NTP";
+            Check::new("clock", Verdict::Warn.when(skew.abs() > 5.0), detail, advice)
+        });
         checks.push(replica_clocks(&self.replica_clocks()?));
         Ok(checks)
     }

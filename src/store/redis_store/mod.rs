@@ -368,11 +368,8 @@ fn invoke_acked(
         if load {
             p.add_command(script.load_cmd()).ignore();
         }
-        p.add_command(inv.eval_cmd())
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(wait_ms)
-            .query(c)
+        p.add_command(inv.eval_cmd()).cmd("WAIT");
+        p.arg(replicas).arg(wait_ms).query(c)
     };
     let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
     let out = match send(c, load) {
