@@ -33,18 +33,16 @@ use etcd_client::{
 
 use serde_json::Map;
 
+use super::semaphore::{prefix_end, Ec};
 use super::Store;
-
-/// A record's fields as `inspect` shows them.
-type Fields = Vec<(String, String)>;
-
-/// What a call to etcd gives back.
-type Ec<T> = std::result::Result<T, etcd_client::Error>;
 use crate::config::fmt_duration;
 use crate::store::{
     DoneMark, ForeignKey, History, HistoryRecord, LastRun, LockKeys, Release, Result, RunRecord,
     StoreError, Watched,
 };
+
+/// A record's fields as `inspect` shows them.
+type Fields = Vec<(String, String)>;
 
 /// What `run --once-per` found before taking the lock.
 pub(super) enum Look {
@@ -437,7 +435,7 @@ async fn last_lease(c: &mut Client, last: &str) -> Ec<Option<i64>> {
 /// Keeps the newest `keep` history records: one range delete below the
 /// oldest kept (everything with 0).
 async fn trim(c: &mut Client, prefix: String, keep: u32) -> Ec<()> {
-    let mut end = super::semaphore::prefix_end(&prefix);
+    let mut end = prefix_end(&prefix);
     if keep > 0 {
         let got = c
             .get(prefix.clone(), Some(newest(keep).with_keys_only()))
