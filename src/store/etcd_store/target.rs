@@ -21,12 +21,8 @@ const SPLIT_GRACE: Duration = Duration::from_millis(50);
 pub struct Target {
     /// The URL with any password replaced by `***`, for messages.
     pub display: String,
-    /// `http://host:port` or `https://host:port`, one per member named.
-    endpoints: Vec<String>,
-    /// Each member's host (certificates are checked against it) and
-    /// `host:port`, for error sentences.
-    hosts: Vec<String>,
-    hosts_ports: Vec<String>,
+    /// `host:port`, one per member named.
+    addrs: Vec<String>,
     /// User and password for etcd's authentication.
     user: Option<(String, String)>,
     /// etcds://: the CA to trust (None: the system's roots are not loaded
@@ -114,21 +110,14 @@ impl Target {
             ))),
             None => None,
         };
-        let (mut endpoints, mut names, mut hosts_ports) = (Vec::new(), Vec::new(), Vec::new());
+        let mut addrs = Vec::new();
         for h in hosts.split(',') {
-            let (host, port) = split_host_port(h).ok_or_else(|| {
-                UsageError(format!(
+            let Some((host, port)) = split_host_port(h) else {
+                bail!(UsageError(format!(
                     "invalid etcd URL {display}: expected host[:port][,host[:port]...]"
-                ))
-            })?;
-            let http = if tls { "https" } else { "http" };
-            endpoints.push(format!("{http}://{host}:{port}"));
-            hosts_ports.push(format!("{host}:{port}"));
-            names.push(
-                host.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
-            );
+                )));
+            };
+            addrs.push(format!("{host}:{port}"));
         }
         let tls = if tls {
             let read = |what: &str, p: &std::path::Path| -> Result<Vec<u8>> {
@@ -165,9 +154,7 @@ impl Target {
         };
         Ok(Target {
             display,
-            endpoints,
-            hosts: names,
-            hosts_ports,
+            addrs,
             user,
             tls,
             one_cluster: true,
@@ -178,12 +165,14 @@ impl Target {
     /// What error sentences need to know of this target; `probe`: see
     /// [`super::errors::Seen`].
     pub(super) fn seen(&self, probe: bool) -> super::errors::Seen<'_> {
+        // The first member's host, which certificates are checked against.
+        let host = self.addrs.first().and_then(|a| a.rsplit_once(':'));
         super::errors::Seen {
             probe,
             tls: self.tls.is_some(),
-            host: self.hosts.first().map(String::as_str),
+            host: host.map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']')),
             trust: self.tls.as_ref().map_or("", |t| t.trust.as_str()),
-            addrs: &self.hosts_ports,
+            addrs: &self.addrs,
         }
     }
 
@@ -204,13 +193,15 @@ impl Target {
     /// within that; one that is down costs at most that, once per
     /// connection.
     pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
-        if let [one] = self.endpoints.as_slice() {
-            return self.connect_to(&[one], timeout).await;
+        if self.addrs.len() == 1 {
+            return self
+                .connect_to(&Vec::from_iter(self.endpoints()), timeout)
+                .await;
         }
         let started = tokio::time::Instant::now();
         let mut race = tokio::task::JoinSet::new();
-        for (i, endpoint) in self.endpoints.iter().enumerate() {
-            let (target, endpoint) = (self.clone(), endpoint.clone());
+        for (i, endpoint) in self.endpoints().enumerate() {
+            let target = self.clone();
             race.spawn(async move {
                 let mut c = target.connect_to(&[endpoint], timeout).await?;
                 let status = c.status().await?;
@@ -242,19 +233,13 @@ impl Target {
             remember(&mut seen, first, cluster)
         };
         if let Some((i, other)) = seen {
-            let split = self.split(i, other, first, cluster);
-            return Err(etcd_client::Error::GRpcStatus(
-                tonic::Status::failed_precondition(split),
-            ));
+            return Err(self.split(i, other, first, cluster));
         }
         let until = tokio::time::Instant::now() + started.elapsed() + SPLIT_GRACE;
         while let Ok(Some(answer)) = tokio::time::timeout_at(until, race.join_next()).await {
             if let Ok(Ok((i, _, Some(other)))) = answer {
                 if other != cluster {
-                    let split = self.split(first, cluster, i, other);
-                    return Err(etcd_client::Error::GRpcStatus(
-                        tonic::Status::failed_precondition(split),
-                    ));
+                    return Err(self.split(first, cluster, i, other));
                 }
             }
         }
@@ -263,25 +248,23 @@ impl Target {
 
     /// The URL's endpoints, as `http(s)://host:port`.
     pub(super) fn endpoints(&self) -> impl Iterator<Item = String> + '_ {
-        self.endpoints.iter().cloned()
+        let http = if self.tls.is_some() { "https" } else { "http" };
+        self.addrs.iter().map(move |a| format!("{http}://{a}"))
     }
 
     /// The URL's endpoints, as `host:port`.
     pub(super) fn hosts(&self) -> impl Iterator<Item = &str> {
-        self.endpoints
-            .iter()
-            .map(|e| e.split_once("://").map_or(e.as_str(), |(_, h)| h))
+        self.addrs.iter().map(String::as_str)
     }
 
-    /// The one line that refuses a URL whose members `a` and `b` are in
+    /// The error that refuses a URL whose members `a` and `b` are in
     /// different clusters.
-    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> String {
-        let host = |i: usize| self.hosts().nth(i).unwrap_or_default().to_owned();
-        format!(
-            "{} is a member of etcd cluster {a_id:x} but {} of cluster {b_id:x}: the URL must name members of one cluster, or runs split between them (two holders at once)",
-            host(a),
-            host(b)
-        )
+    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> etcd_client::Error {
+        let addr = |i: usize| self.addrs.get(i).map_or("", String::as_str);
+        let (a, b) = (addr(a), addr(b));
+        etcd_client::Error::GRpcStatus(tonic::Status::failed_precondition(format!(
+            "{a} is a member of etcd cluster {a_id:x} but {b} of cluster {b_id:x}: the URL must name members of one cluster, or runs split between them (two holders at once)"
+        )))
     }
 
     /// A client of `endpoints` only (one member, for `doctor`), with this
@@ -317,7 +300,6 @@ fn remember(seen: &mut Option<(usize, u64)>, member: usize, cluster: u64) -> Opt
     }
 }
 
-/// Whether `pem` holds at least one certificate.
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; None if malformed.
 fn split_host_port(s: &str) -> Option<(String, u16)> {
     let (host, port) = if let Some(v6) = s.strip_prefix('[') {
@@ -362,7 +344,7 @@ mod tests {
     fn hosts_ports_and_users() {
         let t = Target::parse("etcd://a,b:2380,[::1]:1", &sec()).unwrap();
         assert_eq!(
-            t.endpoints,
+            t.endpoints().collect::<Vec<_>>(),
             ["http://a:2379", "http://b:2380", "http://[::1]:1"]
         );
         let t = Target::parse("etcd://me:s%40cret@h", &sec()).unwrap();
