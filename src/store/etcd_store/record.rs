@@ -79,10 +79,8 @@ fn history_prefix(keys: &LockKeys) -> String {
 /// A record's key: by its fencing token, or by the revision a skipped run
 /// found the mark at and its owner.
 fn history_key(keys: &LockKeys, rev: u64, skipped_by: Option<&str>) -> String {
-    match skipped_by {
-        None => format!("{}{rev:020}", history_prefix(keys)),
-        Some(owner) => format!("{}{rev:020}-{owner}", history_prefix(keys)),
-    }
+    let by = skipped_by.map_or(String::new(), |owner| format!("-{owner}"));
+    format!("{}{rev:020}{by}", history_prefix(keys))
 }
 
 fn now_ms() -> u64 {
@@ -101,8 +99,10 @@ fn secs_up(ms: u64) -> i64 {
 /// by under a second, never fall short of it); None when the run outlasted
 /// its window, which leaves no mark, as on Redis.
 fn done_ttl(window_ms: u64, elapsed_ms: u64) -> Option<i64> {
-    let left = window_ms.checked_sub(elapsed_ms).filter(|&l| l > 0)?;
-    Some(secs_up(left))
+    window_ms
+        .checked_sub(elapsed_ms)
+        .filter(|&l| l > 0)
+        .map(secs_up)
 }
 
 /// A done mark as stored: the mark, its window, how old it was when
@@ -281,9 +281,8 @@ pub(super) struct EndWrites {
     writes: Vec<Write>,
     last: String,
     done: String,
-    prefix: String,
-    /// The history's keep count, for the trim.
-    keep: Option<u32>,
+    /// The history's prefix and keep count, for the trim.
+    trim: Option<(String, u32)>,
 }
 
 impl EndWrites {
@@ -310,7 +309,6 @@ impl EndWrites {
             let ttl = secs_up(keep.as_millis() as u64);
             writes.push((keys.last.clone(), last_value(l), Some(ttl)));
         }
-        let keep = record.history.map(|(_, keep)| keep);
         if let Some((h, 1..)) = record.history {
             // The acquisition, on this host's clock: the duration counts
             // from the acquire request.
@@ -338,8 +336,7 @@ impl EndWrites {
             writes,
             last: keys.last.clone(),
             done: keys.done.clone(),
-            prefix: history_prefix(keys),
-            keep,
+            trim: record.history.map(|(_, keep)| (history_prefix(keys), keep)),
         }
     }
 
@@ -349,13 +346,15 @@ impl EndWrites {
     pub(super) async fn prepare(self, c: &mut Client) -> Ec<(Vec<TxnOp>, Settle)> {
         let old_last = last_lease(c, &self.last).await?;
         let (ops, granted) = puts(c, self.writes, &self.done).await?;
-        let settle = Settle {
-            granted,
-            old_last,
-            prefix: self.prefix,
-            keep: self.keep,
-        };
-        Ok((ops, settle))
+        let trim = self.trim;
+        Ok((
+            ops,
+            Settle {
+                granted,
+                old_last,
+                trim,
+            },
+        ))
     }
 }
 
@@ -363,8 +362,7 @@ impl EndWrites {
 pub(super) struct Settle {
     granted: Vec<i64>,
     old_last: Option<i64>,
-    prefix: String,
-    keep: Option<u32>,
+    trim: Option<(String, u32)>,
 }
 
 impl Settle {
@@ -379,8 +377,8 @@ impl Settle {
         for id in revoke {
             let _ = c.lease_revoke(id).await;
         }
-        match self.keep {
-            Some(keep) if written => trim(c, self.prefix, keep).await,
+        match self.trim {
+            Some((prefix, keep)) if written => trim(c, prefix, keep).await,
             _ => Ok(()),
         }
     }
@@ -618,30 +616,21 @@ impl Store {
             };
             Ok((kvs, lease))
         })?;
-        let read = |kv: &Option<KeyValue>, what: &str| -> Result<Fields> {
-            match kv {
-                None => Ok(Vec::new()),
-                Some(kv) => fields(kv.value()).ok_or_else(|| unreadable(kv.key(), what)),
-            }
+        let read = |kv: Option<&KeyValue>, what: &str| -> Result<Fields> {
+            kv.map_or(Ok(Vec::new()), |kv| {
+                fields(kv.value()).ok_or_else(|| unreadable(kv.key(), what))
+            })
         };
-        let meta = if held {
-            read(&kvs[0], "holder metadata")?
-        } else {
-            Vec::new()
+        let meta = read(kvs[0].as_ref().filter(|_| held), "holder metadata")?;
+        let last = read(kvs[1].as_ref(), "a last-run record")?;
+        let Some(kv) = &kvs[2] else {
+            return Ok((meta, last, None));
         };
-        let last = read(&kvs[1], "a last-run record")?;
-        let done = match &kvs[2] {
-            None => None,
-            Some(kv) => {
-                let stored =
-                    parse_mark(kv.value()).ok_or_else(|| unreadable(kv.key(), "a done mark"))?;
-                let age = stored.age(lease, now_ms());
-                let mut mark = stored.mark;
-                mark.expires_in = Some(Duration::from_millis(stored.window_ms).saturating_sub(age));
-                Some(mark)
-            }
-        };
-        Ok((meta, last, done))
+        let stored = parse_mark(kv.value()).ok_or_else(|| unreadable(kv.key(), "a done mark"))?;
+        let age = stored.age(lease, now_ms());
+        let mut mark = stored.mark;
+        mark.expires_in = Some(Duration::from_millis(stored.window_ms).saturating_sub(age));
+        Ok((meta, last, Some(mark)))
     }
 
     /// `distlock history`: the newest `n` records, newest first. A key

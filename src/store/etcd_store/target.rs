@@ -81,10 +81,9 @@ impl Target {
                 "invalid etcd URL {display}: no path or query is allowed (etcd://host[:port][,host[:port]...])"
             )));
         }
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
+        let (userinfo, hosts) = authority
+            .rsplit_once('@')
+            .map_or((None, authority), |(u, h)| (Some(u), h));
         let mut user = userinfo.map(|u| match u.split_once(':') {
             Some((name, pass)) => (decode(name), Some(decode(pass))),
             None => (decode(u), None),
