@@ -155,12 +155,9 @@ fn speaks_tls(addrs: &[String]) -> Option<bool> {
 
 /// One member's answer to the hello; None if it cannot be reached.
 fn probe(addr: &str, within: Duration) -> Option<bool> {
-    let mut s = connect(addr, within).ok()?;
-    if s.write_all(&CLIENT_HELLO).is_err() {
-        return Some(false);
-    }
-    let mut first = [0u8; 1];
-    Some(matches!(s.read(&mut first), Ok(1) if matches!(first[0], 0x15 | 0x16)))
+    let s = connect(addr, within).ok()?;
+    let got = ask(s, Instant::now() + within, &CLIENT_HELLO, 1);
+    Some(got.is_ok_and(|g| matches!(g.first(), Some(0x15 | 0x16))))
 }
 
 /// How the first of `addrs` answers an HTTP/1 `GET /version`, which
@@ -168,29 +165,30 @@ fn probe(addr: &str, within: Duration) -> Option<bool> {
 /// with something else, None with nothing (refused, closed: a TLS port,
 /// an etcd restarting). Within [`PROBE_WITHIN`].
 fn http_answer(addrs: &[String]) -> Option<bool> {
-    let addr = addrs.first()?;
     let until = Instant::now() + PROBE_WITHIN;
-    let asked = || -> io::Result<Vec<u8>> {
-        let mut s = connect(addr, PROBE_WITHIN)?;
-        s.write_all(b"GET /version HTTP/1.0\r\n\r\n")?;
-        // Until the end, 4 KiB or the deadline: a server that trickles
-        // bytes cannot hold the probe.
-        let (mut got, mut buf) = (Vec::new(), [0u8; 512]);
-        while got.len() < 4096 {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            s.set_read_timeout(Some(left))?;
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-        Ok(got)
-    };
-    let got = asked().ok().filter(|g| !g.is_empty())?;
+    let get = b"GET /version HTTP/1.0\r\n\r\n";
+    let got = connect(addrs.first()?, PROBE_WITHIN).and_then(|s| ask(s, until, get, 4096));
+    let got = got.ok().filter(|g| !g.is_empty())?;
     Some(String::from_utf8_lossy(&got).contains("etcdserver"))
+}
+
+/// What the peer answers to `bytes`: up to `max` bytes, until it closes
+/// or `until`, so that a server that trickles bytes cannot hold a probe.
+fn ask(mut s: TcpStream, until: Instant, bytes: &[u8], max: usize) -> io::Result<Vec<u8>> {
+    s.write_all(bytes)?;
+    let (mut got, mut buf) = (Vec::new(), [0u8; 512]);
+    while got.len() < max {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    Ok(got)
 }
 
 fn connect(addr: &str, within: Duration) -> io::Result<TcpStream> {
