@@ -99,10 +99,8 @@ fn secs_up(ms: u64) -> i64 {
 /// by under a second, never fall short of it); None when the run outlasted
 /// its window, which leaves no mark, as on Redis.
 fn done_ttl(window_ms: u64, elapsed_ms: u64) -> Option<i64> {
-    window_ms
-        .checked_sub(elapsed_ms)
-        .filter(|&l| l > 0)
-        .map(secs_up)
+    let left = window_ms.checked_sub(elapsed_ms).filter(|&l| l > 0)?;
+    Some(secs_up(left))
 }
 
 /// A done mark as stored: the mark, its window, how old it was when
@@ -346,15 +344,12 @@ impl EndWrites {
     pub(super) async fn prepare(self, c: &mut Client) -> Ec<(Vec<TxnOp>, Settle)> {
         let old_last = last_lease(c, &self.last).await?;
         let (ops, granted) = puts(c, self.writes, &self.done).await?;
-        let trim = self.trim;
-        Ok((
-            ops,
-            Settle {
-                granted,
-                old_last,
-                trim,
-            },
-        ))
+        let settle = Settle {
+            granted,
+            old_last,
+            trim: self.trim,
+        };
+        Ok((ops, settle))
     }
 }
 

@@ -134,19 +134,13 @@ impl super::Store {
     /// The slots and the plain key, at one revision.
     async fn seen(c: &mut Client, keys: &LockKeys, s: &Slots) -> Ec<Seen> {
         let got = c
-            .get(s.all.clone(), Some(GetOptions::new().with_prefix()))
+            .get(s.all.as_str(), Some(GetOptions::new().with_prefix()))
             .await?;
         let rev = got.header().map_or(0, |h| h.revision());
-        let plain = c
-            .get(
-                keys.lock.clone(),
-                Some(GetOptions::new().with_revision(rev).with_count_only()),
-            )
-            .await?;
-        Ok(Seen {
-            slots: got.kvs().to_vec(),
-            plain: plain.count() > 0,
-        })
+        let at_rev = GetOptions::new().with_revision(rev).with_count_only();
+        let plain = c.get(keys.lock.as_str(), Some(at_rev)).await?.count() > 0;
+        let slots = got.kvs().to_vec();
+        Ok(Seen { slots, plain })
     }
 
     /// The error for a call whose `--limit` disagrees with the one in use

@@ -210,19 +210,16 @@ impl Target {
         }
         let mut first_error = None;
         let (first, client, cluster) = loop {
-            match race.join_next().await {
+            let e = match race.join_next().await {
                 Some(Ok(Ok(answer))) => break answer,
-                Some(Ok(Err(e))) => {
-                    first_error.get_or_insert(e);
-                }
-                Some(Err(e)) => {
-                    first_error.get_or_insert(etcd_client::Error::Internal(e.to_string()));
-                }
+                Some(Ok(Err(e))) => e,
+                Some(Err(e)) => etcd_client::Error::Internal(e.to_string()),
                 None => {
                     return Err(first_error
                         .unwrap_or_else(|| etcd_client::Error::Internal("no endpoints".into())))
                 }
-            }
+            };
+            first_error.get_or_insert(e);
         };
         let Some(cluster) = cluster.filter(|_| self.one_cluster) else {
             return Ok(client);
