@@ -26,8 +26,9 @@ pub struct Target {
     /// User and password for etcd's authentication.
     user: Option<(String, String)>,
     /// etcds://: the CA to trust (None: the system's roots are not loaded
-    /// by tonic, so a CA file is required) and a client identity.
-    tls: Option<Tls>,
+    /// by tonic, so a CA file is required) and a client identity; and "the
+    /// CA in FILE", for error sentences.
+    tls: Option<(TlsOptions, String)>,
     /// Connecting refuses members of different clusters (see `connect`);
     /// `doctor` turns it off to report them instead.
     pub(super) one_cluster: bool,
@@ -36,14 +37,6 @@ pub struct Target {
     /// connection to another cluster is refused, even when the first
     /// connect's grace was too short to hear from that member.
     first_seen: Arc<Mutex<Option<(usize, u64)>>>,
-}
-
-#[derive(Clone)]
-struct Tls {
-    ca: Vec<u8>,
-    /// "the CA in FILE", for error sentences.
-    trust: String,
-    identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Target {
@@ -130,7 +123,10 @@ impl Target {
                 )));
             };
             let identity = match (&sec.tls_cert, &sec.tls_key) {
-                (Some(c), Some(k)) => Some((read("--tls-cert", c)?, read("--tls-key", k)?)),
+                (Some(c), Some(k)) => Some(Identity::from_pem(
+                    read("--tls-cert", c)?,
+                    read("--tls-key", k)?,
+                )),
                 _ => None,
             };
             let pem = read("--tls-ca", ca)?;
@@ -143,11 +139,9 @@ impl Target {
                     ca.display()
                 )));
             }
-            Some(Tls {
-                ca: pem,
-                trust: format!("the CA in {}", ca.display()),
-                identity,
-            })
+            let t = TlsOptions::new().ca_certificate(Certificate::from_pem(pem));
+            let t = identity.into_iter().fold(t, TlsOptions::identity);
+            Some((t, format!("the CA in {}", ca.display())))
         } else {
             None
         };
@@ -170,7 +164,7 @@ impl Target {
             probe,
             tls: self.tls.is_some(),
             host: host.map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']')),
-            trust: self.tls.as_ref().map_or("", |t| t.trust.as_str()),
+            trust: self.tls.as_ref().map_or("", |t| t.1.as_str()),
             addrs: &self.addrs,
         }
     }
@@ -276,12 +270,8 @@ impl Target {
         if let Some((name, pass)) = &self.user {
             opts = opts.with_user(name.clone(), pass.clone());
         }
-        if let Some(tls) = &self.tls {
-            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
-            if let Some((cert, key)) = &tls.identity {
-                t = t.identity(Identity::from_pem(cert, key));
-            }
-            opts = opts.with_tls(t);
+        if let Some((tls, _)) = &self.tls {
+            opts = opts.with_tls(tls.clone());
         }
         Client::connect(endpoints, Some(opts)).await
     }
