@@ -112,10 +112,7 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
 fn chain<'a>(e: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
     let mut out = Vec::new();
     let mut todo = vec![e];
-    while let Some(err) = todo.pop() {
-        if out.len() >= 32 {
-            break;
-        }
+    while let Some(err) = todo.pop().filter(|_| out.len() < 32) {
         out.push(err);
         if let Some(src) = err.source() {
             todo.push(src);

@@ -28,12 +28,8 @@ pub(super) fn hold_key(keys: &LockKeys) -> String {
 /// The hold lease's TTL for a `min_hold_ms` in the holder metadata, in
 /// whole seconds, rounded up; None without one.
 pub(super) fn hold_secs(meta: &[(&str, &str)]) -> Option<i64> {
-    let ms: u64 = meta
-        .iter()
-        .find(|(k, _)| *k == "min_hold_ms")?
-        .1
-        .parse()
-        .ok()?;
+    let (_, ms) = meta.iter().find(|(k, _)| *k == "min_hold_ms")?;
+    let ms: u64 = ms.parse().ok()?;
     i64::try_from(ms.div_ceil(1000).max(1)).ok()
 }
 
