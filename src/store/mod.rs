@@ -13,6 +13,7 @@
 //! the dispatch and the types of the answers; `error`, `keys`, `record`
 //! and `url` what else both backends share (neither names the other).
 
+mod call;
 mod error;
 mod keys;
 mod record;
