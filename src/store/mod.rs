@@ -14,6 +14,7 @@
 //! `record` and `url` what else both backends share (neither names the
 //! other).
 
+mod call;
 mod check;
 mod error;
 mod keys;

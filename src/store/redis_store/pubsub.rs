@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 
-use super::deadline::Call;
 use super::error::{describe, timed_out};
 use super::replies::string;
+use super::Call;
 use super::{Result, Store, StoreError, Target};
 
 /// A connection subscribed to one channel. Dropping it closes the socket
