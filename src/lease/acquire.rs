@@ -138,80 +138,34 @@ pub fn acquire(
         owner,
         ttl_ms,
         meta,
-        wait,
-        // Semaphore slots have no queue: their waiters listen for any release.
-        order: if keys.limit.is_some() {
-            WaitOrder::Any
-        } else {
-            order
-        },
     };
-    let mut queued = false;
-    let outcome = wait_for(store, &a, sleep, watch, &mut queued);
-    watch.end();
-    // The acquisition is over: from here on (the leave below, the
-    // release, the renewals) a signal is CMD's or the supervisor's.
-    store.set_interrupt_signals(&[]);
-    if queued && !matches!(outcome, Ok(Acquired::Yes { .. } | Acquired::Done(_))) {
-        // Best effort, and brief: a waiter that vanishes is dropped at the
-        // next release anyway.
-        store.set_timeout(LEAVE_TIMEOUT);
-        let _ = store.leave(keys, owner);
-    }
-    outcome
-}
-
-/// How long a waiter that gives up spends telling the queue.
-const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// The first pause after a failed attempt while no server answers.
-const RETRY_FIRST: Duration = Duration::from_millis(100);
-
-/// The longest pause between two attempts while no server answers.
-const RETRY_MAX: Duration = Duration::from_secs(5);
-
-/// What each attempt of one acquisition sends.
-struct Attempts<'a> {
-    keys: &'a LockKeys,
-    owner: &'a str,
-    ttl_ms: u64,
-    meta: &'a [(&'a str, &'a str)],
-    wait: Wait,
-    order: WaitOrder,
-}
-
-/// `acquire` without the clean-up; `queued` tells whether we may be in
-/// the wait queue.
-fn wait_for(
-    store: &mut Store,
-    a: &Attempts<'_>,
-    sleep: &dyn Sleep,
-    watch: &dyn Watch,
-    queued: &mut bool,
-) -> Result<Acquired> {
     store.set_watched(watch.every().is_some());
     let since = now();
     // A wait too long for the clock to count to is a wait without limit.
-    let give_up_at = match a.wait {
+    let give_up_at = match wait {
         Wait::For(d) => now().checked_add(d),
         Wait::Forever => None,
     };
-    // The first attempt is not queued and does not subscribe: the fast path.
-    let (mut first, mode) = match a.order {
-        WaitOrder::Fair => (Some(Mode::Once), Mode::Fair),
-        WaitOrder::Any => (Some(Mode::Any), Mode::Any),
+    // The first attempt is not queued and does not subscribe: the fast
+    // path. Semaphore slots have no queue: their waiters listen for any
+    // release.
+    let (mut first, mode) = match (order, keys.limit) {
+        (WaitOrder::Fair, None) => (Some(Mode::Once), Mode::Fair),
+        _ => (Some(Mode::Any), Mode::Any),
     };
+    // Whether we may be in the wait queue.
+    let mut queued = false;
     let mut subscriber: Option<Subscriber> = None;
     let mut fallback = Duration::from_millis(20);
     let mut retry = RETRY_FIRST;
     let outcome = loop {
         let attempt = match first {
-            Some(first) => {
+            Some(once) => {
                 let sent_at = now();
-                let reply = store.acquire(a.keys, a.owner, a.ttl_ms, first, a.meta);
+                let reply = store.acquire(keys, owner, ttl_ms, once, meta);
                 reply.map(|reply| (reply, sent_at))
             }
-            None => try_once(store, a, mode, &mut subscriber, queued),
+            None => try_once(store, &a, mode, &mut subscriber, &mut queued),
         };
         let seen_at = now();
         let (waiting, ttl) = match attempt {
@@ -293,7 +247,7 @@ fn wait_for(
         }
         retry = RETRY_FIRST;
         let mut wake_at = seen_at
-            + ttl.map_or(Duration::from_millis(a.ttl_ms), |t| {
+            + ttl.map_or(Duration::from_millis(ttl_ms), |t| {
                 t + Duration::from_millis(1)
             });
         if waiting.unacked {
@@ -312,7 +266,34 @@ fn wait_for(
     if let Some(s) = subscriber {
         s.stop();
     }
+    watch.end();
+    // The acquisition is over: from here on (the leave below, the
+    // release, the renewals) a signal is CMD's or the supervisor's.
+    store.set_interrupt_signals(&[]);
+    if queued && !matches!(outcome, Ok(Acquired::Yes { .. } | Acquired::Done(_))) {
+        // Best effort, and brief: a waiter that vanishes is dropped at the
+        // next release anyway.
+        store.set_timeout(LEAVE_TIMEOUT);
+        let _ = store.leave(keys, owner);
+    }
     outcome
+}
+
+/// How long a waiter that gives up spends telling the queue.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The first pause after a failed attempt while no server answers.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest pause between two attempts while no server answers.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// What each attempt of one acquisition sends.
+struct Attempts<'a> {
+    keys: &'a LockKeys,
+    owner: &'a str,
+    ttl_ms: u64,
+    meta: &'a [(&'a str, &'a str)],
 }
 
 /// Sleeps until `until` (then `Nothing`), `fd` is readable or a signal

@@ -33,11 +33,7 @@ impl Turn {
 
     /// True, once, when the turn has come by `now`.
     pub(super) fn has_come(&mut self, now: Duration) -> bool {
-        let come = self.0.is_some_and(|t| t <= now);
-        if come {
-            self.0 = None;
-        }
-        come
+        self.0.take_if(|t| *t <= now).is_some()
     }
 
     /// How long the thread may block on the socket: until the turn comes,
