@@ -92,11 +92,11 @@ pub enum Wakeup {
 /// Takes the lock, waiting as long as `wait` allows.
 ///
 /// The first attempt is the fast path: one round trip on the one
-/// connection. Only when the lock is busy and we may wait does distlock open
-/// a second connection, SUBSCRIBE to its wake-up channel (confirmed before
+/// connection. Only when the lock is busy and we may wait does distlock
+/// subscribe to its wake-ups on a second connection (confirmed before
 /// going on, so no release can slip past), join the queue (fair order) and
 /// sleep until one of:
-/// - a release publishes to our channel (only the next waiter is woken;
+/// - a release wakes us (only the next waiter is woken;
 ///   the ones behind it are told when their turn comes should the ones
 ///   ahead not claim theirs: see [`Notice::Turn`](crate::store::Notice::Turn));
 /// - the holder's lease runs out (it read the remaining TTL: a holder that

@@ -51,8 +51,6 @@ impl Subscriber {
                         poke(&notify);
                     }
                 }
-                // Dropping `sub` closes the socket without an UNSUBSCRIBE
-                // round trip.
             })?;
         Ok(Subscriber {
             stop,
@@ -71,7 +69,7 @@ impl Subscriber {
     }
 
     /// Forgets the turn we were promised: called before each attempt,
-    /// whose reply (or a message its script publishes) tells us again.
+    /// whose reply (or a notice it causes) tells us again.
     pub(super) fn forget_turn(&self) {
         *self.turn.lock().unwrap_or_else(PoisonError::into_inner) = Turn::default();
     }
