@@ -184,11 +184,10 @@ pub fn acquire(
                 },
                 _,
             )) => {
-                let unacked = false;
                 let w = Waiting {
                     holder,
                     ahead,
-                    unacked,
+                    unacked: false,
                     watched,
                     seen_at,
                     since,
