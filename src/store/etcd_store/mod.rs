@@ -643,8 +643,8 @@ impl Store {
         self.read_history(keys, n)
     }
 
-    /// The channel is Redis's; on etcd each attempt says what to watch.
-    pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
+    /// Each attempt says what to watch.
+    pub fn subscribe(&mut self) -> Result<Subscription> {
         self.subscribe_waiter()
     }
 

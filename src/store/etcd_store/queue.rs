@@ -50,7 +50,7 @@ use etcd_client::{
 use tokio::sync::mpsc;
 
 use super::{lease_secs, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
-use crate::store::{Waiter, Waiters};
+use crate::store::{Notice, Waiter, Waiters};
 
 /// What this process knows of its place in a queue.
 #[derive(Default)]
@@ -87,9 +87,6 @@ enum Follow {
     /// Wake us at once: there was nothing to watch.
     WakeNow,
 }
-
-/// The payload that asks `lease` for an attempt.
-const WAKE: &[u8] = b"wake";
 
 /// What one fair attempt found.
 enum Fair {
@@ -688,11 +685,11 @@ enum Got {
 }
 
 impl Subscription {
-    /// `wake` when the watched key changed (or its watch was cancelled,
+    /// A wake-up when the watched key changed (or its watch was cancelled,
     /// or our lease is gone: the attempt finds it so and stops), or when
     /// there was nothing to watch; Ok(None) after `timeout`. An error
     /// (connection lost) loses the subscription: `lease` makes a new one.
-    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
+    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Notice>> {
         let Subscription {
             runtime,
             client,
@@ -707,7 +704,7 @@ impl Subscription {
             let deadline = tokio::time::Instant::now() + timeout;
             loop {
                 if std::mem::take(wake_now) {
-                    return Ok(Some(WAKE.to_vec()));
+                    return Ok(Some(Notice::Wake));
                 }
                 let due = keep.as_ref().map(|k| k.next);
                 let got = tokio::select! {
@@ -748,7 +745,7 @@ impl Subscription {
                         // practice) or a cancelled watch: look again.
                         if w.canceled() || !w.events().is_empty() {
                             *watch = None;
-                            return Ok(Some(WAKE.to_vec()));
+                            return Ok(Some(Notice::Wake));
                         }
                     }
                     Got::Watch(Ok(None)) => {
@@ -763,7 +760,7 @@ impl Subscription {
                     Got::Kept(_) => {
                         // Our lease is gone, and our key with it.
                         *keep = None;
-                        return Ok(Some(WAKE.to_vec()));
+                        return Ok(Some(Notice::Wake));
                     }
                     Got::KeepDue => {
                         let k = keep.as_mut().expect("due only when kept");
@@ -778,7 +775,7 @@ impl Subscription {
                                 }
                                 Err(etcd_client::Error::LeaseKeepAliveError(_)) => {
                                     *keep = None;
-                                    return Ok(Some(WAKE.to_vec()));
+                                    return Ok(Some(Notice::Wake));
                                 }
                                 Err(e) => return Err(e),
                             },
