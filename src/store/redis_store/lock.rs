@@ -45,15 +45,8 @@ impl Store {
         }
         let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
         let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
-            let mut inv = ACQUIRE.key(&keys.lock);
-            inv.key(&keys.fence)
-                .key(&keys.meta)
-                .key(&keys.queue)
-                .key(&keys.deadlines)
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.turns)
-                .key(&keys.settled);
+            let mut inv = invocation!(ACQUIRE, keys;
+                lock, fence, meta, queue, deadlines, slots, limit_key, turns, settled);
             // `--once-per`: KEYS[10], the done mark, and KEYS[11], the
             // history, after every other key.
             if once_per_ms.is_some() {
@@ -118,12 +111,7 @@ impl Store {
     pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
         self.route(keys)?;
         let _: Value = self.call("leaving the queue", |c| {
-            LEAVE
-                .key(&keys.lock)
-                .key(&keys.queue)
-                .key(&keys.deadlines)
-                .key(&keys.turns)
-                .key(&keys.settled)
+            invocation!(LEAVE, keys; lock, queue, deadlines, turns, settled)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
                 .invoke(c)
@@ -166,12 +154,7 @@ impl Store {
                 return Ok(());
             }
             let next: i64 = self.call("handing the lock on", |c| {
-                RELAY
-                    .key(&keys.lock)
-                    .key(&keys.queue)
-                    .key(&keys.deadlines)
-                    .key(&keys.turns)
-                    .key(&keys.settled)
+                invocation!(RELAY, keys; lock, queue, deadlines, turns, settled)
                     .arg(&keys.wake_prefix)
                     .invoke(c)
             })?;
@@ -192,8 +175,8 @@ impl Store {
             self.renew_slot(keys, owner, ttl_ms)?
         } else {
             self.call_acked("renewal", &RENEW, ttl_ms, || {
-                let mut inv = RENEW.key(&keys.lock);
-                inv.key(&keys.meta).key(&keys.fence).arg(owner).arg(ttl_ms);
+                let mut inv = invocation!(RENEW, keys; lock, meta, fence);
+                inv.arg(owner).arg(ttl_ms);
                 inv
             })?
         };
@@ -247,17 +230,8 @@ impl Store {
             return self.release_slot(keys, owner, record, caller);
         }
         let reply: ReleaseReply = self.call("release", |c| {
-            let mut inv = RELEASE.key(&keys.lock);
-            inv.key(&keys.meta)
-                .key(&keys.queue)
-                .key(&keys.deadlines)
-                .key(&keys.last)
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.turns)
-                .key(&keys.fence)
-                .key(&keys.history)
-                .key(&keys.settled);
+            let mut inv = invocation!(RELEASE, keys; lock, meta, queue, deadlines, last, slots,
+                limit_key, turns, fence, history, settled);
             // KEYS[12], the done mark, only when it is to be written.
             if mark_done && keys.once_per.is_some() {
                 inv.key(&keys.done);
@@ -290,8 +264,7 @@ impl Store {
         }
         self.route(keys)?;
         let _: Value = self.call("recording the run", |c| {
-            let mut inv = LAST_RUN.key(&keys.last);
-            inv.key(&keys.history);
+            let mut inv = invocation!(LAST_RUN, keys; last, history);
             record.args(&mut inv, None);
             inv.invoke(c)
         })?;
@@ -303,7 +276,7 @@ impl Store {
     pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
         self.route(keys)?;
         let ForgetDoneReply(mark) = self.call("forgetting the done mark", |c| {
-            FORGET_DONE.key(&keys.done).invoke(c)
+            invocation!(FORGET_DONE, keys; done).invoke(c)
         })?;
         Ok(mark)
     }
@@ -316,18 +289,11 @@ impl Store {
             self.force_release_slots(keys)?
         } else {
             self.call("forced release", |c| {
-                FORCE_RELEASE
-                    .key(&keys.lock)
-                    .key(&keys.meta)
-                    .key(&keys.queue)
-                    .key(&keys.deadlines)
-                    .key(&keys.slots)
-                    .key(&keys.limit_key)
-                    .key(&keys.turns)
-                    .key(&keys.fence)
-                    .arg(&keys.wake_prefix)
-                    .arg(&keys.released)
-                    .invoke(c)
+                invocation!(FORCE_RELEASE, keys; lock, meta, queue, deadlines, slots, limit_key,
+                    turns, fence)
+                .arg(&keys.wake_prefix)
+                .arg(&keys.released)
+                .invoke(c)
             })?
         };
         match reply {
@@ -342,15 +308,7 @@ impl Store {
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
         self.route(keys)?;
         let InspectReply(info) = self.call("inspect", |c| {
-            INSPECT
-                .key(&keys.lock)
-                .key(&keys.fence)
-                .key(&keys.meta)
-                .key(&keys.last)
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.done)
-                .invoke(c)
+            invocation!(INSPECT, keys; lock, fence, meta, last, slots, limit_key, done).invoke(c)
         })?;
         if let Some(n) = info.semaphore {
             return Err(Store::limit_mismatch(keys, i64::from(n)));
@@ -387,16 +345,7 @@ impl Store {
                 p.add_command(INSPECT.load_cmd()).ignore();
                 let invocations: Vec<_> = batch
                     .iter()
-                    .map(|k| {
-                        let mut inv = INSPECT.key(&k.lock);
-                        inv.key(&k.fence)
-                            .key(&k.meta)
-                            .key(&k.last)
-                            .key(&k.slots)
-                            .key(&k.limit_key)
-                            .key(&k.done);
-                        inv
-                    })
+                    .map(|k| invocation!(INSPECT, k; lock, fence, meta, last, slots, limit_key, done))
                     .collect();
                 for inv in &invocations {
                     p.add_command(inv.eval_cmd());
@@ -425,7 +374,7 @@ impl Store {
             return Ok(History::default());
         }
         let items: Vec<Value> = self.call("reading the history", |c| {
-            HISTORY.key(&keys.history).arg(n).invoke(c)
+            invocation!(HISTORY, keys; history).arg(n).invoke(c)
         })?;
         let mut history = History::default();
         for v in &items {

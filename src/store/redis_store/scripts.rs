@@ -51,15 +51,24 @@ impl Script {
         cmd
     }
 
-    /// An invocation with its first key.
-    pub(super) fn key<T: ToRedisArgs>(&'static self, key: T) -> Invocation {
+    /// An invocation with these keys (see [`invocation!`]).
+    pub(super) fn keys(&'static self, keys: &[&str]) -> Invocation {
         Invocation {
             script: self,
-            keys: key.to_redis_args(),
+            keys: keys.to_redis_args(),
             args: Vec::new(),
         }
     }
 }
+
+/// An invocation of a script with these keys of a `LockKeys`, in order:
+/// `invocation!(RENEW, keys; lock, meta, fence)`.
+macro_rules! invocation {
+    ($script:expr, $keys:expr; $($key:ident),+) => {
+        $script.keys(&[$(&$keys.$key),+])
+    };
+}
+pub(super) use invocation;
 
 /// One call of a script: its keys (`KEYS`) and arguments (`ARGV`).
 pub(super) struct Invocation {
@@ -1280,7 +1289,7 @@ mod tests {
     #[test]
     fn evalsha_is_sent_as_redis_rs_sends_it() {
         let ours = {
-            let mut inv = RENEW.key("p:{n}");
+            let mut inv = RENEW.keys(&["p:{n}"]);
             inv.key("p:{n}:meta")
                 .key(&["a", "b"][..])
                 .arg("owner")

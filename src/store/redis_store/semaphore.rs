@@ -20,12 +20,9 @@ impl Store {
     ) -> Result<Acquire> {
         let (reply, acks): (AcquireReply, i64) =
             self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
-                let mut inv = ACQUIRE_SLOT.key(&keys.slots);
-                inv.key(&keys.limit_key)
-                    .key(&keys.tokens)
-                    .key(&keys.fence)
-                    .key(&keys.lock)
-                    .arg(owner)
+                let mut inv =
+                    invocation!(ACQUIRE_SLOT, keys; slots, limit_key, tokens, fence, lock);
+                inv.arg(owner)
                     .arg(ttl_ms)
                     .arg(n)
                     .arg(if by_run { "run" } else { "" });
@@ -57,13 +54,8 @@ impl Store {
         ttl_ms: u64,
     ) -> Result<(Renewed, i64)> {
         self.call_acked("renewal", &RENEW_SLOT, ttl_ms, || {
-            let mut inv = RENEW_SLOT.key(&keys.slots);
-            inv.key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.fence)
-                .key(&keys.lock)
-                .arg(owner)
-                .arg(ttl_ms);
+            let mut inv = invocation!(RENEW_SLOT, keys; slots, limit_key, tokens, fence, lock);
+            inv.arg(owner).arg(ttl_ms);
             inv
         })
     }
@@ -79,12 +71,7 @@ impl Store {
         caller: &str,
     ) -> Result<Release> {
         let reply: ReleaseReply = self.call("release", |c| {
-            RELEASE_SLOT
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.lock)
-                .key(&keys.fence)
+            invocation!(RELEASE_SLOT, keys; slots, limit_key, tokens, lock, fence)
                 .arg(owner)
                 .arg(&keys.released)
                 .arg(keys.limit.unwrap_or(1))
@@ -105,12 +92,7 @@ impl Store {
     /// `force_release` of every slot.
     pub(super) fn force_release_slots(&mut self, keys: &LockKeys) -> Result<ForceReleaseReply> {
         self.call("forced release", |c| {
-            FORCE_RELEASE_SLOTS
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.lock)
-                .key(&keys.fence)
+            invocation!(FORCE_RELEASE_SLOTS, keys; slots, limit_key, tokens, lock, fence)
                 .arg(&keys.released)
                 .arg(keys.limit.unwrap_or(1))
                 .invoke(c)
@@ -122,14 +104,7 @@ impl Store {
     pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
         self.route(keys)?;
         let reply: SlotsReply = self.call("inspect", |c| {
-            INSPECT_SLOTS
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.fence)
-                .key(&keys.last)
-                .key(&keys.lock)
-                .invoke(c)
+            invocation!(INSPECT_SLOTS, keys; slots, limit_key, tokens, fence, last, lock).invoke(c)
         })?;
         if reply.plain {
             return Err(Store::limit_mismatch(keys, 0));
