@@ -3,9 +3,7 @@
 //! `--limit N` the same calls go to `semaphore.rs`, so callers need not
 //! know which kind of name they hold.
 
-use super::replies::{
-    AcquireReply, ForceReleaseReply, ForgetDoneReply, InspectReply, ReleaseReply, Renewed,
-};
+use super::replies::{Evicted, ForgetDoneReply, Limited, Renewed};
 use super::scripts::*;
 use super::{
     Acquire, DoneMark, Handoff, History, HistoryRecord, LockInfo, LockKeys, Mode, Release, Result,
@@ -44,66 +42,52 @@ impl Store {
             return self.acquire_slot(keys, owner, ttl_ms, n, by_run);
         }
         let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
-        let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
-            let mut inv = invocation!(ACQUIRE, keys;
+        let (reply, acks): (Limited<Acquire>, _) =
+            self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
+                let mut inv = invocation!(ACQUIRE, keys;
                 lock, fence, meta, queue, deadlines, slots, limit_key, turns, settled);
-            // `--once-per`: KEYS[10], the done mark, and KEYS[11], the
-            // history, after every other key.
-            if once_per_ms.is_some() {
-                inv.key(&keys.done).key(&keys.history);
-            }
-            inv.arg(owner)
-                .arg(ttl_ms)
-                .arg(mode.as_arg())
-                .arg(&keys.wake_prefix);
-            match keys.skip_record.as_ref().filter(|_| once_per_ms.is_some()) {
-                Some((keep, record)) => inv.arg(*keep).arg(record),
-                None => inv.arg("").arg(""),
-            };
-            for (k, v) in meta {
-                inv.arg(*k).arg(*v);
-            }
-            if let Some(ms) = &once_per_ms {
-                // Kept in the lease's metadata: the release that writes the
-                // mark reads the window from there.
-                inv.arg("once_per_ms").arg(ms);
-            }
-            inv
-        })?;
-        self.acquired(keys, owner, reply, acks)
+                // `--once-per`: KEYS[10], the done mark, and KEYS[11], the
+                // history, after every other key.
+                if once_per_ms.is_some() {
+                    inv.key(&keys.done).key(&keys.history);
+                }
+                inv.arg(owner)
+                    .arg(ttl_ms)
+                    .arg(mode.as_arg())
+                    .arg(&keys.wake_prefix);
+                match keys.skip_record.as_ref().filter(|_| once_per_ms.is_some()) {
+                    Some((keep, record)) => inv.arg(*keep).arg(record),
+                    None => inv.arg("").arg(""),
+                };
+                for (k, v) in meta {
+                    inv.arg(*k).arg(*v);
+                }
+                if let Some(ms) = &once_per_ms {
+                    // Kept in the lease's metadata: the release that writes the
+                    // mark reads the window from there.
+                    inv.arg("once_per_ms").arg(ms);
+                }
+                inv
+            })?;
+        self.acquired(keys, owner, reply.of(keys)?, acks)
     }
 
     /// What an acquire reply means, with `--min-replicas`: a lease taken
     /// but acknowledged by too few replicas is released again at once (a
-    /// failover could lose it) and reported as such.
+    /// failover could lose it) and reported as such. (A done mark took no
+    /// lease, so there is nothing for replicas to keep.)
     pub(super) fn acquired(
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        reply: AcquireReply,
+        reply: Acquire,
         acks: i64,
     ) -> Result<Acquire> {
-        match reply {
-            AcquireReply::Acquired { .. } if acks < i64::from(self.min_replicas) => {
-                self.release(keys, owner)?;
-                Ok(Acquire::Unacknowledged)
-            }
-            AcquireReply::Acquired { token } => Ok(Acquire::Acquired { token }),
-            AcquireReply::Busy {
-                holder,
-                ttl,
-                ahead,
-                watched,
-            } => Ok(Acquire::Busy {
-                holder,
-                ttl,
-                ahead,
-                watched,
-            }),
-            AcquireReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
-            // No lease was taken, so there is nothing for replicas to keep.
-            AcquireReply::Done(mark) => Ok(Acquire::Done(mark)),
+        if matches!(reply, Acquire::Acquired { .. }) && acks < i64::from(self.min_replicas) {
+            self.release(keys, owner)?;
+            return Ok(Acquire::Unacknowledged);
         }
+        Ok(reply)
     }
 
     /// Leaves the wait queue (best effort: a waiter that vanishes is
@@ -229,7 +213,7 @@ impl Store {
         if keys.limit.is_some() {
             return self.release_slot(keys, owner, record, caller);
         }
-        let reply: ReleaseReply = self.call("release", |c| {
+        let reply: Limited<Release> = self.call("release", |c| {
             let mut inv = invocation!(RELEASE, keys; lock, meta, queue, deadlines, last, slots,
                 limit_key, turns, fence, history, settled);
             // KEYS[12], the done mark, only when it is to be written.
@@ -240,20 +224,7 @@ impl Store {
             record.args(&mut inv, Some(caller));
             inv.invoke(c)
         })?;
-        Store::released(keys, reply)
-    }
-
-    /// What a release reply means.
-    pub(super) fn released(keys: &LockKeys, reply: ReleaseReply) -> Result<Release> {
-        match reply {
-            ReleaseReply::Released(handoff) => Ok(Release::Released(
-                handoff.map(|(until, since)| Handoff { until, since }),
-            )),
-            ReleaseReply::Kept(left) => Ok(Release::Kept(left)),
-            ReleaseReply::NotOwner(holder) => Ok(Release::NotOwner(holder)),
-            ReleaseReply::HeldByRun => Ok(Release::HeldByRun),
-            ReleaseReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
-        }
+        reply.of(keys)
     }
 
     /// Writes the last-run and history records alone (when there is no
@@ -285,7 +256,7 @@ impl Store {
     /// a semaphore: every holder, comma-separated).
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
         self.route(keys)?;
-        let reply: ForceReleaseReply = if keys.limit.is_some() {
+        let reply: Limited<Evicted> = if keys.limit.is_some() {
             self.force_release_slots(keys)?
         } else {
             self.call("forced release", |c| {
@@ -296,18 +267,14 @@ impl Store {
                 .invoke(c)
             })?
         };
-        match reply {
-            ForceReleaseReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
-            ForceReleaseReply::Evicted(owners) => {
-                Ok((!owners.is_empty()).then(|| owners.join(", ")))
-            }
-        }
+        let Evicted(owners) = reply.of(keys)?;
+        Ok((!owners.is_empty()).then(|| owners.join(", ")))
     }
 
     /// Reads holder, remaining lease, last token and metadata atomically.
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
         self.route(keys)?;
-        let InspectReply(info) = self.call("inspect", |c| {
+        let info: LockInfo = self.call("inspect", |c| {
             invocation!(INSPECT, keys; lock, fence, meta, last, slots, limit_key, done).invoke(c)
         })?;
         if let Some(n) = info.semaphore {
@@ -355,7 +322,7 @@ impl Store {
             for v in replies {
                 out.push(match super::replies::foreign_key(&v) {
                     Some(fk) => Err(fk),
-                    None => Ok(self.parse::<InspectReply>("inspect", v)?.0),
+                    None => Ok(self.parse("inspect", v)?),
                 });
             }
         }

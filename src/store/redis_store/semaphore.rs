@@ -4,7 +4,7 @@
 //! Reached through the same `Store` calls as a plain lock (`lock.rs`
 //! dispatches on `LockKeys::limit`), except `inspect_slots`.
 
-use super::replies::{AcquireReply, ForceReleaseReply, ReleaseReply, Renewed, SlotsReply};
+use super::replies::{Evicted, Limited, Renewed, SlotsReply};
 use super::scripts::*;
 use super::{Acquire, LockKeys, Release, Result, RunRecord, SlotsInfo, Store};
 
@@ -18,7 +18,7 @@ impl Store {
         n: u32,
         by_run: bool,
     ) -> Result<Acquire> {
-        let (reply, acks): (AcquireReply, i64) =
+        let (reply, acks): (Limited<Acquire>, i64) =
             self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
                 let mut inv =
                     invocation!(ACQUIRE_SLOT, keys; slots, limit_key, tokens, fence, lock);
@@ -28,21 +28,11 @@ impl Store {
                     .arg(if by_run { "run" } else { "" });
                 inv
             })?;
+        let mut reply = reply.of(keys)?;
         // A slot is never promised to a waiter ahead: no queue.
-        let reply = match reply {
-            AcquireReply::Busy {
-                holder,
-                ttl,
-                watched,
-                ..
-            } => AcquireReply::Busy {
-                holder,
-                ttl,
-                ahead: None,
-                watched,
-            },
-            other => other,
-        };
+        if let Acquire::Busy { ahead, .. } = &mut reply {
+            *ahead = None;
+        }
         self.acquired(keys, owner, reply, acks)
     }
 
@@ -70,7 +60,7 @@ impl Store {
         record: RunRecord,
         caller: &str,
     ) -> Result<Release> {
-        let reply: ReleaseReply = self.call("release", |c| {
+        let reply: Limited<Release> = self.call("release", |c| {
             invocation!(RELEASE_SLOT, keys; slots, limit_key, tokens, lock, fence)
                 .arg(owner)
                 .arg(&keys.released)
@@ -78,19 +68,13 @@ impl Store {
                 .arg(caller)
                 .invoke(c)
         })?;
-        if let ReleaseReply::LimitMismatch(n) = reply {
-            return Err(Store::limit_mismatch(keys, n));
-        }
+        let released = reply.of(keys)?;
         self.record_run(keys, record)?;
-        Ok(match reply {
-            ReleaseReply::Released(_) => Release::Released(None),
-            ReleaseReply::HeldByRun => Release::HeldByRun,
-            _ => Release::NotOwner(None),
-        })
+        Ok(released)
     }
 
     /// `force_release` of every slot.
-    pub(super) fn force_release_slots(&mut self, keys: &LockKeys) -> Result<ForceReleaseReply> {
+    pub(super) fn force_release_slots(&mut self, keys: &LockKeys) -> Result<Limited<Evicted>> {
         self.call("forced release", |c| {
             invocation!(FORCE_RELEASE_SLOTS, keys; slots, limit_key, tokens, lock, fence)
                 .arg(&keys.released)
