@@ -1,7 +1,7 @@
 //! The operations on a plain lock (`P:{N}` and its fence, metadata, wait
-//! queue, last-run record and `--once-per` done mark). Each is one script, one round trip. With
-//! `--limit N` the same calls go to `semaphore.rs`, so callers need not
-//! know which kind of name they hold.
+//! queue, last-run record and `--once-per` done mark). Each is one script,
+//! one round trip. With `--limit N` the same calls go to `semaphore.rs`,
+//! so callers need not know which kind of name they hold.
 
 use super::replies::{Evicted, ForgetDoneReply, Limited, Renewed};
 use super::scripts::*;
@@ -42,34 +42,33 @@ impl Store {
             return self.acquire_slot(keys, owner, ttl_ms, n, by_run);
         }
         let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
-        let (reply, acks): (Limited<Acquire>, _) =
-            self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
-                let mut inv = invocation!(ACQUIRE, keys;
+        let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
+            let mut inv = invocation!(ACQUIRE, keys;
                 lock, fence, meta, queue, deadlines, slots, limit_key, turns, settled);
-                // `--once-per`: KEYS[10], the done mark, and KEYS[11], the
-                // history, after every other key.
-                if once_per_ms.is_some() {
-                    inv.key(&keys.done).key(&keys.history);
-                }
-                inv.arg(owner)
-                    .arg(ttl_ms)
-                    .arg(mode.as_arg())
-                    .arg(&keys.wake_prefix);
-                match keys.skip_record.as_ref().filter(|_| once_per_ms.is_some()) {
-                    Some((keep, record)) => inv.arg(*keep).arg(record),
-                    None => inv.arg("").arg(""),
-                };
-                for (k, v) in meta {
-                    inv.arg(*k).arg(*v);
-                }
-                if let Some(ms) = &once_per_ms {
-                    // Kept in the lease's metadata: the release that writes the
-                    // mark reads the window from there.
-                    inv.arg("once_per_ms").arg(ms);
-                }
-                inv
-            })?;
-        self.acquired(keys, owner, reply.of(keys)?, acks)
+            // `--once-per`: KEYS[10], the done mark, and KEYS[11], the
+            // history, after every other key.
+            if once_per_ms.is_some() {
+                inv.key(&keys.done).key(&keys.history);
+            }
+            inv.arg(owner)
+                .arg(ttl_ms)
+                .arg(mode.as_arg())
+                .arg(&keys.wake_prefix);
+            match keys.skip_record.as_ref().filter(|_| once_per_ms.is_some()) {
+                Some((keep, record)) => inv.arg(*keep).arg(record),
+                None => inv.arg("").arg(""),
+            };
+            for (k, v) in meta {
+                inv.arg(*k).arg(*v);
+            }
+            if let Some(ms) = &once_per_ms {
+                // Kept in the lease's metadata: the release that writes the
+                // mark reads the window from there.
+                inv.arg("once_per_ms").arg(ms);
+            }
+            inv
+        })?;
+        self.acquired(keys, owner, Limited::<Acquire>::of(reply, keys)?, acks)
     }
 
     /// What an acquire reply means, with `--min-replicas`: a lease taken

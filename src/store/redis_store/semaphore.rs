@@ -18,17 +18,13 @@ impl Store {
         n: u32,
         by_run: bool,
     ) -> Result<Acquire> {
-        let (reply, acks): (Limited<Acquire>, i64) =
-            self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
-                let mut inv =
-                    invocation!(ACQUIRE_SLOT, keys; slots, limit_key, tokens, fence, lock);
-                inv.arg(owner)
-                    .arg(ttl_ms)
-                    .arg(n)
-                    .arg(if by_run { "run" } else { "" });
-                inv
-            })?;
-        let mut reply = reply.of(keys)?;
+        let (reply, acks) = self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
+            let mut inv = invocation!(ACQUIRE_SLOT, keys; slots, limit_key, tokens, fence, lock);
+            inv.arg(owner).arg(ttl_ms).arg(n);
+            inv.arg(if by_run { "run" } else { "" });
+            inv
+        })?;
+        let mut reply = Limited::<Acquire>::of(reply, keys)?;
         // A slot is never promised to a waiter ahead: no queue.
         if let Acquire::Busy { ahead, .. } = &mut reply {
             *ahead = None;
