@@ -241,16 +241,10 @@ impl FromRedisValue for SlotsReply {
         let [limit, holders, token, last, plain] = items.as_slice() else {
             return Err(unexpected("inspect", &items));
         };
-        let flat = array(holders.clone())?;
         let mut out = Vec::new();
-        for h in flat.chunks(3) {
-            if let [o, ms, t] = h {
-                out.push((
-                    string(o)?.unwrap_or_default(),
-                    millis(ms)?,
-                    int(t)?.max(0) as u64,
-                ));
-            }
+        for h in array(holders.clone())?.chunks_exact(3) {
+            let owner = string(&h[0])?.unwrap_or_default();
+            out.push((owner, millis(&h[1])?, int(&h[2])?.max(0) as u64));
         }
         Ok(SlotsReply {
             info: SlotsInfo {
@@ -337,21 +331,19 @@ impl FromRedisValue for ServerTime {
 /// script cannot read, told in words (see `foreign_key!` in `scripts.rs`),
 /// and `stream_full` a `settled` stream that takes no entry (`settle`).
 pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
-    match v {
-        Value::Array(items) => match items.as_slice() {
-            [Value::Int(-2), key, kind] => Some(ForeignKey {
-                key: string(key).ok()??,
-                kind: match string(kind).ok()?? {
-                    k if k == "counter" => UNREADABLE_COUNTER.to_owned(),
-                    k if k == "stream_full" => FULL_STREAM.to_owned(),
-                    k => k,
-                },
-                store: "a Redis",
-            }),
-            _ => None,
+    let Value::Array(items) = v else { return None };
+    let [Value::Int(-2), key, kind] = items.as_slice() else {
+        return None;
+    };
+    Some(ForeignKey {
+        key: string(key).ok()??,
+        kind: match string(kind).ok()??.as_str() {
+            "counter" => UNREADABLE_COUNTER.to_owned(),
+            "stream_full" => FULL_STREAM.to_owned(),
+            k => k.to_owned(),
         },
-        _ => None,
-    }
+        store: "a Redis",
+    })
 }
 
 /// What a fencing counter that distlock cannot read is, as the type in
