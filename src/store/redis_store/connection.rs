@@ -69,14 +69,11 @@ impl Target {
                 "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
             ));
         }
-        let info = url.into_connection_info().map_err(|_| {
+        let mut info = url.into_connection_info().map_err(|_| {
             UsageError(format!(
                 "invalid redis URL {display}: expected redis://[user[:password]@]host[:port][/db]"
             ))
         })?;
-        // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
-        // trip on every start.
-        let mut info = info;
         let mut tls_host = None;
         if let redis::ConnectionAddr::TcpTls { host, port, .. } = info.addr().clone() {
             tls_host = Some(host.clone());
@@ -89,6 +86,8 @@ impl Target {
                 });
             }
         }
+        // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
+        // trip on every start.
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
         let url_has_password = redis.password().is_some();
         info = info.set_redis_settings(as_the_user(redis.clone()));
