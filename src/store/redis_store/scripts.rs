@@ -306,16 +306,18 @@ end
 /// Each loop is bounded by a constant or by the waiters it drops, each of
 /// which is dropped once.
 ///
-/// Turns (guarantees.md §5; the whole protocol, and why `settled` is a
-/// stream, in docs/queue.md): a stopped (Ctrl-Z) or frozen waiter keeps
-/// its connection, so PUBLISH cannot tell it from a live one. A wake-up
-/// is a claim window of `CLAIM_MS` (server clock); the `AHEAD` waiters
-/// behind the head are promised the windows that follow (`turn MS`),
-/// topped up one waiter at a time by each script that finds the lock free;
-/// a claim tells them `claimed`. Past `AHEAD` stopped waiters in a row the
-/// releaser acts (`RELAY`): it reads `settled` past the entry its release
-/// saw until `schedule_end`, and goes as soon as the claim, or a script
-/// that finds nobody left to wake, adds an entry (`settle`).
+/// Turns (guarantees.md §5; the whole protocol in docs/queue.md): a stopped
+/// (Ctrl-Z) or frozen waiter keeps its connection, so PUBLISH cannot tell
+/// it from a live one. A wake-up is a claim window of `CLAIM_MS` (server
+/// clock); the `AHEAD` waiters behind the head are promised the windows
+/// that follow (`turn MS`), topped up one waiter at a time by each script
+/// that finds the lock free; a claim tells them `claimed`. Past `AHEAD`
+/// stopped waiters in a row the releaser acts (`RELAY`): it reads `settled`
+/// past the entry its release saw until `schedule_end`, and goes as soon as
+/// the claim, or a script that finds nobody left to wake, adds an entry
+/// (`settle`). A stream, not a list: each reader sees every entry after the
+/// one it names, so no releaser loses its hand-off's entry to another, nor
+/// ends on an earlier hand-off's.
 ///
 /// The keys are `LockKeys`' (`turns` holds at most `AHEAD` + 1 waiters);
 /// `chan` is the wake channel prefix. Messages on a waiter's channel:
