@@ -92,13 +92,13 @@ pub enum Wakeup {
 /// Takes the lock, waiting as long as `wait` allows.
 ///
 /// The first attempt is the fast path: one round trip on the one
-/// connection. Only when the lock is busy and we may wait does distlock open
-/// a second connection, SUBSCRIBE to its wake-up channel (confirmed before
+/// connection. Only when the lock is busy and we may wait does distlock
+/// subscribe to its wake-ups on a second connection (confirmed before
 /// going on, so no release can slip past), join the queue (fair order) and
 /// sleep until one of:
-/// - a release publishes to our channel (only the next waiter is woken;
+/// - a release wakes us (only the next waiter is woken;
 ///   the ones behind it are told when their turn comes should the ones
-///   ahead not claim theirs: see [`Notice::Turn`](super::turn::Notice::Turn));
+///   ahead not claim theirs: see [`Notice::Turn`](crate::store::Notice::Turn));
 /// - the holder's lease runs out (it read the remaining TTL: a holder that
 ///   crashed sends nothing), or, when queued behind another waiter, our own
 ///   TTL passes: the backstop, at most one command per waiter per TTL;
@@ -133,27 +133,138 @@ pub fn acquire(
     sleep: &dyn Sleep,
     watch: &dyn Watch,
 ) -> Result<Acquired> {
-    // Semaphore slots have no queue: their waiters listen for any release.
-    let order = if keys.limit.is_some() {
-        WaitOrder::Any
-    } else {
-        order
+    let a = Attempts {
+        keys,
+        owner,
+        ttl_ms,
+        meta,
     };
+    store.set_watched(watch.every().is_some());
+    let since = now();
+    // A wait too long for the clock to count to is a wait without limit.
+    let give_up_at = match wait {
+        Wait::For(d) => now().checked_add(d),
+        Wait::Forever => None,
+    };
+    // The first attempt is not queued and does not subscribe: the fast
+    // path. Semaphore slots have no queue: their waiters listen for any
+    // release.
+    let (mut first, mode) = match (order, keys.limit) {
+        (WaitOrder::Fair, None) => (Some(Mode::Once), Mode::Fair),
+        _ => (Some(Mode::Any), Mode::Any),
+    };
+    // Whether we may be in the wait queue.
     let mut queued = false;
-    let outcome = wait_for(
-        store,
-        &Attempts {
-            keys,
-            owner,
-            ttl_ms,
-            meta,
-            wait,
-            order,
-        },
-        sleep,
-        watch,
-        &mut queued,
-    );
+    let mut subscriber: Option<Subscriber> = None;
+    let mut fallback = Duration::from_millis(20);
+    let mut retry = RETRY_FIRST;
+    let outcome = loop {
+        let attempt = match first {
+            Some(once) => {
+                let sent_at = now();
+                let reply = store.acquire(keys, owner, ttl_ms, once, meta);
+                reply.map(|reply| (reply, sent_at))
+            }
+            None => try_once(store, &a, mode, &mut subscriber, &mut queued),
+        };
+        let seen_at = now();
+        let (waiting, ttl) = match attempt {
+            Ok((Acquire::Acquired { token }, sent_at)) => {
+                break Ok(Acquired::Yes { token, sent_at })
+            }
+            // The store left the queue and woke the next waiter itself.
+            Ok((Acquire::Done(mark), _)) => break Ok(Acquired::Done(mark)),
+            Ok((Acquire::Evicted, _)) => break Ok(Acquired::Evicted),
+            Ok((
+                Acquire::Busy {
+                    holder,
+                    ttl,
+                    ahead,
+                    watched,
+                },
+                _,
+            )) => {
+                let w = Waiting {
+                    holder,
+                    ahead,
+                    unacked: false,
+                    watched,
+                    seen_at,
+                    since,
+                };
+                (w, ttl)
+            }
+            // Taken but not acknowledged (and released): wait as if busy.
+            Ok((Acquire::Unacknowledged, _)) => {
+                let w = Waiting {
+                    unacked: true,
+                    seen_at,
+                    since,
+                    ..Waiting::default()
+                };
+                (w, None)
+            }
+            Err(e) => {
+                if let Some(sig) = sleep.interrupted() {
+                    break Ok(Acquired::Interrupted(sig));
+                }
+                let now_t = now();
+                // A server that does not answer the first attempt is a
+                // failure (125) at once, as without --wait: the caller
+                // learns of a wrong URL or a server that is down now, not
+                // when the wait runs out. Only a waiter, one that reached
+                // the server, rides out a dropped connection.
+                if first.is_some() || !e.is_connectivity() || give_up_at.is_some_and(|t| t <= now_t)
+                {
+                    break Err(e.into());
+                }
+                // No server answered: pause (doubling, jittered, within
+                // the wait), then reconnect and try again.
+                let pause = jitter(retry).min(give_up_at.map_or(retry, |t| t - now_t));
+                retry = (retry * 2).min(RETRY_MAX);
+                // Slept on while there is no subscriber to wake us.
+                let (idle, _open) = match pipe() {
+                    Ok(p) => p,
+                    Err(e) => break Err(e.into()),
+                };
+                match sleep_until(sleep, now_t + pause, idle.as_raw_fd(), None) {
+                    Wakeup::Interrupted(sig) => break Ok(Acquired::Interrupted(sig)),
+                    _ => continue,
+                }
+            }
+        };
+        if give_up_at.is_some_and(|t| t <= seen_at) {
+            let (holder, ahead, unacked) = (waiting.holder, waiting.ahead, waiting.unacked);
+            break Ok(Acquired::Busy {
+                holder,
+                ahead,
+                unacked,
+            });
+        }
+        if first.take().is_some() {
+            continue;
+        }
+        retry = RETRY_FIRST;
+        let mut wake_at = seen_at
+            + ttl.map_or(Duration::from_millis(ttl_ms), |t| {
+                t + Duration::from_millis(1)
+            });
+        if waiting.unacked {
+            // Replicas lagging: try again soon, with backoff.
+            wake_at = wake_at.min(seen_at + jitter(fallback));
+            fallback = (fallback * 2).min(Duration::from_secs(1));
+        }
+        wake_at = give_up_at.map_or(wake_at, |t| wake_at.min(t));
+        let s = subscriber.as_ref().expect("try_once subscribed");
+        match sleep_until(sleep, wake_at, s.fd(), Some((watch, &waiting))) {
+            Wakeup::Interrupted(sig) => break Ok(Acquired::Interrupted(sig)),
+            Wakeup::Readable => s.drain(),
+            Wakeup::Nothing => {}
+        }
+    };
+    if let Some(s) = subscriber {
+        s.stop();
+    }
     watch.end();
     // The acquisition is over: from here on (the leave below, the
     // release, the renewals) a signal is CMD's or the supervisor's.
@@ -182,181 +293,32 @@ struct Attempts<'a> {
     owner: &'a str,
     ttl_ms: u64,
     meta: &'a [(&'a str, &'a str)],
-    wait: Wait,
-    order: WaitOrder,
 }
 
-/// `acquire` without the clean-up; `queued` tells whether we may be in
-/// the wait queue.
-fn wait_for(
-    store: &mut Store,
-    a: &Attempts<'_>,
+/// Sleeps until `until` (then `Nothing`), `fd` is readable or a signal
+/// ends the wait. A watcher is shown the wait from what the last reply
+/// said, redrawn between sleeps of at most `every`: no command of its own.
+fn sleep_until(
     sleep: &dyn Sleep,
-    watch: &dyn Watch,
-    queued: &mut bool,
-) -> Result<Acquired> {
-    let (keys, owner, ttl_ms, meta) = (a.keys, a.owner, a.ttl_ms, a.meta);
-    store.set_watched(watch.every().is_some());
-    let since = now();
-    // A wait too long for the clock to count to is a wait without limit.
-    let give_up_at = match a.wait {
-        Wait::For(d) => now().checked_add(d),
-        Wait::Forever => None,
-    };
-    let first = match a.order {
-        WaitOrder::Fair => Mode::Once,
-        WaitOrder::Any => Mode::Any,
-    };
-    let sent_at = now();
-    // A server that does not answer the first attempt is a failure (125)
-    // at once, as without --wait: the caller learns of a wrong URL or a
-    // server that is down now, not when the wait runs out. Only a waiter,
-    // one that reached the server, rides out a dropped connection.
-    let (holder, ahead, unacked) = match store.acquire(keys, owner, ttl_ms, first, meta) {
-        Ok(Acquire::Acquired { token }) => return Ok(Acquired::Yes { token, sent_at }),
-        Ok(Acquire::Busy { holder, ahead, .. }) => (holder, ahead, false),
-        Ok(Acquire::Unacknowledged) => (None, None, true),
-        Ok(Acquire::Done(mark)) => return Ok(Acquired::Done(mark)),
-        Ok(Acquire::Evicted) => return Ok(Acquired::Evicted),
-        Err(e) => {
-            if let Some(sig) = sleep.interrupted() {
-                return Ok(Acquired::Interrupted(sig));
-            }
-            return Err(e.into());
-        }
-    };
-    let mut down = None;
-    if give_up_at.is_some_and(|t| t <= now()) {
-        return Ok(Acquired::Busy {
-            holder,
-            ahead,
-            unacked,
-        });
-    }
-
-    let (mode, channel) = match a.order {
-        WaitOrder::Fair => (Mode::Fair, format!("{}{owner}", keys.wake_prefix)),
-        WaitOrder::Any => (Mode::Any, keys.released.clone()),
-    };
-    // Slept on while there is no subscriber (no server answers).
-    let (idle, _idle_w) = pipe()?;
-    let mut subscriber: Option<Subscriber> = None;
-    let own_ttl = Duration::from_millis(ttl_ms);
-    let mut fallback = Duration::from_millis(20);
-    let mut retry = RETRY_FIRST;
-    let outcome = 'attempts: loop {
-        if down.is_none() {
-            match try_once(store, a, mode, &channel, &mut subscriber, queued) {
-                Err(e) => {
-                    if let Some(sig) = sleep.interrupted() {
-                        break Ok(Acquired::Interrupted(sig));
-                    }
-                    if !e.is_connectivity() {
-                        break Err(e.into());
-                    }
-                    down = Some(e);
-                }
-                Ok((Acquire::Acquired { token }, sent_at)) => {
-                    break Ok(Acquired::Yes { token, sent_at })
-                }
-                // The script left the queue and woke the next waiter itself.
-                Ok((Acquire::Done(mark), _)) => break Ok(Acquired::Done(mark)),
-                Ok((Acquire::Evicted, _)) => break Ok(Acquired::Evicted),
-                Ok((reply @ (Acquire::Busy { .. } | Acquire::Unacknowledged), _)) => {
-                    // Taken but not acknowledged (and released): wait as if busy.
-                    let (holder, ttl, ahead, unacked, watched) = match reply {
-                        Acquire::Busy {
-                            holder,
-                            ttl,
-                            ahead,
-                            watched,
-                        } => (holder, ttl, ahead, false, watched),
-                        _ => (None, None, None, true, Watched::default()),
-                    };
-                    retry = RETRY_FIRST;
-                    let now_t = now();
-                    let waiting = Waiting {
-                        holder: holder.clone(),
-                        ahead: ahead.clone(),
-                        unacked,
-                        watched,
-                        seen_at: now_t,
-                        since,
-                    };
-                    let mut wake_at = now_t
-                        + match ttl {
-                            Some(t) => t + Duration::from_millis(1),
-                            None => own_ttl,
-                        };
-                    if unacked {
-                        // Replicas lagging: try again soon, with backoff.
-                        wake_at = wake_at.min(now_t + jitter(fallback));
-                        fallback = (fallback * 2).min(Duration::from_secs(1));
-                    }
-                    if let Some(t) = give_up_at {
-                        if t <= now_t {
-                            break Ok(Acquired::Busy {
-                                holder,
-                                ahead,
-                                unacked,
-                            });
-                        }
-                        wake_at = wake_at.min(t);
-                    }
-                    let fd = subscriber.as_ref().map_or(idle.as_raw_fd(), Subscriber::fd);
-                    // A watcher is shown the wait from what this reply
-                    // said, redrawn between sleeps of at most `every`:
-                    // no command of its own.
-                    let every = watch.every();
-                    loop {
-                        let now_t = now();
-                        let left = wake_at.saturating_sub(now_t);
-                        if left.is_zero() {
-                            continue 'attempts;
-                        }
-                        if every.is_some() {
-                            watch.show(&waiting, now_t);
-                        }
-                        match sleep.sleep(every.map_or(left, |e| left.min(e)), fd) {
-                            Wakeup::Interrupted(sig) => {
-                                break 'attempts Ok(Acquired::Interrupted(sig))
-                            }
-                            Wakeup::Readable => {
-                                if let Some(s) = &subscriber {
-                                    s.drain();
-                                }
-                                continue 'attempts;
-                            }
-                            Wakeup::Nothing => {}
-                        }
-                    }
-                }
-            }
-        }
-        // No server answered: pause (doubling, jittered, within the wait),
-        // then reconnect and try again.
+    until: Duration,
+    fd: RawFd,
+    shown: Option<(&dyn Watch, &Waiting)>,
+) -> Wakeup {
+    let every = shown.and_then(|(watch, _)| watch.every());
+    loop {
         let now_t = now();
-        if give_up_at.is_some_and(|t| t <= now_t) {
-            break Err(down.take().expect("set above").into());
+        let left = until.saturating_sub(now_t);
+        if left.is_zero() {
+            return Wakeup::Nothing;
         }
-        let pause = jitter(retry).min(give_up_at.map_or(retry, |t| t - now_t));
-        retry = (retry * 2).min(RETRY_MAX);
-        let until = now_t + pause;
-        loop {
-            let left = until.saturating_sub(now());
-            if left.is_zero() {
-                break;
-            }
-            if let Wakeup::Interrupted(sig) = sleep.sleep(left, idle.as_raw_fd()) {
-                break 'attempts Ok(Acquired::Interrupted(sig));
-            }
+        if let (Some(_), Some((watch, waiting))) = (every, shown) {
+            watch.show(waiting, now_t);
         }
-        down = None;
-    };
-    if let Some(s) = subscriber {
-        s.stop();
+        match sleep.sleep(every.map_or(left, |e| left.min(e)), fd) {
+            Wakeup::Nothing => {}
+            woken => return woken,
+        }
     }
-    outcome
 }
 
 /// One attempt of the wait loop: subscribes first when there is no live
@@ -367,7 +329,6 @@ fn try_once(
     store: &mut Store,
     a: &Attempts<'_>,
     mode: Mode,
-    channel: &str,
     subscriber: &mut Option<Subscriber>,
     queued: &mut bool,
 ) -> std::result::Result<(Acquire, Duration), StoreError> {
@@ -375,7 +336,7 @@ fn try_once(
         if let Some(old) = subscriber.take() {
             old.stop();
         }
-        let sub = store.subscribe(channel)?;
+        let sub = store.subscribe(a.keys, a.owner, mode)?;
         *subscriber = Some(Subscriber::start(sub).map_err(|e| {
             StoreError::Unreachable(crate::store::Failure {
                 op: Some("subscribe".into()),

@@ -1,7 +1,7 @@
 //! A held lease over time, a file per job: taking the lock, waiting in line
-//! if need be (`acquire`), the wake-up channel's messages (`turn`) and the
-//! thread that reads them (`subscriber`), and keeping the lease alive while
-//! CMD runs (`renewer`). The decisions (when to renew, when CMD must be
+//! if need be (`acquire`), the thread that reads the store's wake-up
+//! notices (`subscriber`) and when a promised turn comes (`turn`), and
+//! keeping the lease alive while CMD runs (`renewer`). The decisions (when to renew, when CMD must be
 //! signalled) are pure and live in [`supervisor`]; the other files do the
 //! store and thread work, and know the store only through `Store`.
 //!

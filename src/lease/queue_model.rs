@@ -13,8 +13,8 @@
 //! is also checked with a lookahead of one, where two stopped waiters in
 //! a row leave only the releaser to act.
 //!
-//! The waiters run the project's own [`Turn`] and [`Notice`] (what a
-//! message asks for, when a promised turn has come) and the wait loop's
+//! The waiters run the project's own [`Turn`] on the store's [`Notice`]s
+//! (what a message asks for, when a promised turn has come) and the wait loop's
 //! order: forget the turn and the pending wake-up, then attempt, then
 //! sleep. An attempt is two steps (the script runs; the reply arrives
 //! later), so messages land between a check and the sleep. The server is
@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Model, Property};
 
-use super::turn::{Notice, Turn, TURN_SLACK};
+use super::turn::{Turn, TURN_SLACK};
+use crate::store::Notice;
 
 const WAITERS: usize = 3;
 
@@ -54,6 +55,10 @@ const HORIZON_MS: u32 = 3 * BACKSTOP_MS;
 
 fn ms(t: u32) -> Duration {
     Duration::from_millis(u64::from(t))
+}
+
+fn turn_in(t: u32) -> Notice {
+    Notice::Turn { starts_in: ms(t) }
 }
 
 /// The queue's keys as the scripts keep them: `queue` in arrival order,
@@ -106,7 +111,7 @@ impl Server {
         for w in front {
             if self.turn_of(w).is_none() {
                 if subscribed[w as usize] {
-                    out.push((w, Notice::Turn(ms(last.saturating_sub(now)))));
+                    out.push((w, turn_in(last.saturating_sub(now))));
                     last += CLAIM_MS;
                     self.turns.push((w, last));
                     told.push(w);
@@ -185,7 +190,7 @@ impl Server {
             if let Some(end) = self.turn_of(me) {
                 if !told.contains(&me) {
                     let starts = (end - CLAIM_MS).saturating_sub(now);
-                    out.push((me, Notice::Turn(ms(starts))));
+                    out.push((me, turn_in(starts)));
                 }
             }
         }

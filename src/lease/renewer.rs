@@ -129,21 +129,18 @@ impl Renewer {
                 renew_loop(&mut store, &spec, &order_rx, &event_tx, &wake_tx);
                 store
             });
-        match spawned {
-            Ok(handle) => {
-                self.state = State::Running(Running {
-                    orders: order_tx,
-                    events: event_rx,
-                    wake: wake_rx,
-                    handle,
-                });
-                None
-            }
-            Err(e) => {
-                self.state = State::Gone;
-                Some(e)
-            }
-        }
+        // A thread that could not be started leaves the state Gone.
+        let handle = match spawned {
+            Ok(handle) => handle,
+            Err(e) => return Some(e),
+        };
+        self.state = State::Running(Running {
+            orders: order_tx,
+            events: event_rx,
+            wake: wake_rx,
+            handle,
+        });
+        None
     }
 
     /// The fd that becomes readable when events are waiting.
@@ -210,22 +207,20 @@ fn renew_loop(
         poke(wake);
     };
     loop {
-        // Nothing due (too late, or not ours): wait to be told to stop.
-        let order = match policy.next_due() {
-            Some(next) => orders.recv_timeout(next.saturating_sub(now())),
-            None => orders
-                .recv()
-                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-        };
-        match order {
-            Ok(Order::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-            Ok(Order::RenewNow) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+        // Nothing due (too late, or not ours): wait to be told to stop
+        // (`recv_timeout` takes `Duration::MAX` as no limit).
+        let idle = policy
+            .next_due()
+            .map_or(Duration::MAX, |next| next.saturating_sub(now()));
+        if let Ok(Order::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) =
+            orders.recv_timeout(idle)
+        {
+            return;
         }
         let sent_at = now();
-        let timeout = match policy.attempt(sent_at) {
-            Attempt::Send { timeout } => timeout,
-            // Too late to matter; the supervisor is stopping CMD.
-            Attempt::TooLate => continue,
+        // Too late to matter; the supervisor is stopping CMD.
+        let Attempt::Send { timeout } = policy.attempt(sent_at) else {
+            continue;
         };
         store.set_timeout(timeout);
         match store.renew(&spec.keys, &spec.owner, t.ttl_ms()) {

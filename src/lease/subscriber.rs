@@ -1,7 +1,7 @@
-//! The subscriber: a thread that blocks on the subscribed connection and
-//! writes a byte to a pipe when the main thread must make an attempt (a
-//! `wake`, our turn come, or the connection lost), so the main thread can
-//! sleep in one poll on signals and wake-ups. The store's [`Subscription`]
+//! The subscriber: a thread that blocks on the store's [`Subscription`]
+//! and writes a byte to a pipe when the main thread must make an attempt
+//! (a wake-up, our turn come, or the subscription lost), so the main
+//! thread can sleep in one poll on signals and wake-ups. A subscription
 //! reads with a timeout but exposes no socket to poll, hence the thread.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::pipe::{drain_pipe, pipe, poke};
-use super::turn::{Notice, Turn};
+use super::turn::Turn;
 use crate::clock::now;
 use crate::store::Subscription;
 
@@ -39,7 +39,7 @@ impl Subscriber {
                 while !stop2.load(Ordering::Relaxed) {
                     let timeout = turn().read_timeout(now(), Self::TICK);
                     let attempt = match sub.next_message(timeout) {
-                        Ok(Some(payload)) => turn().take(Notice::parse(&payload), now()),
+                        Ok(Some(notice)) => turn().take(notice, now()),
                         Ok(None) => false,
                         Err(_) => {
                             dead2.store(true, Ordering::Relaxed);
@@ -51,8 +51,6 @@ impl Subscriber {
                         poke(&notify);
                     }
                 }
-                // Dropping `sub` closes the socket without an UNSUBSCRIBE
-                // round trip.
             })?;
         Ok(Subscriber {
             stop,
@@ -71,7 +69,7 @@ impl Subscriber {
     }
 
     /// Forgets the turn we were promised: called before each attempt,
-    /// whose reply (or a message its script publishes) tells us again.
+    /// whose reply (or a notice it causes) tells us again.
     pub(super) fn forget_turn(&self) {
         *self.turn.lock().unwrap_or_else(PoisonError::into_inner) = Turn::default();
     }

@@ -121,7 +121,7 @@ impl RenewalPolicy {
         self.next = Some(now + pause);
     }
 
-    /// Redis said the lease is not ours: renew no more.
+    /// The store said the lease is not ours: renew no more.
     pub fn not_owner(&mut self) {
         self.next = None;
     }
@@ -159,7 +159,7 @@ pub enum Input {
     Tick { tty: TtyFacts, group_empty: bool },
     /// A renewal sent at `sent_at` was confirmed.
     Renewed { sent_at: Duration },
-    /// Redis says the lease is no longer ours.
+    /// The store says the lease is no longer ours.
     NotOwner,
     /// A renewal could not be confirmed (the first of a run of failures).
     Unconfirmed,
@@ -217,7 +217,7 @@ pub enum Action {
 /// Why CMD is being stopped by distlock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Loss {
-    /// Redis said the lease is no longer ours.
+    /// The store said the lease is no longer ours.
     NotOwner,
     /// No renewal was confirmed in time; the lease may expire.
     Unconfirmed,
@@ -253,7 +253,7 @@ impl Outcome {
 
     /// Whether the release writes `--once-per`'s done mark: only for a CMD
     /// that exited 0 by itself with the lease still ours (the release
-    /// script writes it only if it finds the lease ours too).
+    /// writes it only if it finds the lease ours too).
     pub fn marks_done(&self) -> bool {
         self.lost.is_none() && self.status.is_some_and(|s| s.success())
     }
@@ -352,7 +352,7 @@ impl Supervisor {
     /// acquired by a request sent at `t0`. It asks for renewals by the
     /// [`RenewalPolicy`] (`SendRenewal`), releases the lease and exits 0
     /// at `release_at` (`--max`) or on SIGINT, SIGTERM or SIGHUP, exits 0
-    /// without releasing when Redis says the lease is not ours, and exits
+    /// without releasing when the store says the lease is not ours, and exits
     /// 124 without releasing once no renewal was confirmed by the moment
     /// the lease may expire (`t0 + ttl − margin` with `Timings::for_holder`).
     pub fn without_cmd(timings: Timings, t0: Duration, release_at: Option<Duration>) -> Supervisor {

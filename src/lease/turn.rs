@@ -1,6 +1,8 @@
-//! What a waiter makes of its wake-up channel's `wake`, `turn MS`, `claimed`.
+//! What a waiter makes of the store's [`Notice`]s: when its turn comes.
 
 use std::time::Duration;
+
+use crate::store::Notice;
 
 /// How long after its turn starts (by the server's word) a waiter tries:
 /// enough for the one ahead's window to have passed on the server's clock
@@ -8,53 +10,22 @@ use std::time::Duration;
 /// attempt lands inside our own window.
 pub(super) const TURN_SLACK: Duration = Duration::from_millis(50);
 
-/// What a message on the wake-up channel asks of a waiter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Notice {
-    /// Try now: the lock is free and it is our turn (or, for `--wait-order
-    /// any` and semaphores, the lock was released). Also any message we do
-    /// not know: one attempt too many is harmless.
-    Wake,
-    /// The lock is being handed to a waiter ahead; try after this long, by
-    /// when each waiter ahead has had its claim window. A stopped waiter
-    /// cannot claim, so the first live one behind it gets the lock within
-    /// a second for each stopped waiter ahead.
-    Turn(Duration),
-    /// A waiter ahead claimed the lock: forget the turn and sleep on.
-    Claimed,
-}
-
-impl Notice {
-    pub(super) fn parse(payload: &[u8]) -> Notice {
-        match payload {
-            b"claimed" => Notice::Claimed,
-            p => match p.strip_prefix(b"turn ") {
-                Some(ms) => std::str::from_utf8(ms)
-                    .ok()
-                    .and_then(|ms| ms.parse().ok())
-                    .map_or(Notice::Wake, |ms| Notice::Turn(Duration::from_millis(ms))),
-                None => Notice::Wake,
-            },
-        }
-    }
-}
-
 /// The start of our turn, if a hand-over promised us one, kept by the
-/// subscriber thread. A hand-over sends `turn` and then `claimed` to every
+/// subscriber thread. A hand-over sends a turn and then `Claimed` to every
 /// waiter behind the head; keeping the turn here rather than in the main
-/// thread means those messages wake only the subscriber thread, and the
-/// main thread wakes once per attempt it must make: a `wake`, or a turn
+/// thread means those notices wake only the subscriber thread, and the
+/// main thread wakes once per attempt it must make: a `Wake`, or a turn
 /// that has come. (8 workers × 25 runs on one lock: about 0.08 ms less
 /// CPU per run, 3%.)
 #[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Turn(pub(super) Option<Duration>);
 
 impl Turn {
-    /// Takes in a message read at `now`; true when it asks for an attempt.
+    /// Takes in a notice read at `now`; true when it asks for an attempt.
     pub(super) fn take(&mut self, notice: Notice, now: Duration) -> bool {
         match notice {
             Notice::Wake => return true,
-            Notice::Turn(d) => self.0 = Some(now + d + TURN_SLACK),
+            Notice::Turn { starts_in } => self.0 = Some(now + starts_in + TURN_SLACK),
             Notice::Claimed => self.0 = None,
         }
         false
@@ -62,11 +33,7 @@ impl Turn {
 
     /// True, once, when the turn has come by `now`.
     pub(super) fn has_come(&mut self, now: Duration) -> bool {
-        let come = self.0.is_some_and(|t| t <= now);
-        if come {
-            self.0 = None;
-        }
-        come
+        self.0.take_if(|t| *t <= now).is_some()
     }
 
     /// How long the thread may block on the socket: until the turn comes,
@@ -80,32 +47,21 @@ impl Turn {
 mod tests {
     use super::*;
 
-    #[test]
-    fn wake_channel_messages_are_read_as_notices() {
-        assert_eq!(Notice::parse(b"wake"), Notice::Wake);
-        assert_eq!(Notice::parse(b"released"), Notice::Wake);
-        assert_eq!(Notice::parse(b"claimed"), Notice::Claimed);
-        assert_eq!(
-            Notice::parse(b"turn 1800"),
-            Notice::Turn(Duration::from_millis(1800))
-        );
-        assert_eq!(Notice::parse(b"turn 0"), Notice::Turn(Duration::ZERO));
-        // Anything garbled is one attempt too many, never a lost wake-up.
-        assert_eq!(Notice::parse(b"turn -5"), Notice::Wake);
-        assert_eq!(Notice::parse(b"turn"), Notice::Wake);
-    }
-
     const TICK: Duration = Duration::from_millis(200);
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
+    fn turn_in(n: u64) -> Notice {
+        Notice::Turn { starts_in: ms(n) }
+    }
+
     #[test]
     fn only_a_wake_or_a_turn_that_has_come_asks_for_an_attempt() {
         let mut turn = Turn::default();
         assert!(turn.take(Notice::Wake, ms(1000)));
-        assert!(!turn.take(Notice::Turn(ms(900)), ms(1000)));
+        assert!(!turn.take(turn_in(900), ms(1000)));
         // The turn starts at 1000 + 900 ms, tried TURN_SLACK after that.
         let due = ms(1900) + TURN_SLACK;
         assert!(!turn.has_come(due - ms(1)));
@@ -119,11 +75,11 @@ mod tests {
     #[test]
     fn claimed_cancels_the_turn_and_a_later_turn_replaces_it() {
         let mut turn = Turn::default();
-        turn.take(Notice::Turn(ms(900)), ms(0));
+        turn.take(turn_in(900), ms(0));
         assert!(!turn.take(Notice::Claimed, ms(10)));
         assert!(!turn.has_come(ms(10_000)), "claimed: sleep on");
-        turn.take(Notice::Turn(ms(1800)), ms(0));
-        turn.take(Notice::Turn(ms(100)), ms(0));
+        turn.take(turn_in(1800), ms(0));
+        turn.take(turn_in(100), ms(0));
         assert!(
             turn.has_come(ms(100) + TURN_SLACK),
             "the newest turn counts"
@@ -134,11 +90,11 @@ mod tests {
     fn the_thread_blocks_until_the_turn_comes_and_at_most_a_tick() {
         let mut turn = Turn::default();
         assert_eq!(turn.read_timeout(ms(0), TICK), TICK);
-        turn.take(Notice::Turn(ms(0)), ms(0));
+        turn.take(turn_in(0), ms(0));
         assert_eq!(turn.read_timeout(ms(0), TICK), TURN_SLACK);
         assert_eq!(turn.read_timeout(ms(30), TICK), TURN_SLACK - ms(30));
         assert_eq!(turn.read_timeout(ms(999), TICK), Duration::ZERO);
-        turn.take(Notice::Turn(ms(5000)), ms(0));
+        turn.take(turn_in(5000), ms(0));
         assert_eq!(turn.read_timeout(ms(0), TICK), TICK);
     }
 }

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-/// The keys of one lock. All share the `{NAME}` hash tag, so every Redis
-/// script touches one Cluster slot.
+/// The keys of one lock.
 #[derive(Debug, Clone)]
 pub struct LockKeys {
     /// The lock name as the user typed it.

@@ -1,7 +1,7 @@
 //! The only module that talks to a store: nothing outside it names a
 //! `redis::` or `etcd_client::` item, and what it hands out are distlock's
-//! own types (lock snapshots, [`Acquire`], [`Release`], [`Subscription`],
-//! [`StoreError`]).
+//! own types (lock snapshots, [`Acquire`], [`Release`], [`Subscription`]
+//! and its [`Notice`]s, [`StoreError`]).
 //!
 //! Two backends, side by side: `redis_store` (Redis, Sentinel, Cluster;
 //! Lua scripts) and `etcd_store` (etcd v3 over gRPC, behind the `etcd`
@@ -14,6 +14,7 @@
 //! `record` and `url` what else both backends share (neither names the
 //! other).
 
+mod call;
 mod check;
 mod error;
 mod keys;
@@ -203,11 +204,28 @@ pub struct SlotsInfo {
     pub last_run: Vec<(String, String)>,
 }
 
+/// What a wake-up asks of a waiter. Each backend reads its own protocol
+/// into these: Redis its channel's messages, etcd its watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Notice {
+    /// Try now: the lock is free and it is our turn (or, for `--wait-order
+    /// any` and semaphores, the lock was released). Also any message not
+    /// understood: one attempt too many is harmless.
+    Wake,
+    /// The lock is being handed to a waiter ahead; try after `starts_in`,
+    /// by when each waiter ahead has had its claim window. A stopped
+    /// waiter cannot claim, so the first live one behind it gets the lock
+    /// within a second for each stopped waiter ahead.
+    Turn { starts_in: Duration },
+    /// A waiter ahead claimed the lock: forget the turn and sleep on.
+    Claimed,
+}
+
 /// A waiter's wake-ups, read one at a time with a timeout by a thread of
-/// its own: a Redis connection subscribed to a channel, or, on etcd, a
-/// watch on the key just ahead (driven, with the waiter's lease
-/// keep-alive, by the reading thread). Either way a payload of `wake`
-/// asks for an attempt, and an error means the subscription is lost.
+/// its own: a Redis connection subscribed to the waiter's channel, or, on
+/// etcd, a watch on the key just ahead (driven, with the waiter's lease
+/// keep-alive, by the reading thread). An error means the subscription is
+/// lost.
 // One per wait, made once and moved to its thread: boxing buys nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Subscription {
@@ -217,8 +235,8 @@ pub enum Subscription {
 }
 
 impl Subscription {
-    /// The next message, waiting at most `timeout`; Ok(None) if none came.
-    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
+    /// The next notice, waiting at most `timeout`; Ok(None) if none came.
+    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Notice>> {
         match self {
             Subscription::Redis(s) => s.next_message(timeout),
             #[cfg(feature = "etcd")]
@@ -384,11 +402,13 @@ impl Store {
         }
     }
 
-    pub fn subscribe(&mut self, channel: &str) -> Result<Subscription> {
+    /// The wake-ups of `owner` waiting for `keys` in `mode` (`Fair`: its
+    /// own; otherwise every release's).
+    pub fn subscribe(&mut self, keys: &LockKeys, owner: &str, mode: Mode) -> Result<Subscription> {
         match self {
-            Store::Redis(s) => s.subscribe(channel).map(Subscription::Redis),
+            Store::Redis(s) => s.subscribe(keys, owner, mode).map(Subscription::Redis),
             #[cfg(feature = "etcd")]
-            Store::Etcd(s) => s.subscribe(channel).map(Subscription::Etcd),
+            Store::Etcd(s) => s.subscribe().map(Subscription::Etcd),
         }
     }
 }

@@ -8,23 +8,29 @@
 /// the error for an unparsable URL.
 pub(super) fn redact(url: &str) -> String {
     let mut out = url.to_owned();
-    if let Some(start) = out.find("://").map(|i| i + 3) {
-        if let Some((colon, at)) = userinfo(&out[start..], out.len() - start) {
-            out.replace_range(start + colon + 1..start + at, "***");
-        }
+    if let Some((_, colon, at)) = password_span(url) {
+        out.replace_range(colon + 1..at, "***");
     }
     if let Some(q) = out.find('?') {
         let (head, query) = out.split_at(q + 1);
         let query: Vec<String> = query
             .split('&')
             .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+                Some((k @ ("pass" | "password"), _)) => format!("{k}=***"),
                 _ => kv.to_owned(),
             })
             .collect();
         out = format!("{head}{}", query.join("&"));
     }
     out
+}
+
+/// Where the userinfo of a URL with a password is: the offsets of its
+/// start, its `:` and its `@` (see [`userinfo`]).
+fn password_span(url: &str) -> Option<(usize, usize, usize)> {
+    let start = url.find("://")? + 3;
+    let (colon, at) = userinfo(&url[start..], url.len() - start)?;
+    Some((start, start + colon, start + at))
 }
 
 /// Where the password of the userinfo at the start of `rest` (the text
@@ -44,11 +50,7 @@ fn userinfo(rest: &str, end: usize) -> Option<(usize, usize)> {
 /// distlock's masking and another to a URL parser, so it is refused with
 /// a request to percent-encode.
 pub(super) fn password_needs_escaping(url: &str) -> bool {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return false;
-    };
-    let rest = &url[start..];
-    userinfo(rest, rest.len()).is_some_and(|(_, at)| rest[..at].contains(['/', '?', '#']))
+    password_span(url).is_some_and(|(start, _, at)| url[start..at].contains(['/', '?', '#']))
 }
 
 /// Masks the password of every URL inside `text`, wherever it starts
@@ -81,13 +83,10 @@ pub fn redact_urls_in(text: &str) -> String {
 /// userinfo's and a `pass=`/`password=` query parameter's. distlock masks
 /// them wherever they appear in what it writes to Redis.
 pub fn url_passwords(url: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    if let Some(start) = url.find("://").map(|i| i + 3) {
-        let rest = &url[start..];
-        if let Some((colon, at)) = userinfo(rest, rest.len()) {
-            found.push(rest[colon + 1..at].to_owned());
-        }
-    }
+    let mut found: Vec<String> = password_span(url)
+        .map(|(_, colon, at)| url[colon + 1..at].to_owned())
+        .into_iter()
+        .collect();
     if let Some((_, query)) = url.split_once('?') {
         for kv in query.split(['&', '#']) {
             if let Some(("pass" | "password", v)) = kv.split_once('=') {
@@ -136,17 +135,12 @@ pub(super) fn percent_decoded(s: &str) -> Option<String> {
 /// database kept: what CMD may see of `DISTLOCK_REDIS_URL`.
 pub fn without_password(url: &str) -> String {
     let mut out = url.to_owned();
-    if let Some(start) = out.find("://").map(|i| i + 3) {
-        let rest = &out[start..];
-        let cut = userinfo(rest, rest.len()).map(|(colon, at)| match colon {
-            // `redis://:pw@host`: no user either, drop the userinfo.
-            0 => start..start + at + 1,
-            // `redis://user:pw@host` → `redis://user@host`.
-            c => start + c..start + at,
-        });
-        if let Some(range) = cut {
-            out.replace_range(range, "");
-        }
+    match password_span(url) {
+        // `redis://:pw@host`: no user either, drop the userinfo.
+        Some((start, colon, at)) if colon == start => out.replace_range(colon..=at, ""),
+        // `redis://user:pw@host` → `redis://user@host`.
+        Some((_, colon, at)) => out.replace_range(colon..at, ""),
+        None => {}
     }
     if let Some(q) = out.find('?') {
         let kept: Vec<&str> = out[q + 1..]

@@ -4,8 +4,9 @@
 //! builds the graph of top-level modules, and fails on a cycle or on an
 //! arrow the layout forbids. It also checks the rules that are not arrows:
 //! only `store` names `redis::` or `etcd_client::` items, and inside it
-//! neither backend names the other; only `main` and `commands` print; and
-//! `main` reads no files and builds no TLS or password settings.
+//! neither backend names the other; only `main` and `commands` print;
+//! `main` reads no files and builds no TLS or password settings; and only
+//! `store/call.rs` bounds and ends a call.
 //!
 //! An arrow `a -> b` means "module a uses something of module b".
 
@@ -500,6 +501,34 @@ fn store_backends_share_only_what_store_holds() {
         found.is_empty(),
         "a backend's words outside it (move shared ones to a file of store/):\n{}",
         found.join("\n")
+    );
+}
+
+/// One way to bound and end a call, on both backends: only
+/// `store/call.rs` reads pending signals (sigpending(2)) and shuts sockets
+/// down, so no backend keeps a watchdog or a signal poll of its own. Redis
+/// had one (`redis_store/deadline.rs`) and etcd another (a sigpending poll
+/// every 10 ms on its runtime) until both became `store/call.rs`'s.
+#[test]
+fn only_store_call_reads_pending_signals_and_cuts_sockets() {
+    let mut found = Vec::new();
+    for s in sources().iter().filter(|s| s.file != "store/call.rs") {
+        for word in ["sigpending", "shutdown(", "SHUT_RDWR"] {
+            if s.code.contains(word) {
+                found.push(format!("{} names {word}", s.file));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "outside store/call.rs:\n{}",
+        found.join("\n")
+    );
+    assert!(!src().join("store/redis_store/deadline.rs").exists());
+    let call = std::fs::read_to_string(src().join("store/call.rs")).unwrap();
+    assert!(
+        code(&call).contains("sigpending"),
+        "the parser lost sigpending"
     );
 }
 

@@ -1741,8 +1741,8 @@ fn a_tls_server_that_trickles_bytes_holds_no_subcommand_past_its_deadline() {
     every_subcommand_ends_by_its_deadline_with_realtime_signals_ignored(&fake.url());
 }
 
-/// etcd calls are bounded by the async runtime's timer, which no signal
-/// disposition touches: with every realtime signal ignored, an etcd
+/// etcd calls are bounded by the store's watchdog, as Redis calls are,
+/// which no signal disposition touches: with every realtime signal ignored, an etcd
 /// endpoint that accepts and never answers holds no subcommand past its
 /// deadline either (this held before the Redis fix too; it guards the
 /// promise that the two backends behave alike).

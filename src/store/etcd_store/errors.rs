@@ -38,6 +38,10 @@ const NO_TLS: &str = "no TLS answered: this looks like a port without TLS (for a
 
 const NOT_ETCD: &str = "not an etcd server: what answers at this address does not speak etcd's gRPC (check the host and port)";
 
+const USE_ETCDS: &str = "this port speaks TLS: use etcds:// (with --tls-ca, the CA that signed the server's certificate) instead of etcd://";
+
+const CLOSED: &str = "the connection was closed before etcd answered (if this is not etcd's client port, check the host and port)";
+
 /// The failure `e` (a gRPC status made by the transport, or a transport
 /// error) in words, or None when its chain holds nothing below gRPC (the
 /// server's own status, whose message is already etcd's words).
@@ -46,75 +50,61 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
     if errs.len() < 2 {
         return None;
     }
+    let said = |kind: fn(Failure) -> StoreError, why: &str| Some((kind, why.to_owned()));
     if let Some(r) = errs.iter().find_map(|x| x.downcast_ref::<rustls::Error>()) {
-        let why = match r {
-            rustls::Error::InvalidMessage(_) => NO_TLS.to_owned(),
-            other => format!(
-                "TLS: {}",
-                crate::store::error::tls_failure(other, at.host, at.trust)
-            ),
-        };
-        return Some((StoreError::Tls, why));
+        if let rustls::Error::InvalidMessage(_) = r {
+            return said(StoreError::Tls, NO_TLS);
+        }
+        let why = crate::store::error::tls_failure(r, at.host, at.trust);
+        return said(StoreError::Tls, &format!("TLS: {why}"));
     }
     let io = errs.iter().find_map(|x| x.downcast_ref::<io::Error>());
     let words: Vec<String> = errs.iter().map(|x| x.to_string()).collect();
     let says = |w: &str| words.iter().any(|x| x.contains(w));
     let io_text = io.map_or_else(String::new, |i| format!(": {i}"));
     if io.is_some_and(|i| i.kind() == io::ErrorKind::ConnectionRefused) {
-        return Some((StoreError::Unreachable, "connection refused".to_owned()));
+        return said(StoreError::Unreachable, "connection refused");
     }
     if at.tls && says("tls handshake eof") {
-        return Some((StoreError::Tls, NO_TLS.to_owned()));
+        return said(StoreError::Tls, NO_TLS);
     }
     if says("dns error") {
-        return Some((
+        return said(
             StoreError::Unreachable,
-            format!("cannot resolve the host name{io_text}"),
-        ));
+            &format!("cannot resolve the host name{io_text}"),
+        );
     }
     if says("tcp connect error") {
-        return Some((StoreError::Unreachable, format!("cannot connect{io_text}")));
+        return said(StoreError::Unreachable, &format!("cannot connect{io_text}"));
     }
     // Connected, but the answer was no HTTP/2 (h2 read a frame of some
     // other protocol), or the peer hung up on our first bytes: a port of
     // something else, or (plain etcd://) a member that speaks only TLS.
     let garbled = says("h2 protocol error") || says("http2 error");
     let hung_up = io.is_some_and(|i| {
-        matches!(
-            i.kind(),
-            io::ErrorKind::BrokenPipe
-                | io::ErrorKind::ConnectionReset
-                | io::ErrorKind::UnexpectedEof
-        )
+        use io::ErrorKind::*;
+        matches!(i.kind(), BrokenPipe | ConnectionReset | UnexpectedEof)
     });
     if !garbled && !hung_up {
         return None;
     }
     if garbled && at.probe {
-        return Some((StoreError::Protocol, NOT_ETCD.to_owned()));
+        return said(StoreError::Protocol, NOT_ETCD);
     }
     if at.probe && at.tls && speaks_tls(at.addrs) == Some(false) {
         // etcds:// to a port without TLS.
-        return Some((StoreError::Tls, NO_TLS.to_owned()));
+        return said(StoreError::Tls, NO_TLS);
     }
     if at.probe && !at.tls {
         match http_answer(at.addrs) {
-            Some(false) => return Some((StoreError::Protocol, NOT_ETCD.to_owned())),
-            None if speaks_tls(at.addrs) == Some(true) => {
-                return Some((
-                    StoreError::Tls,
-                    "this port speaks TLS: use etcds:// (with --tls-ca, the CA that signed the server's certificate) instead of etcd://".to_owned(),
-                ))
-            }
+            Some(false) => return said(StoreError::Protocol, NOT_ETCD),
+            None if speaks_tls(at.addrs) == Some(true) => return said(StoreError::Tls, USE_ETCDS),
             _ => {}
         }
     }
     // An etcd that went away in the middle of a call reads the same:
     // still a connectivity failure, that a waiter rides out.
-    Some((
-        StoreError::Unreachable,
-        "the connection was closed before etcd answered (if this is not etcd's client port, check the host and port)".to_owned(),
-    ))
+    said(StoreError::Unreachable, CLOSED)
 }
 
 /// `e` and its sources, with the error an `io::Error` wraps (rustls's
@@ -122,10 +112,7 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
 fn chain<'a>(e: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
     let mut out = Vec::new();
     let mut todo = vec![e];
-    while let Some(err) = todo.pop() {
-        if out.len() >= 32 {
-            break;
-        }
+    while let Some(err) = todo.pop().filter(|_| out.len() < 32) {
         out.push(err);
         if let Some(src) = err.source() {
             todo.push(src);
@@ -165,12 +152,9 @@ fn speaks_tls(addrs: &[String]) -> Option<bool> {
 
 /// One member's answer to the hello; None if it cannot be reached.
 fn probe(addr: &str, within: Duration) -> Option<bool> {
-    let mut s = connect(addr, within).ok()?;
-    if s.write_all(&CLIENT_HELLO).is_err() {
-        return Some(false);
-    }
-    let mut first = [0u8; 1];
-    Some(matches!(s.read(&mut first), Ok(1) if matches!(first[0], 0x15 | 0x16)))
+    let s = connect(addr, within).ok()?;
+    let got = ask(s, Instant::now() + within, &CLIENT_HELLO, 1);
+    Some(got.is_ok_and(|g| matches!(g.first(), Some(0x15 | 0x16))))
 }
 
 /// How the first of `addrs` answers an HTTP/1 `GET /version`, which
@@ -178,29 +162,30 @@ fn probe(addr: &str, within: Duration) -> Option<bool> {
 /// with something else, None with nothing (refused, closed: a TLS port,
 /// an etcd restarting). Within [`PROBE_WITHIN`].
 fn http_answer(addrs: &[String]) -> Option<bool> {
-    let addr = addrs.first()?;
     let until = Instant::now() + PROBE_WITHIN;
-    let asked = || -> io::Result<Vec<u8>> {
-        let mut s = connect(addr, PROBE_WITHIN)?;
-        s.write_all(b"GET /version HTTP/1.0\r\n\r\n")?;
-        // Until the end, 4 KiB or the deadline: a server that trickles
-        // bytes cannot hold the probe.
-        let (mut got, mut buf) = (Vec::new(), [0u8; 512]);
-        while got.len() < 4096 {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            s.set_read_timeout(Some(left))?;
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-        Ok(got)
-    };
-    let got = asked().ok().filter(|g| !g.is_empty())?;
+    let get = b"GET /version HTTP/1.0\r\n\r\n";
+    let got = connect(addrs.first()?, PROBE_WITHIN).and_then(|s| ask(s, until, get, 4096));
+    let got = got.ok().filter(|g| !g.is_empty())?;
     Some(String::from_utf8_lossy(&got).contains("etcdserver"))
+}
+
+/// What the peer answers to `bytes`: up to `max` bytes, until it closes
+/// or `until`, so that a server that trickles bytes cannot hold a probe.
+fn ask(mut s: TcpStream, until: Instant, bytes: &[u8], max: usize) -> io::Result<Vec<u8>> {
+    s.write_all(bytes)?;
+    let (mut got, mut buf) = (Vec::new(), [0u8; 512]);
+    while got.len() < max {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    Ok(got)
 }
 
 fn connect(addr: &str, within: Duration) -> io::Result<TcpStream> {
@@ -216,25 +201,16 @@ fn connect(addr: &str, within: Duration) -> io::Result<TcpStream> {
 
 /// The smallest TLS 1.2 ClientHello: one cipher suite, no extensions. A
 /// TLS server answers it with a record (a ServerHello, or an alert when
-/// it wants more): either says TLS.
-const CLIENT_HELLO: [u8; 50] = {
-    let mut h = [0u8; 50];
-    let head = [0x16, 3, 1, 0, 45, 1, 0, 0, 41, 3, 3];
-    let mut i = 0;
-    while i < head.len() {
-        h[i] = head[i];
-        i += 1;
-    }
-    // 32 bytes of random (zeros), then: no session id, one cipher suite
-    // (ECDHE-RSA-AES128-GCM-SHA256), one compression method (none).
-    let tail = [0, 0, 2, 0xc0, 0x2f, 1, 0];
-    let mut j = 0;
-    while j < tail.len() {
-        h[head.len() + 32 + j] = tail[j];
-        j += 1;
-    }
-    h
-};
+/// it wants more): either says TLS. The record and handshake headers,
+/// TLS 1.2, 32 bytes of random (zeros), then: no session id, one cipher
+/// suite (ECDHE-RSA-AES128-GCM-SHA256), one compression method (none).
+#[rustfmt::skip]
+const CLIENT_HELLO: [u8; 50] = [
+    0x16, 3, 1, 0, 45, 1, 0, 0, 41, 3, 3,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 2, 0xc0, 0x2f, 1, 0,
+];
 
 #[cfg(test)]
 mod tests {

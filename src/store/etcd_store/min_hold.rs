@@ -17,7 +17,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, TxnOp};
 
 use super::record::EndWrites;
-use super::semaphore::lease_alive;
+use super::semaphore::{absent, lease_alive, Ec};
 use super::{LockKeys, Result};
 
 /// `P:{N}:hold`.
@@ -28,20 +28,13 @@ pub(super) fn hold_key(keys: &LockKeys) -> String {
 /// The hold lease's TTL for a `min_hold_ms` in the holder metadata, in
 /// whole seconds, rounded up; None without one.
 pub(super) fn hold_secs(meta: &[(&str, &str)]) -> Option<i64> {
-    let ms: u64 = meta
-        .iter()
-        .find(|(k, _)| *k == "min_hold_ms")?
-        .1
-        .parse()
-        .ok()?;
+    let (_, ms) = meta.iter().find(|(k, _)| *k == "min_hold_ms")?;
+    let ms: u64 = ms.parse().ok()?;
     i64::try_from(ms.div_ceil(1000).max(1)).ok()
 }
 
 /// Grants the hold lease, if there is a minimum hold.
-pub(super) async fn grant(
-    c: &mut Client,
-    secs: Option<i64>,
-) -> std::result::Result<Option<i64>, etcd_client::Error> {
+pub(super) async fn grant(c: &mut Client, secs: Option<i64>) -> Ec<Option<i64>> {
     match secs {
         Some(s) => Ok(Some(super::grant(c, s).await?)),
         None => Ok(None),
@@ -74,30 +67,19 @@ impl super::Store {
         let (lock, hold, marker) = (keys.lock.clone(), hold_key(keys), keys.meta.clone());
         let me = owner.to_owned();
         self.call("release", |mut c| async move {
-            let got = c.get(hold.clone(), None).await?;
-            let Some(h) = got.kvs().first().cloned() else {
+            let Some(h) = ours(&mut c, &hold, &me).await? else {
                 return Ok(None);
             };
-            if h.value() != me.as_bytes() {
-                return Ok(None);
-            }
             // An error here is an error: read as "no hold", it would
             // release the lock before its minimum hold.
             let Some(left) = lease_alive(&mut c, h.lease()).await? else {
                 return Ok(None);
             };
-            let got = c.get(lock.clone(), None).await?;
-            let Some(l) = got.kvs().first().cloned() else {
+            let Some(l) = ours(&mut c, &lock, &me).await? else {
                 return Ok(None);
             };
-            if l.value() != me.as_bytes() {
-                return Ok(None);
-            }
             let (mut ops, settle) = match end {
-                Some(e) => {
-                    let (ops, settle) = e.prepare(&mut c).await?;
-                    (ops, Some(settle))
-                }
+                Some(e) => e.prepare(&mut c).await.map(|(o, s)| (o, Some(s)))?,
                 None => (Vec::new(), None),
             };
             let mut when = vec![
@@ -105,16 +87,13 @@ impl super::Store {
                 Compare::mod_revision(hold, CompareOp::Equal, h.mod_revision()),
             ];
             if unless_run {
-                when.push(Compare::create_revision(marker, CompareOp::Equal, 0));
+                when.push(absent(marker));
             }
             // Kept already by an earlier release: only the records, if any.
             let moving = l.lease() != h.lease();
             if moving {
-                ops.push(TxnOp::put(
-                    lock,
-                    me,
-                    Some(PutOptions::new().with_lease(h.lease())),
-                ));
+                let under = PutOptions::new().with_lease(h.lease());
+                ops.push(TxnOp::put(lock, me, Some(under)));
             }
             let written = if ops.is_empty() {
                 true
@@ -134,6 +113,13 @@ impl super::Store {
             Ok(Some(left))
         })
     }
+}
+
+/// The key `key` if it holds `me`.
+async fn ours(c: &mut Client, key: &str, me: &str) -> Ec<Option<etcd_client::KeyValue>> {
+    let got = c.get(key, None).await?;
+    let kv = got.kvs().first().filter(|kv| kv.value() == me.as_bytes());
+    Ok(kv.cloned())
 }
 
 #[cfg(test)]

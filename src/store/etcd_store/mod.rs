@@ -13,9 +13,10 @@
 //! deleted by someone else is a lost lease, as on Redis). Release deletes
 //! the key only if it still holds our owner, then revokes the lease.
 //!
-//! The client is async; distlock is not. A current-thread runtime is made
-//! on the first call (so only for an etcd URL), and every call runs on it
-//! to completion within the call's timeout.
+//! The client is async; distlock is not. One current-thread runtime per
+//! process is made on the first call (so only for an etcd URL), and each
+//! call runs on it as a [`Call`] of the store's watchdog (`store/call.rs`),
+//! which ends it at its deadline or at once on an ending signal.
 
 mod doctor;
 mod errors;
@@ -27,7 +28,7 @@ mod semaphore;
 mod target;
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
@@ -35,6 +36,7 @@ use etcd_client::{
     TxnOp, TxnOpResponse,
 };
 
+use super::call::Call;
 use super::{
     Acquire, DoneMark, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result,
     RunRecord, SlotsInfo, StoreError, Watched,
@@ -48,7 +50,6 @@ pub use target::Target;
 pub struct Store {
     target: Target,
     timeout: Duration,
-    runtime: Option<tokio::runtime::Runtime>,
     client: Option<Client>,
     interrupt_on: &'static [i32],
     queue: queue::Queue,
@@ -67,7 +68,6 @@ impl Store {
         Store {
             target,
             timeout,
-            runtime: None,
             client: None,
             interrupt_on: &[],
             queue: queue::Queue::default(),
@@ -101,81 +101,77 @@ impl Store {
     }
 
     /// Runs `f` on a connected client, connecting first if need be, all of
-    /// it within the timeout. On any error the client is dropped, so the
-    /// next call starts clean.
+    /// it one [`Call`]. On any error the client is dropped, so the next
+    /// call starts clean.
     fn call<T, F, Fut>(&mut self, what: &str, f: F) -> Result<T>
     where
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
     {
-        if self.runtime.is_none() {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| self.failure(StoreError::Unreachable, None, e.to_string()))?;
-            self.runtime = Some(rt);
-        }
-        let timeout = self.timeout;
-        let existing = self.client.clone();
+        let rt = self.runtime()?;
+        let (timeout, target) = (self.timeout, self.target.clone());
+        let existing = self.client.take();
         let fresh = existing.is_none();
-        let target = self.target.clone();
-        let rt = self.runtime.as_ref().expect("made above");
-        let sigs = self.interrupt_on;
         let granted = Granted::default();
-        let leases = granted.clone();
-        let out = rt.block_on(async move {
-            let call = tokio::time::timeout(
-                timeout,
-                GRANTED.scope(leases, async move {
-                    let client = match existing {
-                        Some(c) => c,
-                        None => target.connect(timeout).await.map_err(|e| (true, e))?,
-                    };
-                    let out = f(client.clone()).await.map_err(|e| (false, e))?;
-                    Ok::<_, (bool, etcd_client::Error)>((client, out))
-                }),
-            );
-            tokio::select! {
-                out = call => Some(out),
-                () = queue::signalled(sigs) => None,
-            }
-        });
-        let Some(out) = out else {
-            self.client = None;
-            // A signal ends a call at once: a healthy member revokes in a
-            // round trip, and a hung one gets no second.
-            self.revoke(&granted, REVOKE_WITHIN / 5);
-            return Err(self.interrupted(what));
-        };
-        match out {
-            Ok(Ok((client, v))) => {
+        let call = Call::start_async(timeout, self.interrupt_on);
+        let out = rt.block_on(call.within(GRANTED.scope(granted.clone(), async move {
+            let client = match existing {
+                Some(c) => c,
+                None => target.connect(timeout).await.map_err(|e| (true, e))?,
+            };
+            let out = f(client.clone()).await.map_err(|e| (false, e))?;
+            Ok::<_, (bool, etcd_client::Error)>((client, out))
+        })));
+        let failed = match out {
+            Some(Ok((client, v))) => {
                 self.client = Some(client);
-                Ok(v)
+                return Ok(v);
             }
-            Ok(Err((connecting, e))) => {
-                self.client = None;
-                self.revoke(&granted, REVOKE_WITHIN);
-                let op = (!connecting).then_some(what);
-                Err(self.describe(op, e, fresh))
-            }
-            Err(_elapsed) => {
-                self.client = None;
-                self.revoke(&granted, REVOKE_WITHIN);
-                // TLS to a port that waits for a line (Redis, a plain
-                // etcd behind some proxies) is silence, like a slow server:
-                // say what it may be, as for rediss://.
-                let hint = if fresh && self.target.seen(false).tls {
-                    " (no reply over TLS: if this port has no TLS, use etcd:// instead of etcds://)"
-                } else {
-                    ""
-                };
-                Err(self.failure(
-                    StoreError::Timeout,
-                    Some(what),
-                    format!("no complete answer within {}{hint}", secs(timeout)),
-                ))
-            }
+            other => other.and_then(Result::err),
+        };
+        let interrupted = failed.is_none() && call.interrupted();
+        // A signal ends a call at once: a healthy member revokes in a
+        // round trip, and a hung one gets no second.
+        self.revoke(&granted, REVOKE_WITHIN / if interrupted { 5 } else { 1 });
+        Err(match failed {
+            Some((connecting, e)) => self.describe((!connecting).then_some(what), e, fresh),
+            // TLS to a port that waits for a line (Redis, a plain etcd
+            // behind some proxies) is silence, like a slow server: say what
+            // it may be, as for rediss://.
+            None if fresh && self.target.seen(false).tls => self.ended(
+                interrupted,
+                what,
+                " (no reply over TLS: if this port has no TLS, use etcd:// instead of etcds://)",
+            ),
+            None => self.ended(interrupted, what, ""),
+        })
+    }
+
+    /// The runtime every etcd call of the process runs on, the
+    /// subscription's included: made on the first, so never for a Redis
+    /// URL.
+    fn runtime(&self) -> Result<&'static tokio::runtime::Runtime> {
+        static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+        if let Some(rt) = RUNTIME.get() {
+            return Ok(rt);
         }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| self.failure(StoreError::Unreachable, None, e.to_string()))?;
+        Ok(RUNTIME.get_or_init(|| rt))
+    }
+
+    /// The error of a call `what` that its [`Call`] ended: `interrupted`
+    /// by a signal (`lease` asks its `Sleep` which, and ends the wait with
+    /// it), or past its deadline (told with `hint`).
+    fn ended(&self, interrupted: bool, what: &str, hint: &str) -> StoreError {
+        let detail = if interrupted {
+            "interrupted by a signal".to_owned()
+        } else {
+            format!("no complete answer within {}{hint}", secs(self.timeout))
+        };
+        self.failure(StoreError::Timeout, Some(what), detail)
     }
 
     /// Revokes the leases a failed call granted (a `run` refused by etcd's
@@ -189,24 +185,22 @@ impl Store {
     /// and its error is what the caller must hear.
     fn revoke(&self, granted: &Granted, within: Duration) {
         let leases = std::mem::take(&mut *granted.lock().unwrap_or_else(PoisonError::into_inner));
-        let Some(rt) = self.runtime.as_ref().filter(|_| !leases.is_empty()) else {
+        let Some(rt) = self.runtime().ok().filter(|_| !leases.is_empty()) else {
             return;
         };
-        rt.block_on(async move {
-            let _ = tokio::time::timeout(within, async move {
-                for (id, mut c) in leases {
-                    let keys = LeaseTimeToLiveOptions::new().with_keys();
-                    let unused = match c.lease_time_to_live(id, Some(keys)).await {
-                        Ok(r) => r.ttl() > 0 && r.keys().is_empty(),
-                        Err(_) => false,
-                    };
-                    if unused {
-                        let _ = c.lease_revoke(id).await;
-                    }
+        let call = Call::start_async(within, &[]);
+        rt.block_on(call.within(async move {
+            for (id, mut c) in leases {
+                let keys = LeaseTimeToLiveOptions::new().with_keys();
+                let unused = match c.lease_time_to_live(id, Some(keys)).await {
+                    Ok(r) => r.ttl() > 0 && r.keys().is_empty(),
+                    Err(_) => false,
+                };
+                if unused {
+                    let _ = c.lease_revoke(id).await;
                 }
-            })
-            .await;
-        });
+            }
+        }));
     }
 
     fn failure(
@@ -649,8 +643,8 @@ impl Store {
         self.read_history(keys, n)
     }
 
-    /// The channel is Redis's; on etcd each attempt says what to watch.
-    pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
+    /// Each attempt says what to watch.
+    pub fn subscribe(&mut self) -> Result<Subscription> {
         self.subscribe_waiter()
     }
 

@@ -31,11 +31,12 @@
 //!
 //! Between attempts the main thread sleeps in poll(); etcd needs a task
 //! driven meanwhile (the watch, and the lease keep-alive every TTL/3). The
-//! [`Subscription`] owns its own current-thread runtime and connection,
-//! and is driven by the thread that `lease` already blocks on it (its
-//! `next_message` runs the runtime for as long as it waits): no thread of
-//! our own, and `lease` stays unaware of which store it reads. Each
-//! attempt tells it, over a channel, what to watch next.
+//! [`Subscription`] is driven by the thread that `lease` already blocks on
+//! it (its `next_message` runs the store's runtime for as long as it
+//! waits, and the store's calls from the main thread meanwhile share that
+//! runtime's driver): no thread of our own, and `lease` stays unaware of
+//! which store it reads. Each attempt tells it, over a channel, what to
+//! watch next.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,8 +49,8 @@ use etcd_client::{
 };
 use tokio::sync::mpsc;
 
-use super::{lease_secs, Acquire, LockKeys, Mode, Result, Store, StoreError};
-use crate::store::{Waiter, Waiters};
+use super::{lease_secs, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
+use crate::store::{Notice, Waiter, Waiters};
 
 /// What this process knows of its place in a queue.
 #[derive(Default)]
@@ -86,12 +87,6 @@ enum Follow {
     /// Wake us at once: there was nothing to watch.
     WakeNow,
 }
-
-/// The payload that asks `lease` for an attempt.
-const WAKE: &[u8] = b"wake";
-
-/// How often a blocked call looks for a pending signal that ends it.
-const SIGNAL_POLL: Duration = Duration::from_millis(10);
 
 /// What one fair attempt found.
 enum Fair {
@@ -457,33 +452,18 @@ impl Store {
         })
     }
 
-    /// A subscription for this waiter: a connection of its own (the
-    /// store's is driven only during its calls), told of our lease at once
-    /// if we are queued already (a subscription made again after a lost
-    /// connection).
+    /// A subscription for this waiter, told of our lease at once if we are
+    /// queued already (a subscription made again after a lost connection).
+    /// On a connection of its own: one made again after its connection was
+    /// lost must connect afresh, while the store's client may be that same
+    /// lost connection until one of the store's calls fails on it.
     pub(super) fn subscribe_waiter(&mut self) -> Result<Subscription> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| self.failure(StoreError::Unreachable, None, e.to_string()))?;
-        let (timeout, target, sigs) = (self.timeout, self.target.clone(), self.interrupt_on);
-        let connected = runtime.block_on(async move {
-            tokio::select! {
-                r = tokio::time::timeout(timeout, target.connect(timeout)) => Some(r),
-                () = signalled(sigs) => None,
-            }
-        });
-        let client = match connected {
-            Some(Ok(Ok(c))) => c,
-            Some(Ok(Err(e))) => return Err(self.describe(None, e, true)),
-            Some(Err(_)) => {
-                return Err(self.failure(
-                    StoreError::Timeout,
-                    Some("subscribe"),
-                    format!("no complete answer within {}", super::secs(timeout)),
-                ))
-            }
-            None => return Err(self.interrupted("subscribe")),
+        let runtime = self.runtime()?;
+        let call = Call::start_async(self.timeout, self.interrupt_on);
+        let client = match runtime.block_on(call.within(self.target.connect(self.timeout))) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Err(self.describe(None, e, true)),
+            None => return Err(self.ended(call.interrupted(), "subscribe", "")),
         };
         let (tx, orders) = mpsc::unbounded_channel();
         if let Some(j) = self.queue.joined {
@@ -500,16 +480,6 @@ impl Store {
             wake_now: false,
             display: self.target.display.clone(),
         })
-    }
-
-    /// The error of a call that a signal ended: `lease` asks its `Sleep`
-    /// which signal, and ends the wait with it.
-    pub(super) fn interrupted(&self, what: &str) -> StoreError {
-        self.failure(
-            StoreError::Timeout,
-            Some(what),
-            "interrupted by a signal".into(),
-        )
     }
 
     /// After a busy slot attempt of a waiter: wake it when a slot of the
@@ -679,33 +649,11 @@ fn owner_of(prefix: &str, key: &[u8]) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Resolves once one of `sigs` is pending for this process. The waiting
-/// signals are blocked (the caller reads them from a signalfd), so they
-/// stay pending, and the caller's `Sleep::interrupted` finds them after
-/// the call: nothing is consumed here.
-pub(super) async fn signalled(sigs: &'static [i32]) {
-    if sigs.is_empty() {
-        return std::future::pending().await;
-    }
-    while !pending(sigs) {
-        tokio::time::sleep(SIGNAL_POLL).await;
-    }
-}
-
-fn pending(sigs: &[i32]) -> bool {
-    // SAFETY: sigpending fills a sigset_t we own; sigismember reads it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigpending(&mut set) == 0 && sigs.iter().any(|&s| libc::sigismember(&set, s) == 1)
-    }
-}
-
 /// A waiter's wake-ups on etcd: the watch on the key ahead and the keep-
-/// alive of the waiter lease, on a runtime and connection of their own,
-/// driven while `next_message` waits.
+/// alive of the waiter lease, on a connection of their own, driven while
+/// `next_message` waits.
 pub struct Subscription {
-    runtime: tokio::runtime::Runtime,
+    runtime: &'static tokio::runtime::Runtime,
     client: Client,
     /// None once the store dropped its end (it left the queue).
     orders: Option<mpsc::UnboundedReceiver<Follow>>,
@@ -737,11 +685,11 @@ enum Got {
 }
 
 impl Subscription {
-    /// `wake` when the watched key changed (or its watch was cancelled,
+    /// A wake-up when the watched key changed (or its watch was cancelled,
     /// or our lease is gone: the attempt finds it so and stops), or when
     /// there was nothing to watch; Ok(None) after `timeout`. An error
     /// (connection lost) loses the subscription: `lease` makes a new one.
-    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>> {
+    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Notice>> {
         let Subscription {
             runtime,
             client,
@@ -756,7 +704,7 @@ impl Subscription {
             let deadline = tokio::time::Instant::now() + timeout;
             loop {
                 if std::mem::take(wake_now) {
-                    return Ok(Some(WAKE.to_vec()));
+                    return Ok(Some(Notice::Wake));
                 }
                 let due = keep.as_ref().map(|k| k.next);
                 let got = tokio::select! {
@@ -797,7 +745,7 @@ impl Subscription {
                         // practice) or a cancelled watch: look again.
                         if w.canceled() || !w.events().is_empty() {
                             *watch = None;
-                            return Ok(Some(WAKE.to_vec()));
+                            return Ok(Some(Notice::Wake));
                         }
                     }
                     Got::Watch(Ok(None)) => {
@@ -812,7 +760,7 @@ impl Subscription {
                     Got::Kept(_) => {
                         // Our lease is gone, and our key with it.
                         *keep = None;
-                        return Ok(Some(WAKE.to_vec()));
+                        return Ok(Some(Notice::Wake));
                     }
                     Got::KeepDue => {
                         let k = keep.as_mut().expect("due only when kept");
@@ -827,7 +775,7 @@ impl Subscription {
                                 }
                                 Err(etcd_client::Error::LeaseKeepAliveError(_)) => {
                                     *keep = None;
-                                    return Ok(Some(WAKE.to_vec()));
+                                    return Ok(Some(Notice::Wake));
                                 }
                                 Err(e) => return Err(e),
                             },

@@ -33,18 +33,16 @@ use etcd_client::{
 
 use serde_json::Map;
 
+use super::semaphore::{prefix_end, Ec};
 use super::Store;
-
-/// A record's fields as `inspect` shows them.
-type Fields = Vec<(String, String)>;
-
-/// What a call to etcd gives back.
-type Ec<T> = std::result::Result<T, etcd_client::Error>;
 use crate::config::fmt_duration;
 use crate::store::{
     DoneMark, ForeignKey, History, HistoryRecord, LastRun, LockKeys, Release, Result, RunRecord,
     StoreError, Watched,
 };
+
+/// A record's fields as `inspect` shows them.
+type Fields = Vec<(String, String)>;
 
 /// What `run --once-per` found before taking the lock.
 pub(super) enum Look {
@@ -81,10 +79,8 @@ fn history_prefix(keys: &LockKeys) -> String {
 /// A record's key: by its fencing token, or by the revision a skipped run
 /// found the mark at and its owner.
 fn history_key(keys: &LockKeys, rev: u64, skipped_by: Option<&str>) -> String {
-    match skipped_by {
-        None => format!("{}{rev:020}", history_prefix(keys)),
-        Some(owner) => format!("{}{rev:020}-{owner}", history_prefix(keys)),
-    }
+    let by = skipped_by.map_or(String::new(), |owner| format!("-{owner}"));
+    format!("{}{rev:020}{by}", history_prefix(keys))
 }
 
 fn now_ms() -> u64 {
@@ -177,20 +173,26 @@ fn mark_value(mark: &DoneMark, window_ms: u64, age_ms: u64) -> Map<String, serde
     m
 }
 
+fn done_mark(at_ms: u64, host: String, token: u64, owner: Option<&str>) -> DoneMark {
+    let owner = owner.map(str::to_owned);
+    DoneMark {
+        at_ms,
+        host,
+        token,
+        owner,
+        age: None,
+        expires_in: None,
+    }
+}
+
 /// A stored done mark; None for a value that is not one.
 fn parse_mark(v: &[u8]) -> Option<Stored> {
     let j: serde_json::Value = serde_json::from_slice(v).ok()?;
     let u = |f: &str| j.get(f)?.as_u64();
-    let mark = DoneMark {
-        at_ms: u("at_ms")?,
-        host: j.get("host")?.as_str()?.to_owned(),
-        token: u("fencing_token")?,
-        owner: j.get("owner").and_then(|o| o.as_str()).map(str::to_owned),
-        age: None,
-        expires_in: None,
-    };
+    let owner = j.get("owner").and_then(|o| o.as_str());
+    let host = j.get("host")?.as_str()?.to_owned();
     Some(Stored {
-        mark,
+        mark: done_mark(u("at_ms")?, host, u("fencing_token")?, owner),
         window_ms: u("once_per_ms")?,
         age_ms: u("age_ms").unwrap_or(0),
         term: u("raft_term"),
@@ -264,80 +266,9 @@ fn unreadable(key: &[u8], what: &str) -> StoreError {
     .into()
 }
 
-/// A key to write with a transaction, under a new lease of `ttl` s if any.
-struct Write {
-    key: String,
-    value: Body,
-    ttl: Option<i64>,
-}
-
-/// A value to write. The done mark's is finished by `puts`, with the raft
-/// term its lease is granted at: that term is what says whether the lease
-/// can still date the mark.
-enum Body {
-    Text(String),
-    Mark(Map<String, serde_json::Value>),
-}
-
-/// What a run's end writes: the last-run record, the history record, the
-/// done mark (with `window_ms`), and the history's keep count for the trim.
-fn run_writes(
-    keys: &LockKeys,
-    owner: &str,
-    record: &RunRecord,
-    window_ms: Option<u64>,
-) -> (Vec<Write>, Option<u32>) {
-    let now = now_ms();
-    let mut out = Vec::new();
-    if let Some((l, keep)) = record.last {
-        out.push(Write {
-            key: keys.last.clone(),
-            value: Body::Text(last_value(l)),
-            ttl: Some(secs_up(keep.as_millis() as u64)),
-        });
-    }
-    let mut trim = None;
-    if let Some((h, keep)) = record.history {
-        trim = Some(keep);
-        if keep > 0 {
-            // The acquisition, on this host's clock: the duration counts
-            // from the acquire request.
-            let key = match h.token {
-                Some(t) => history_key(keys, t, None),
-                None => history_key(keys, 0, Some(&h.owner)),
-            };
-            out.push(Write {
-                key,
-                value: Body::Text(history_value(h, now.saturating_sub(h.duration_ms))),
-                ttl: None,
-            });
-        }
-    }
-    let ran = record
-        .last
-        .map(|(l, _)| (l.duration_ms, l.host.clone(), l.token))
-        .or(record
-            .history
-            .map(|(h, _)| (h.duration_ms, h.host.clone(), h.token.unwrap_or(0))));
-    if let (Some(window_ms), Some((elapsed, host, token))) = (window_ms, ran) {
-        if let Some(ttl) = done_ttl(window_ms, elapsed) {
-            let mark = DoneMark {
-                at_ms: now.saturating_sub(elapsed),
-                host,
-                token,
-                owner: Some(owner.to_owned()),
-                age: None,
-                expires_in: None,
-            };
-            out.push(Write {
-                key: keys.done.clone(),
-                value: Body::Mark(mark_value(&mark, window_ms, elapsed)),
-                ttl: Some(ttl),
-            });
-        }
-    }
-    (out, trim)
-}
+/// A key to write with a transaction, its value, and the TTL in seconds
+/// of the new lease to put it under, if any.
+type Write = (String, String, Option<i64>);
 
 /// What a run's end writes, prepared outside any call so that it can ride
 /// in another module's transaction: a lock kept for its `--min-hold`
@@ -347,8 +278,9 @@ fn run_writes(
 pub(super) struct EndWrites {
     writes: Vec<Write>,
     last: String,
-    prefix: String,
-    keep: Option<u32>,
+    done: String,
+    /// The history's prefix and keep count, for the trim.
+    trim: Option<(String, u32)>,
 }
 
 impl EndWrites {
@@ -363,13 +295,47 @@ impl EndWrites {
         let window_ms = window_secs(keys)?
             .filter(|_| mark_done)
             .map(|s| s.saturating_mul(1000));
-        let (writes, keep) = run_writes(keys, owner, record, window_ms);
-        Ok(EndWrites {
+        Ok(EndWrites::new(keys, owner, record, window_ms))
+    }
+
+    /// The last-run record, the history record and the done mark (with
+    /// `window_ms`).
+    fn new(keys: &LockKeys, owner: &str, record: &RunRecord, window_ms: Option<u64>) -> EndWrites {
+        let now = now_ms();
+        let mut writes = Vec::new();
+        if let Some((l, keep)) = record.last {
+            let ttl = secs_up(keep.as_millis() as u64);
+            writes.push((keys.last.clone(), last_value(l), Some(ttl)));
+        }
+        if let Some((h, 1..)) = record.history {
+            // The acquisition, on this host's clock: the duration counts
+            // from the acquire request.
+            let key = match h.token {
+                Some(t) => history_key(keys, t, None),
+                None => history_key(keys, 0, Some(&h.owner)),
+            };
+            let started_ms = now.saturating_sub(h.duration_ms);
+            writes.push((key, history_value(h, started_ms), None));
+        }
+        let ran = record
+            .last
+            .map(|(l, _)| (l.duration_ms, l.host.clone(), l.token))
+            .or(record
+                .history
+                .map(|(h, _)| (h.duration_ms, h.host.clone(), h.token.unwrap_or(0))));
+        if let (Some(window_ms), Some((elapsed, host, token))) = (window_ms, ran) {
+            if let Some(ttl) = done_ttl(window_ms, elapsed) {
+                let mark = done_mark(now.saturating_sub(elapsed), host, token, Some(owner));
+                let value = serde_json::Value::Object(mark_value(&mark, window_ms, elapsed));
+                writes.push((keys.done.clone(), value.to_string(), Some(ttl)));
+            }
+        }
+        EndWrites {
             writes,
             last: keys.last.clone(),
-            prefix: history_prefix(keys),
-            keep,
-        })
+            done: keys.done.clone(),
+            trim: record.history.map(|(_, keep)| (history_prefix(keys), keep)),
+        }
     }
 
     /// Grants the writes' leases and reads the lease of the last-run
@@ -377,12 +343,11 @@ impl EndWrites {
     /// `settle` needs after it.
     pub(super) async fn prepare(self, c: &mut Client) -> Ec<(Vec<TxnOp>, Settle)> {
         let old_last = last_lease(c, &self.last).await?;
-        let (ops, granted) = puts(c, self.writes).await?;
+        let (ops, granted) = puts(c, self.writes, &self.done).await?;
         let settle = Settle {
             granted,
             old_last,
-            prefix: self.prefix,
-            keep: self.keep,
+            trim: self.trim,
         };
         Ok((ops, settle))
     }
@@ -392,56 +357,48 @@ impl EndWrites {
 pub(super) struct Settle {
     granted: Vec<i64>,
     old_last: Option<i64>,
-    prefix: String,
-    keep: Option<u32>,
+    trim: Option<(String, u32)>,
 }
 
 impl Settle {
     /// Written: the replaced last-run record's lease goes and the history
     /// is trimmed. Not written: the new leases go.
     pub(super) async fn after(self, c: &mut Client, written: bool) -> Ec<()> {
-        if !written {
-            for id in self.granted {
-                let _ = c.lease_revoke(id).await;
-            }
-            return Ok(());
-        }
-        if let Some(id) = self.old_last {
+        let revoke = if written {
+            Vec::from_iter(self.old_last)
+        } else {
+            self.granted
+        };
+        for id in revoke {
             let _ = c.lease_revoke(id).await;
         }
-        if let Some(keep) = self.keep {
-            trim(c, self.prefix, keep).await?;
+        match self.trim {
+            Some((prefix, keep)) if written => trim(c, prefix, keep).await,
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
-/// The puts of `writes`, each under a new lease of its TTL, the done
-/// mark with the raft term its lease was granted at (the term the grant
-/// answered at: a new leader between the grant and that answer refreshed
-/// the lease by at most the call's length); the leases granted, to revoke
-/// if the transaction does not happen.
-async fn puts(c: &mut Client, writes: Vec<Write>) -> Ec<(Vec<TxnOp>, Vec<i64>)> {
+/// The puts of `writes`, each under a new lease of its TTL; the leases
+/// granted, to revoke if the transaction does not happen. The done mark
+/// (the key `done`) gets the raft term its lease was granted at (the term
+/// the grant answered at: a new leader between the grant and that answer
+/// refreshed the lease by at most the call's length): that term is what
+/// says whether the lease can still date the mark. Its JSON object is
+/// closed after that field, where inserting it would put it.
+async fn puts(c: &mut Client, writes: Vec<Write>, done: &str) -> Ec<(Vec<TxnOp>, Vec<i64>)> {
     let (mut ops, mut granted) = (Vec::new(), Vec::new());
-    for w in writes {
-        let (opts, term) = match w.ttl {
-            Some(ttl) => {
-                let (id, term) = super::grant_with_term(c, ttl).await?;
-                granted.push(id);
-                (Some(PutOptions::new().with_lease(id)), term)
+    for (key, mut value, ttl) in writes {
+        let mut opts = None;
+        if let Some(ttl) = ttl {
+            let (id, term) = super::grant_with_term(c, ttl).await?;
+            granted.push(id);
+            opts = Some(PutOptions::new().with_lease(id));
+            if let Some(t) = term.filter(|_| key == done) {
+                value.insert_str(value.len() - 1, &format!(",\"raft_term\":{t}"));
             }
-            None => (None, None),
-        };
-        let value = match w.value {
-            Body::Text(v) => v,
-            Body::Mark(mut m) => {
-                if let Some(t) = term {
-                    m.insert("raft_term".into(), t.into());
-                }
-                serde_json::Value::Object(m).to_string()
-            }
-        };
-        ops.push(TxnOp::put(w.key, value, opts));
+        }
+        ops.push(TxnOp::put(key, value, opts));
     }
     Ok((ops, granted))
 }
@@ -471,31 +428,27 @@ async fn last_lease(c: &mut Client, last: &str) -> Ec<Option<i64>> {
 /// Keeps the newest `keep` history records: one range delete below the
 /// oldest kept (everything with 0).
 async fn trim(c: &mut Client, prefix: String, keep: u32) -> Ec<()> {
-    if keep == 0 {
-        c.delete(prefix, Some(DeleteOptions::new().with_prefix()))
+    let mut end = prefix_end(&prefix);
+    if keep > 0 {
+        let got = c
+            .get(prefix.clone(), Some(newest(keep).with_keys_only()))
             .await?;
-        return Ok(());
-    }
-    let got = c
-        .get(
-            prefix.clone(),
-            Some(
-                GetOptions::new()
-                    .with_prefix()
-                    .with_keys_only()
-                    .with_sort(SortTarget::Key, SortOrder::Descend)
-                    .with_limit(i64::from(keep)),
-            ),
-        )
-        .await?;
-    if got.count() > i64::from(keep) {
-        if let Some(oldest_kept) = got.kvs().last() {
-            let end = oldest_kept.key().to_vec();
-            c.delete(prefix, Some(DeleteOptions::new().with_range(end)))
-                .await?;
+        match got.kvs().last() {
+            Some(oldest_kept) if got.count() > i64::from(keep) => end = oldest_kept.key().to_vec(),
+            _ => return Ok(()),
         }
     }
+    c.delete(prefix, Some(DeleteOptions::new().with_range(end)))
+        .await?;
     Ok(())
+}
+
+/// A read of the newest `n` keys under a prefix, newest first.
+fn newest(n: u32) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Key, SortOrder::Descend)
+        .with_limit(i64::from(n))
 }
 
 impl Store {
@@ -563,12 +516,7 @@ impl Store {
         record: RunRecord,
         mark_done: bool,
     ) -> Result<Release> {
-        let EndWrites {
-            writes,
-            last,
-            prefix,
-            keep,
-        } = EndWrites::of(keys, owner, &record, mark_done)?;
+        let end = EndWrites::of(keys, owner, &record, mark_done)?;
         let (lock, me) = (keys.lock.clone(), owner.to_owned());
         let deletes = [keys.lock.clone(), keys.meta.clone(), holder_key(keys)];
         let found = self.call("release", |mut c| async move {
@@ -579,32 +527,22 @@ impl Store {
             if kv.value() != me.as_bytes() {
                 return Ok(Err(Some(kv.value().to_vec())));
             }
-            let old_last = last_lease(&mut c, &last).await?;
-            let (mut ops, granted) = puts(&mut c, writes).await?;
+            let (mut ops, settle) = end.prepare(&mut c).await?;
             ops.extend(deletes.into_iter().map(|k| TxnOp::delete(k, None)));
+            let rev = kv.mod_revision();
             let txn = Txn::new()
-                .when([Compare::mod_revision(
-                    lock.clone(),
-                    CompareOp::Equal,
-                    kv.mod_revision(),
-                )])
+                .when([Compare::mod_revision(lock.clone(), CompareOp::Equal, rev)])
                 .and_then(ops);
-            if !c.txn(txn).await?.succeeded() {
-                for id in granted {
-                    let _ = c.lease_revoke(id).await;
-                }
-                let now = c.get(lock, None).await?;
-                return Ok(Err(now.kvs().first().map(|kv| kv.value().to_vec())));
+            let written = c.txn(txn).await?.succeeded();
+            if written && kv.lease() != 0 {
+                let _ = c.lease_revoke(kv.lease()).await;
             }
-            for id in [Some(kv.lease()), old_last].into_iter().flatten() {
-                if id != 0 {
-                    let _ = c.lease_revoke(id).await;
-                }
+            settle.after(&mut c, written).await?;
+            if written {
+                return Ok(Ok(()));
             }
-            if let Some(keep) = keep {
-                trim(&mut c, prefix, keep).await?;
-            }
-            Ok(Ok(()))
+            let now = c.get(lock, None).await?;
+            Ok(Err(now.kvs().first().map(|kv| kv.value().to_vec())))
         })?;
         match found {
             Ok(()) => Ok(Release::Released(None)),
@@ -620,23 +558,12 @@ impl Store {
         if record.last.is_none() && record.history.is_none() {
             return Ok(());
         }
-        let owner = record
-            .last
-            .map(|(l, _)| l.owner.clone())
-            .unwrap_or_default();
-        let (writes, keep) = run_writes(keys, &owner, &record, None);
-        let (last, prefix) = (keys.last.clone(), history_prefix(keys));
+        // No done mark, so no owner to write in one.
+        let end = EndWrites::new(keys, "", &record, None);
         self.call("recording the run", |mut c| async move {
-            let old_last = last_lease(&mut c, &last).await?;
-            let (ops, _) = puts(&mut c, writes).await?;
+            let (ops, settle) = end.prepare(&mut c).await?;
             c.txn(Txn::new().and_then(ops)).await?;
-            if let Some(id) = old_last {
-                let _ = c.lease_revoke(id).await;
-            }
-            if let Some(keep) = keep {
-                trim(&mut c, prefix, keep).await?;
-            }
-            Ok(())
+            settle.after(&mut c, true).await
         })
     }
 
@@ -655,19 +582,8 @@ impl Store {
             }
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
-        Ok(prev.map(|v| {
-            parse_mark(&v).map_or(
-                DoneMark {
-                    at_ms: u64::MAX,
-                    host: String::new(),
-                    token: 0,
-                    owner: None,
-                    age: None,
-                    expires_in: None,
-                },
-                |m| m.mark,
-            )
-        }))
+        let blank = || done_mark(u64::MAX, String::new(), 0, None);
+        Ok(prev.map(|v| parse_mark(&v).map_or_else(blank, |m| m.mark)))
     }
 
     /// What `inspect` shows beside the lock, read at `rev` (the revision
@@ -695,30 +611,21 @@ impl Store {
             };
             Ok((kvs, lease))
         })?;
-        let read = |kv: &Option<KeyValue>, what: &str| -> Result<Fields> {
-            match kv {
-                None => Ok(Vec::new()),
-                Some(kv) => fields(kv.value()).ok_or_else(|| unreadable(kv.key(), what)),
-            }
+        let read = |kv: Option<&KeyValue>, what: &str| -> Result<Fields> {
+            kv.map_or(Ok(Vec::new()), |kv| {
+                fields(kv.value()).ok_or_else(|| unreadable(kv.key(), what))
+            })
         };
-        let meta = if held {
-            read(&kvs[0], "holder metadata")?
-        } else {
-            Vec::new()
+        let meta = read(kvs[0].as_ref().filter(|_| held), "holder metadata")?;
+        let last = read(kvs[1].as_ref(), "a last-run record")?;
+        let Some(kv) = &kvs[2] else {
+            return Ok((meta, last, None));
         };
-        let last = read(&kvs[1], "a last-run record")?;
-        let done = match &kvs[2] {
-            None => None,
-            Some(kv) => {
-                let stored =
-                    parse_mark(kv.value()).ok_or_else(|| unreadable(kv.key(), "a done mark"))?;
-                let age = stored.age(lease, now_ms());
-                let mut mark = stored.mark;
-                mark.expires_in = Some(Duration::from_millis(stored.window_ms).saturating_sub(age));
-                Some(mark)
-            }
-        };
-        Ok((meta, last, done))
+        let stored = parse_mark(kv.value()).ok_or_else(|| unreadable(kv.key(), "a done mark"))?;
+        let age = stored.age(lease, now_ms());
+        let mut mark = stored.mark;
+        mark.expires_in = Some(Duration::from_millis(stored.window_ms).saturating_sub(age));
+        Ok((meta, last, Some(mark)))
     }
 
     /// `distlock history`: the newest `n` records, newest first. A key
@@ -731,18 +638,7 @@ impl Store {
         }
         let prefix = history_prefix(keys);
         let kvs = self.call("reading the history", |mut c| async move {
-            let got = c
-                .get(
-                    prefix,
-                    Some(
-                        GetOptions::new()
-                            .with_prefix()
-                            .with_sort(SortTarget::Key, SortOrder::Descend)
-                            .with_limit(i64::from(n)),
-                    ),
-                )
-                .await?;
-            Ok(got.kvs().to_vec())
+            Ok(c.get(prefix, Some(newest(n))).await?.kvs().to_vec())
         })?;
         let mut history = History::default();
         for kv in &kvs {

@@ -26,7 +26,10 @@ use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, Txn, TxnOp,
 };
 
-use super::{Acquire, LockKeys, Release, Result, RunRecord, SlotsInfo, StoreError, Watched};
+use super::{Acquire, Kept, LockKeys, Release, Result, RunRecord, SlotsInfo, StoreError, Watched};
+
+/// What a call to etcd gives back.
+pub(super) type Ec<T> = std::result::Result<T, etcd_client::Error>;
 
 /// The keys of `keys`'s semaphore.
 struct Slots {
@@ -64,10 +67,8 @@ impl Slots {
     /// the ranges just below and just above `slot/<n>/` are empty.
     fn no_other_n(&self) -> [Compare; 2] {
         [
-            Compare::create_revision(self.all.clone(), CompareOp::Equal, 0)
-                .with_range(self.ours.clone()),
-            Compare::create_revision(prefix_end(&self.ours), CompareOp::Equal, 0)
-                .with_range(prefix_end(&self.all)),
+            absent(self.all.clone()).with_range(self.ours.clone()),
+            absent(prefix_end(&self.ours)).with_range(prefix_end(&self.all)),
         ]
     }
 }
@@ -85,7 +86,13 @@ pub(super) fn prefix_end(prefix: impl AsRef<[u8]>) -> Vec<u8> {
 /// The compare a plain lock's acquisition adds: no slot of the name
 /// exists (a name in use as a semaphore is not a free lock).
 pub(super) fn no_slots(keys: &LockKeys) -> Compare {
-    Compare::create_revision(Slots::of(keys, 0).all, CompareOp::Equal, 0).with_prefix()
+    absent(Slots::of(keys, 0).all).with_prefix()
+}
+
+/// The compare that holds while `key` (or, with a range, every key in
+/// it) does not exist.
+pub(super) fn absent(key: impl Into<Vec<u8>>) -> Compare {
+    Compare::create_revision(key, CompareOp::Equal, 0)
 }
 
 /// The name in a slot key `P:{N}:slot/<n>/<i>`, or None for any other key.
@@ -125,25 +132,15 @@ impl Seen {
 
 impl super::Store {
     /// The slots and the plain key, at one revision.
-    async fn seen(
-        c: &mut Client,
-        keys: &LockKeys,
-        s: &Slots,
-    ) -> std::result::Result<Seen, etcd_client::Error> {
+    async fn seen(c: &mut Client, keys: &LockKeys, s: &Slots) -> Ec<Seen> {
         let got = c
-            .get(s.all.clone(), Some(GetOptions::new().with_prefix()))
+            .get(s.all.as_str(), Some(GetOptions::new().with_prefix()))
             .await?;
         let rev = got.header().map_or(0, |h| h.revision());
-        let plain = c
-            .get(
-                keys.lock.clone(),
-                Some(GetOptions::new().with_revision(rev).with_count_only()),
-            )
-            .await?;
-        Ok(Seen {
-            slots: got.kvs().to_vec(),
-            plain: plain.count() > 0,
-        })
+        let at_rev = GetOptions::new().with_revision(rev).with_count_only();
+        let plain = c.get(keys.lock.as_str(), Some(at_rev)).await?.count() > 0;
+        let slots = got.kvs().to_vec();
+        Ok(Seen { slots, plain })
     }
 
     /// The error for a call whose `--limit` disagrees with the one in use
@@ -167,28 +164,17 @@ impl super::Store {
         }
     }
 
-    /// Some(N) when the name is in use as a semaphore of N: for the plain
-    /// lock's calls, which must not treat a semaphore's name as free.
-    pub(super) fn semaphore_in_use(&mut self, keys: &LockKeys) -> Result<Option<u32>> {
-        let s = Slots::of(keys, 0);
-        let all = s.all.clone();
-        let slots = self.call("inspect", |mut c| async move {
-            let got = c
-                .get(all, Some(GetOptions::new().with_prefix().with_keys_only()))
-                .await?;
-            Ok(got.kvs().to_vec())
-        })?;
-        Ok(Seen {
-            slots,
-            plain: false,
-        }
-        .limit(&s.all))
-    }
-
     /// For the plain lock's calls that found no lock: a name in use as a
     /// semaphore is the users' disagreement on `--limit`, not a free lock.
     pub(super) fn refuse_semaphore(&mut self, keys: &LockKeys) -> Result<()> {
-        match self.semaphore_in_use(keys)? {
+        let all = Slots::of(keys, 0).all;
+        let prefix = all.clone();
+        let slots = self.call("inspect", |mut c| async move {
+            let opts = GetOptions::new().with_prefix().with_keys_only();
+            Ok(c.get(prefix, Some(opts)).await?.kvs().to_vec())
+        })?;
+        let plain = false;
+        match (Seen { slots, plain }).limit(&all) {
             Some(n) => Err(Self::limit_mismatch(keys, n)),
             None => Ok(()),
         }
@@ -222,9 +208,9 @@ impl super::Store {
                     // A retry after a lost reply: ours already, same token,
                     // if its lease lasts.
                     let found = match super::keep_alive_for(&mut c, kv.lease(), ttl).await? {
-                        super::Kept::Yes => Found::Token(kv.create_revision()),
-                        super::Kept::Short(g) => Found::Mismatch(super::short_lease(&k, g, ttl)),
-                        super::Kept::Gone => continue,
+                        Kept::Yes => Found::Token(kv.create_revision()),
+                        Kept::Short(g) => Found::Mismatch(super::short_lease(&k, g, ttl)),
+                        Kept::Gone => continue,
                     };
                     return finish(&mut c, lease, found).await;
                 }
@@ -237,22 +223,15 @@ impl super::Store {
                     Some(id) => id,
                     None => *lease.insert(super::grant(&mut c, ttl).await?),
                 };
-                let slot = s.slot(free);
-                let mut when = vec![
-                    Compare::create_revision(slot.clone(), CompareOp::Equal, 0),
-                    Compare::create_revision(k.lock.clone(), CompareOp::Equal, 0),
-                ];
+                let (slot, under) = (s.slot(free), || Some(PutOptions::new().with_lease(id)));
+                let mut when = vec![absent(slot.clone()), absent(k.lock.clone())];
                 when.extend(s.no_other_n());
                 let mut ops = vec![
-                    TxnOp::put(slot, me.clone(), Some(PutOptions::new().with_lease(id))),
+                    TxnOp::put(slot, me.clone(), under()),
                     TxnOp::put(k.fence.clone(), me.clone(), None),
                 ];
                 if by_run {
-                    ops.push(TxnOp::put(
-                        s.run_marker(&me),
-                        "run",
-                        Some(PutOptions::new().with_lease(id)),
-                    ));
+                    ops.push(TxnOp::put(s.run_marker(&me), "run", under()));
                 }
                 let resp = c.txn(Txn::new().when(when).and_then(ops)).await?;
                 if resp.succeeded() {
@@ -289,18 +268,16 @@ impl super::Store {
         let me = owner.to_owned();
         let kept = self.call("renewal", |mut c| async move {
             let got = c.get(ours, Some(GetOptions::new().with_prefix())).await?;
-            let Some(kv) = got.kvs().iter().find(|kv| kv.value() == me.as_bytes()) else {
-                return Ok(super::Kept::Gone);
-            };
-            if kv.lease() == 0 {
-                return Ok(super::Kept::Gone);
+            let mine = |kv: &&KeyValue| kv.value() == me.as_bytes() && kv.lease() != 0;
+            match got.kvs().iter().find(mine) {
+                Some(kv) => super::keep_alive_for(&mut c, kv.lease(), ttl).await,
+                None => Ok(Kept::Gone),
             }
-            super::keep_alive_for(&mut c, kv.lease(), ttl).await
         })?;
         match kept {
-            super::Kept::Yes => Ok(true),
-            super::Kept::Gone => Ok(false),
-            super::Kept::Short(g) => Err(super::short_lease(keys, g, ttl)),
+            Kept::Yes => Ok(true),
+            Kept::Gone => Ok(false),
+            Kept::Short(g) => Err(super::short_lease(keys, g, ttl)),
         }
     }
 
@@ -326,23 +303,13 @@ impl super::Store {
                 return Ok(Ok(Release::NotOwner(None)));
             };
             let marker = s.run_marker(&me);
-            let mut when = vec![Compare::value(
-                kv.key().to_vec(),
-                CompareOp::Equal,
-                me.clone(),
-            )];
+            let mut when = vec![Compare::value(kv.key(), CompareOp::Equal, me.as_str())];
             if unless_run {
-                let run = c
-                    .get(marker.clone(), Some(GetOptions::new().with_count_only()))
-                    .await?;
-                if run.count() > 0 {
+                let opts = GetOptions::new().with_count_only();
+                if c.get(marker.clone(), Some(opts)).await?.count() > 0 {
                     return Ok(Ok(Release::HeldByRun));
                 }
-                when.push(Compare::create_revision(
-                    marker.clone(),
-                    CompareOp::Equal,
-                    0,
-                ));
+                when.push(absent(marker.clone()));
             }
             let txn = Txn::new().when(when).and_then([
                 TxnOp::delete(kv.key().to_vec(), None),
@@ -371,12 +338,8 @@ impl super::Store {
             if let Err(e) = Self::disagreeing(&k, &s, &seen, n) {
                 return Ok(Err(e));
             }
-            let gone = c
-                .delete(
-                    s.ours.clone(),
-                    Some(DeleteOptions::new().with_prefix().with_prev_key()),
-                )
-                .await?;
+            let opts = DeleteOptions::new().with_prefix().with_prev_key();
+            let gone = c.delete(s.ours.clone(), Some(opts)).await?;
             let mut owners = Vec::new();
             for kv in gone.prev_kvs() {
                 if kv.lease() != 0 {
@@ -398,7 +361,7 @@ impl super::Store {
     pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
         let s = Slots::of(keys, keys.limit.unwrap_or(1));
         let (k, fence) = (keys.clone(), keys.fence.clone());
-        let (seen, holders, fence_rev) = self.call("inspect", |mut c| async move {
+        let (plain, limit, holders, fence_rev) = self.call("inspect", |mut c| async move {
             let seen = Self::seen(&mut c, &k, &s).await?;
             let mut holders = Vec::new();
             for kv in &seen.slots {
@@ -410,21 +373,21 @@ impl super::Store {
                 .get(fence, Some(GetOptions::new().with_keys_only()))
                 .await?;
             let fence_rev = f.kvs().first().map(KeyValue::mod_revision);
-            let limit = seen.limit(&s.all);
-            Ok(((seen.plain, limit), holders, fence_rev))
+            Ok((seen.plain, seen.limit(&s.all), holders, fence_rev))
         })?;
-        let (plain, limit) = seen;
         if plain {
             return Err(Self::limit_mismatch(keys, 0));
         }
-        let mut out = Vec::with_capacity(holders.len());
-        for (owner, left, rev) in holders {
-            out.push((
-                self.text(keys, &keys.slots, owner)?,
-                left,
-                self.token(keys, rev)?,
-            ));
-        }
+        let mut out = holders
+            .into_iter()
+            .map(|(owner, left, rev)| {
+                Ok((
+                    self.text(keys, &keys.slots, owner)?,
+                    left,
+                    self.token(keys, rev)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
         out.sort_by_key(|h| h.1);
         Ok(SlotsInfo {
             limit: limit.filter(|_| !out.is_empty()),
@@ -436,11 +399,7 @@ impl super::Store {
 }
 
 /// Revokes a lease granted for a slot that was not taken, then answers.
-async fn finish<T>(
-    c: &mut Client,
-    lease: Option<i64>,
-    out: T,
-) -> std::result::Result<T, etcd_client::Error> {
+async fn finish<T>(c: &mut Client, lease: Option<i64>, out: T) -> Ec<T> {
     if let Some(id) = lease {
         let _ = c.lease_revoke(id).await;
     }
@@ -455,10 +414,7 @@ pub(super) async fn lease_left(c: &mut Client, lease: i64) -> Option<Duration> {
 
 /// Time left on a lease; None when it is gone, an error when etcd did not
 /// say.
-pub(super) async fn lease_alive(
-    c: &mut Client,
-    lease: i64,
-) -> std::result::Result<Option<Duration>, etcd_client::Error> {
+pub(super) async fn lease_alive(c: &mut Client, lease: i64) -> Ec<Option<Duration>> {
     if lease == 0 {
         return Ok(None);
     }
@@ -467,23 +423,16 @@ pub(super) async fn lease_alive(
 }
 
 /// The holder whose slot expires first, and its time left, for the busy
-/// line (the one a waiter would see go first).
+/// line (the one a waiter would see go first; one whose time left cannot
+/// be read only when none can, the first of equals).
 async fn soonest(c: &mut Client, slots: &[KeyValue]) -> Option<(String, Option<Duration>)> {
-    let mut best: Option<(String, Option<Duration>)> = None;
+    let mut all = Vec::new();
     for kv in slots {
-        let left = lease_left(c, kv.lease()).await;
         let owner = String::from_utf8_lossy(kv.value()).into_owned();
-        let sooner = match (&best, left) {
-            (None, _) => true,
-            (Some((_, Some(b))), Some(l)) => l < *b,
-            (Some((_, None)), Some(_)) => true,
-            _ => false,
-        };
-        if sooner {
-            best = Some((owner, left));
-        }
+        all.push((owner, lease_left(c, kv.lease()).await));
     }
-    best
+    all.into_iter()
+        .min_by_key(|(_, left)| (left.is_none(), *left))
 }
 
 #[cfg(test)]

@@ -21,17 +21,14 @@ const SPLIT_GRACE: Duration = Duration::from_millis(50);
 pub struct Target {
     /// The URL with any password replaced by `***`, for messages.
     pub display: String,
-    /// `http://host:port` or `https://host:port`, one per member named.
-    endpoints: Vec<String>,
-    /// Each member's host (certificates are checked against it) and
-    /// `host:port`, for error sentences.
-    hosts: Vec<String>,
-    hosts_ports: Vec<String>,
+    /// `host:port`, one per member named.
+    addrs: Vec<String>,
     /// User and password for etcd's authentication.
     user: Option<(String, String)>,
     /// etcds://: the CA to trust (None: the system's roots are not loaded
-    /// by tonic, so a CA file is required) and a client identity.
-    tls: Option<Tls>,
+    /// by tonic, so a CA file is required) and a client identity; and "the
+    /// CA in FILE", for error sentences.
+    tls: Option<(TlsOptions, String)>,
     /// Connecting refuses members of different clusters (see `connect`);
     /// `doctor` turns it off to report them instead.
     pub(super) one_cluster: bool,
@@ -40,14 +37,6 @@ pub struct Target {
     /// connection to another cluster is refused, even when the first
     /// connect's grace was too short to hear from that member.
     first_seen: Arc<Mutex<Option<(usize, u64)>>>,
-}
-
-#[derive(Clone)]
-struct Tls {
-    ca: Vec<u8>,
-    /// "the CA in FILE", for error sentences.
-    trust: String,
-    identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Target {
@@ -85,10 +74,9 @@ impl Target {
                 "invalid etcd URL {display}: no path or query is allowed (etcd://host[:port][,host[:port]...])"
             )));
         }
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
+        let (userinfo, hosts) = authority
+            .rsplit_once('@')
+            .map_or((None, authority), |(u, h)| (Some(u), h));
         let mut user = userinfo.map(|u| match u.split_once(':') {
             Some((name, pass)) => (decode(name), Some(decode(pass))),
             None => (decode(u), None),
@@ -114,21 +102,14 @@ impl Target {
             ))),
             None => None,
         };
-        let (mut endpoints, mut names, mut hosts_ports) = (Vec::new(), Vec::new(), Vec::new());
+        let mut addrs = Vec::new();
         for h in hosts.split(',') {
-            let (host, port) = split_host_port(h).ok_or_else(|| {
-                UsageError(format!(
+            let Some((host, port)) = split_host_port(h) else {
+                bail!(UsageError(format!(
                     "invalid etcd URL {display}: expected host[:port][,host[:port]...]"
-                ))
-            })?;
-            let http = if tls { "https" } else { "http" };
-            endpoints.push(format!("{http}://{host}:{port}"));
-            hosts_ports.push(format!("{host}:{port}"));
-            names.push(
-                host.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
-            );
+                )));
+            };
+            addrs.push(format!("{host}:{port}"));
         }
         let tls = if tls {
             let read = |what: &str, p: &std::path::Path| -> Result<Vec<u8>> {
@@ -142,7 +123,10 @@ impl Target {
                 )));
             };
             let identity = match (&sec.tls_cert, &sec.tls_key) {
-                (Some(c), Some(k)) => Some((read("--tls-cert", c)?, read("--tls-key", k)?)),
+                (Some(c), Some(k)) => Some(Identity::from_pem(
+                    read("--tls-cert", c)?,
+                    read("--tls-key", k)?,
+                )),
                 _ => None,
             };
             let pem = read("--tls-ca", ca)?;
@@ -155,19 +139,15 @@ impl Target {
                     ca.display()
                 )));
             }
-            Some(Tls {
-                ca: pem,
-                trust: format!("the CA in {}", ca.display()),
-                identity,
-            })
+            let t = TlsOptions::new().ca_certificate(Certificate::from_pem(pem));
+            let t = identity.into_iter().fold(t, TlsOptions::identity);
+            Some((t, format!("the CA in {}", ca.display())))
         } else {
             None
         };
         Ok(Target {
             display,
-            endpoints,
-            hosts: names,
-            hosts_ports,
+            addrs,
             user,
             tls,
             one_cluster: true,
@@ -178,12 +158,14 @@ impl Target {
     /// What error sentences need to know of this target; `probe`: see
     /// [`super::errors::Seen`].
     pub(super) fn seen(&self, probe: bool) -> super::errors::Seen<'_> {
+        // The first member's host, which certificates are checked against.
+        let host = self.addrs.first().and_then(|a| a.rsplit_once(':'));
         super::errors::Seen {
             probe,
             tls: self.tls.is_some(),
-            host: self.hosts.first().map(String::as_str),
-            trust: self.tls.as_ref().map_or("", |t| t.trust.as_str()),
-            addrs: &self.hosts_ports,
+            host: host.map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']')),
+            trust: self.tls.as_ref().map_or("", |t| t.1.as_str()),
+            addrs: &self.addrs,
         }
     }
 
@@ -204,13 +186,15 @@ impl Target {
     /// within that; one that is down costs at most that, once per
     /// connection.
     pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
-        if let [one] = self.endpoints.as_slice() {
-            return self.connect_to(&[one], timeout).await;
+        if self.addrs.len() == 1 {
+            return self
+                .connect_to(&Vec::from_iter(self.endpoints()), timeout)
+                .await;
         }
         let started = tokio::time::Instant::now();
         let mut race = tokio::task::JoinSet::new();
-        for (i, endpoint) in self.endpoints.iter().enumerate() {
-            let (target, endpoint) = (self.clone(), endpoint.clone());
+        for (i, endpoint) in self.endpoints().enumerate() {
+            let target = self.clone();
             race.spawn(async move {
                 let mut c = target.connect_to(&[endpoint], timeout).await?;
                 let status = c.status().await?;
@@ -220,19 +204,16 @@ impl Target {
         }
         let mut first_error = None;
         let (first, client, cluster) = loop {
-            match race.join_next().await {
+            let e = match race.join_next().await {
                 Some(Ok(Ok(answer))) => break answer,
-                Some(Ok(Err(e))) => {
-                    first_error.get_or_insert(e);
-                }
-                Some(Err(e)) => {
-                    first_error.get_or_insert(etcd_client::Error::Internal(e.to_string()));
-                }
+                Some(Ok(Err(e))) => e,
+                Some(Err(e)) => etcd_client::Error::Internal(e.to_string()),
                 None => {
                     return Err(first_error
                         .unwrap_or_else(|| etcd_client::Error::Internal("no endpoints".into())))
                 }
-            }
+            };
+            first_error.get_or_insert(e);
         };
         let Some(cluster) = cluster.filter(|_| self.one_cluster) else {
             return Ok(client);
@@ -242,19 +223,13 @@ impl Target {
             remember(&mut seen, first, cluster)
         };
         if let Some((i, other)) = seen {
-            let split = self.split(i, other, first, cluster);
-            return Err(etcd_client::Error::GRpcStatus(
-                tonic::Status::failed_precondition(split),
-            ));
+            return Err(self.split(i, other, first, cluster));
         }
         let until = tokio::time::Instant::now() + started.elapsed() + SPLIT_GRACE;
         while let Ok(Some(answer)) = tokio::time::timeout_at(until, race.join_next()).await {
             if let Ok(Ok((i, _, Some(other)))) = answer {
                 if other != cluster {
-                    let split = self.split(first, cluster, i, other);
-                    return Err(etcd_client::Error::GRpcStatus(
-                        tonic::Status::failed_precondition(split),
-                    ));
+                    return Err(self.split(first, cluster, i, other));
                 }
             }
         }
@@ -263,25 +238,23 @@ impl Target {
 
     /// The URL's endpoints, as `http(s)://host:port`.
     pub(super) fn endpoints(&self) -> impl Iterator<Item = String> + '_ {
-        self.endpoints.iter().cloned()
+        let http = if self.tls.is_some() { "https" } else { "http" };
+        self.addrs.iter().map(move |a| format!("{http}://{a}"))
     }
 
     /// The URL's endpoints, as `host:port`.
     pub(super) fn hosts(&self) -> impl Iterator<Item = &str> {
-        self.endpoints
-            .iter()
-            .map(|e| e.split_once("://").map_or(e.as_str(), |(_, h)| h))
+        self.addrs.iter().map(String::as_str)
     }
 
-    /// The one line that refuses a URL whose members `a` and `b` are in
+    /// The error that refuses a URL whose members `a` and `b` are in
     /// different clusters.
-    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> String {
-        let host = |i: usize| self.hosts().nth(i).unwrap_or_default().to_owned();
-        format!(
-            "{} is a member of etcd cluster {a_id:x} but {} of cluster {b_id:x}: the URL must name members of one cluster, or runs split between them (two holders at once)",
-            host(a),
-            host(b)
-        )
+    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> etcd_client::Error {
+        let addr = |i: usize| self.addrs.get(i).map_or("", String::as_str);
+        let (a, b) = (addr(a), addr(b));
+        etcd_client::Error::GRpcStatus(tonic::Status::failed_precondition(format!(
+            "{a} is a member of etcd cluster {a_id:x} but {b} of cluster {b_id:x}: the URL must name members of one cluster, or runs split between them (two holders at once)"
+        )))
     }
 
     /// A client of `endpoints` only (one member, for `doctor`), with this
@@ -297,12 +270,8 @@ impl Target {
         if let Some((name, pass)) = &self.user {
             opts = opts.with_user(name.clone(), pass.clone());
         }
-        if let Some(tls) = &self.tls {
-            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
-            if let Some((cert, key)) = &tls.identity {
-                t = t.identity(Identity::from_pem(cert, key));
-            }
-            opts = opts.with_tls(t);
+        if let Some((tls, _)) = &self.tls {
+            opts = opts.with_tls(tls.clone());
         }
         Client::connect(endpoints, Some(opts)).await
     }
@@ -317,7 +286,6 @@ fn remember(seen: &mut Option<(usize, u64)>, member: usize, cluster: u64) -> Opt
     }
 }
 
-/// Whether `pem` holds at least one certificate.
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; None if malformed.
 fn split_host_port(s: &str) -> Option<(String, u16)> {
     let (host, port) = if let Some(v6) = s.strip_prefix('[') {
@@ -362,7 +330,7 @@ mod tests {
     fn hosts_ports_and_users() {
         let t = Target::parse("etcd://a,b:2380,[::1]:1", &sec()).unwrap();
         assert_eq!(
-            t.endpoints,
+            t.endpoints().collect::<Vec<_>>(),
             ["http://a:2379", "http://b:2380", "http://[::1]:1"]
         );
         let t = Target::parse("etcd://me:s%40cret@h", &sec()).unwrap();

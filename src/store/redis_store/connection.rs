@@ -69,14 +69,11 @@ impl Target {
                 "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
             ));
         }
-        let info = url.into_connection_info().map_err(|_| {
+        let mut info = url.into_connection_info().map_err(|_| {
             UsageError(format!(
                 "invalid redis URL {display}: expected redis://[user[:password]@]host[:port][/db]"
             ))
         })?;
-        // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
-        // trip on every start.
-        let mut info = info;
         let mut tls_host = None;
         if let redis::ConnectionAddr::TcpTls { host, port, .. } = info.addr().clone() {
             tls_host = Some(host.clone());
@@ -89,6 +86,8 @@ impl Target {
                 });
             }
         }
+        // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
+        // trip on every start.
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
         let url_has_password = redis.password().is_some();
         info = info.set_redis_settings(as_the_user(redis.clone()));
@@ -241,6 +240,27 @@ pub(super) struct Sentinel {
     redis: redis::RedisConnectionInfo,
 }
 
+/// A node of a Sentinel or Cluster deployment, with these credentials.
+fn tcp_info(host: &str, port: u16, redis: &redis::RedisConnectionInfo) -> redis::ConnectionInfo {
+    redis::ConnectionAddr::Tcp(host.to_owned(), port)
+        .into_connection_info()
+        .expect("a TCP address is always a valid connection info")
+        .set_redis_settings(redis.clone())
+}
+
+/// A connection whose connect, and every read and write after it, gives
+/// up after `timeout`.
+fn open(info: redis::ConnectionInfo, timeout: Duration) -> redis::RedisResult<Connection> {
+    let c = redis::Client::open(info)?.get_connection_with_timeout(timeout)?;
+    c.set_read_timeout(Some(timeout))?;
+    c.set_write_timeout(Some(timeout))?;
+    Ok(c)
+}
+
+fn io_error(why: &'static str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Io, why))
+}
+
 impl Sentinel {
     /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]`,
     /// as other Redis clients spell it; sentinel ports default to 26379.
@@ -271,31 +291,18 @@ impl Sentinel {
         if nodes.is_empty() {
             return Err(bad("no sentinel address"));
         }
-        let redis = credentials(auth, sec).set_db(db);
         let sentinel = Sentinel {
             nodes,
             master: master.to_owned(),
-            redis,
+            redis: credentials(auth, sec).set_db(db),
         };
         // A placeholder: every connection asks the sentinels first.
-        let client = redis::Client::open(sentinel.master_info("127.0.0.1", 6379))
+        let client = redis::Client::open(tcp_info("127.0.0.1", 6379, &sentinel.redis))
             .map_err(|_| bad("unusable"))?;
         Ok(Target {
-            client,
             sentinel: Some(sentinel),
-            cluster: None,
-            without_env_password: None,
-            display,
-            tls_host: None,
-            tls_trust: String::new(),
+            ..Target::multi_host(client, display)
         })
-    }
-
-    fn master_info(&self, host: &str, port: u16) -> redis::ConnectionInfo {
-        redis::ConnectionAddr::Tcp(host.to_owned(), port)
-            .into_connection_info()
-            .expect("a TCP address is always a valid connection info")
-            .set_redis_settings(self.redis.clone())
     }
 
     /// Asks the sentinels, in order, where the master is, then connects to
@@ -303,33 +310,21 @@ impl Sentinel {
     /// failover). Every step is bounded by `timeout`: redis-rs's own
     /// sentinel code connects without timeouts.
     fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
+        let asking = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
         let mut last = None;
         for (host, port) in &self.nodes {
-            let asked = redis::ConnectionAddr::Tcp(host.clone(), *port)
-                .into_connection_info()
-                .map(|i| {
-                    let r = i.redis_settings().clone().set_skip_set_lib_name();
-                    i.set_redis_settings(r)
-                })
-                .and_then(redis::Client::open)
-                .and_then(|c| c.get_connection_with_timeout(timeout))
-                .and_then(|mut c| {
-                    c.set_read_timeout(Some(timeout))?;
-                    c.set_write_timeout(Some(timeout))?;
-                    redis::cmd("SENTINEL")
-                        .arg("get-master-addr-by-name")
-                        .arg(&self.master)
-                        .query::<Option<(String, u16)>>(&mut c)
-                });
+            let asked = open(tcp_info(host, *port, &asking), timeout).and_then(|mut c| {
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&self.master)
+                    .query::<Option<(String, u16)>>(&mut c)
+            });
             match asked {
                 Ok(Some((mhost, mport))) => {
                     // A master that cannot be reached or is no longer one
                     // means this sentinel is behind: ask the next.
-                    let checked = redis::Client::open(self.master_info(&mhost, mport))
-                        .and_then(|c| c.get_connection_with_timeout(timeout))
-                        .and_then(|mut conn| {
-                            conn.set_read_timeout(Some(timeout))?;
-                            conn.set_write_timeout(Some(timeout))?;
+                    let checked =
+                        open(tcp_info(&mhost, mport, &self.redis), timeout).and_then(|mut conn| {
                             let role: Vec<Value> = redis::cmd("ROLE").query(&mut conn)?;
                             Ok((conn, role))
                         });
@@ -338,26 +333,18 @@ impl Sentinel {
                             return Ok(conn)
                         }
                         Ok(_) => {
-                            last = Some(redis::RedisError::from((
-                                redis::ErrorKind::Io,
+                            last = Some(io_error(
                                 "the sentinels' master is not a master (failover in progress)",
-                            )))
+                            ))
                         }
                         Err(e) => last = Some(e),
                     }
                 }
-                Ok(None) => {
-                    last = Some(redis::RedisError::from((
-                        redis::ErrorKind::Io,
-                        "sentinel knows no master by that name",
-                    )))
-                }
+                Ok(None) => last = Some(io_error("sentinel knows no master by that name")),
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::Io, "no sentinel answered"))
-        }))
+        Err(last.unwrap_or_else(|| io_error("no sentinel answered")))
     }
 }
 
@@ -399,84 +386,51 @@ impl Cluster {
             seeds,
             redis: credentials(auth, sec),
         };
-        let (h, p) = cluster.seeds[0].clone();
-        let client = redis::Client::open(cluster.node_info(&h, p)).map_err(|_| bad("unusable"))?;
+        let (h, p) = &cluster.seeds[0];
+        let client =
+            redis::Client::open(tcp_info(h, *p, &cluster.redis)).map_err(|_| bad("unusable"))?;
         Ok(Target {
-            client,
-            sentinel: None,
             cluster: Some(cluster),
-            without_env_password: None,
-            display,
-            tls_host: None,
-            tls_trust: String::new(),
+            ..Target::multi_host(client, display)
         })
-    }
-
-    fn node_info(&self, host: &str, port: u16) -> redis::ConnectionInfo {
-        redis::ConnectionAddr::Tcp(host.to_owned(), port)
-            .into_connection_info()
-            .expect("a TCP address is always a valid connection info")
-            .set_redis_settings(self.redis.clone())
-    }
-
-    /// A connection to one node, with timeouts.
-    fn connect_node(
-        &self,
-        host: &str,
-        port: u16,
-        timeout: Duration,
-    ) -> redis::RedisResult<Connection> {
-        let c = redis::Client::open(self.node_info(host, port))?
-            .get_connection_with_timeout(timeout)?;
-        c.set_read_timeout(Some(timeout))?;
-        c.set_write_timeout(Some(timeout))?;
-        Ok(c)
     }
 
     /// The slot map (masters only), from the first seed that answers.
     pub(super) fn slot_map(&self, timeout: Duration) -> redis::RedisResult<Vec<SlotRange>> {
         let mut last = None;
-        for (host, port) in &self.seeds {
-            let seed_host = host;
-            let map = self.connect_node(host, *port, timeout).and_then(|mut c| {
+        for (seed, port) in &self.seeds {
+            let map = open(tcp_info(seed, *port, &self.redis), timeout).and_then(|mut c| {
                 redis::cmd("CLUSTER")
                     .arg("SLOTS")
                     .query::<Vec<Value>>(&mut c)
             });
-            match map {
-                Ok(ranges) => {
-                    let mut out = Vec::new();
-                    for r in ranges {
-                        let Value::Array(r) = r else { continue };
-                        let (Some(start), Some(end), Some(Value::Array(master))) =
-                            (r.first(), r.get(1), r.get(2))
-                        else {
-                            continue;
-                        };
-                        let (Ok(start), Ok(end)) = (int(start), int(end)) else {
-                            continue;
-                        };
-                        let host = master
-                            .first()
-                            .and_then(|h| string(h).ok().flatten())
-                            .unwrap_or_default();
-                        let port = master.get(1).and_then(|p| int(p).ok()).unwrap_or(0);
-                        // An empty host means "the node you asked".
-                        let host = if host.is_empty() {
-                            seed_host.clone()
-                        } else {
-                            host
-                        };
-                        out.push((start as u16, end as u16, host, port as u16));
-                    }
-                    return Ok(out);
+            let ranges = match map {
+                Ok(ranges) => ranges,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
                 }
-                Err(e) => last = Some(e),
+            };
+            let mut out = Vec::new();
+            for r in ranges {
+                let Value::Array(r) = r else { continue };
+                let [start, end, Value::Array(master), ..] = r.as_slice() else {
+                    continue;
+                };
+                let (Ok(start), Ok(end)) = (int(start), int(end)) else {
+                    continue;
+                };
+                let host = master.first().and_then(|h| string(h).ok().flatten());
+                let port = master.get(1).and_then(|p| int(p).ok()).unwrap_or(0);
+                // An empty host means "the node you asked".
+                let host = host
+                    .filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| seed.clone());
+                out.push((start as u16, end as u16, host, port as u16));
             }
+            return Ok(out);
         }
-        Err(last.unwrap_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::Io, "no seed node answered"))
-        }))
+        Err(last.unwrap_or_else(|| io_error("no seed node answered")))
     }
 }
 
@@ -504,6 +458,20 @@ pub(super) fn key_slot(key: &str) -> u16 {
 }
 
 impl Target {
+    /// A Sentinel or Cluster target around `client` (its parse fills in
+    /// which).
+    fn multi_host(client: redis::Client, display: String) -> Target {
+        Target {
+            client,
+            sentinel: None,
+            cluster: None,
+            without_env_password: None,
+            display,
+            tls_host: None,
+            tls_trust: String::new(),
+        }
+    }
+
     /// A connection to another node of the same deployment (a replica its
     /// master lists), with the URL's credentials and, for `rediss://`, its
     /// TLS settings.
@@ -514,9 +482,9 @@ impl Target {
         timeout: Duration,
     ) -> redis::RedisResult<Connection> {
         let info = if let Some(s) = &self.sentinel {
-            s.master_info(host, port)
+            tcp_info(host, port, &s.redis)
         } else if let Some(c) = &self.cluster {
-            c.node_info(host, port)
+            tcp_info(host, port, &c.redis)
         } else {
             let base = self.client.get_connection_info().clone();
             let addr = match base.addr() {
@@ -534,10 +502,7 @@ impl Target {
             };
             base.set_addr(addr)
         };
-        let c = redis::Client::open(info)?.get_connection_with_timeout(timeout)?;
-        c.set_read_timeout(Some(timeout))?;
-        c.set_write_timeout(Some(timeout))?;
-        Ok(c)
+        open(info, timeout)
     }
 
     /// A new connection: through the sentinels when there are some, else
@@ -551,11 +516,8 @@ impl Target {
             return s.connect(timeout);
         }
         if let Some(c) = &self.cluster {
-            let (host, port) = match node {
-                Some(n) => n.clone(),
-                None => c.seeds[0].clone(),
-            };
-            return c.connect_node(&host, port, timeout);
+            let (host, port) = node.unwrap_or(&c.seeds[0]);
+            return open(tcp_info(host, *port, &c.redis), timeout);
         }
         match self.client.get_connection_with_timeout(timeout) {
             // DISTLOCK_REDIS_PASSWORD is an ambient setting, and a

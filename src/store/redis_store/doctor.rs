@@ -8,9 +8,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
 
-use super::deadline::Call;
 use super::error::describe;
 use super::replies::{Info, ServerTime};
+use super::Call;
 use super::{Result, Store};
 use crate::store::{Check, Verdict};
 
@@ -175,7 +175,7 @@ impl Store {
         port: u16,
     ) -> std::result::Result<(ClockReading, ClockReading), String> {
         // The replica's connection is our own, not the store's: each of its
-        // calls gets a whole-call deadline here (see `deadline.rs`).
+        // calls gets a whole-call deadline here (see `store/call.rs`).
         let call = Call::start(self.timeout, &[]);
         let mut replica = self
             .target

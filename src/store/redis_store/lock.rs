@@ -1,11 +1,9 @@
 //! The operations on a plain lock (`P:{N}` and its fence, metadata, wait
-//! queue, last-run record and `--once-per` done mark). Each is one script, one round trip. With
-//! `--limit N` the same calls go to `semaphore.rs`, so callers need not
-//! know which kind of name they hold.
+//! queue, last-run record and `--once-per` done mark). Each is one script,
+//! one round trip. With `--limit N` the same calls go to `semaphore.rs`,
+//! so callers need not know which kind of name they hold.
 
-use super::replies::{
-    AcquireReply, ForceReleaseReply, ForgetDoneReply, InspectReply, ReleaseReply, Renewed,
-};
+use super::replies::{Evicted, ForgetDoneReply, Limited, Renewed};
 use super::scripts::*;
 use super::{
     Acquire, DoneMark, Handoff, History, HistoryRecord, LockInfo, LockKeys, Mode, Release, Result,
@@ -45,15 +43,8 @@ impl Store {
         }
         let once_per_ms = keys.once_per.map(|d| d.as_millis().max(1).to_string());
         let (reply, acks) = self.call_acked("acquire", &ACQUIRE, ttl_ms, || {
-            let mut inv = ACQUIRE.key(&keys.lock);
-            inv.key(&keys.fence)
-                .key(&keys.meta)
-                .key(&keys.queue)
-                .key(&keys.deadlines)
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.turns)
-                .key(&keys.settled);
+            let mut inv = invocation!(ACQUIRE, keys;
+                lock, fence, meta, queue, deadlines, slots, limit_key, turns, settled);
             // `--once-per`: KEYS[10], the done mark, and KEYS[11], the
             // history, after every other key.
             if once_per_ms.is_some() {
@@ -77,40 +68,25 @@ impl Store {
             }
             inv
         })?;
-        self.acquired(keys, owner, reply, acks)
+        self.acquired(keys, owner, Limited::<Acquire>::of(reply, keys)?, acks)
     }
 
     /// What an acquire reply means, with `--min-replicas`: a lease taken
     /// but acknowledged by too few replicas is released again at once (a
-    /// failover could lose it) and reported as such.
+    /// failover could lose it) and reported as such. (A done mark took no
+    /// lease, so there is nothing for replicas to keep.)
     pub(super) fn acquired(
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        reply: AcquireReply,
+        reply: Acquire,
         acks: i64,
     ) -> Result<Acquire> {
-        match reply {
-            AcquireReply::Acquired { .. } if acks < i64::from(self.min_replicas) => {
-                self.release(keys, owner)?;
-                Ok(Acquire::Unacknowledged)
-            }
-            AcquireReply::Acquired { token } => Ok(Acquire::Acquired { token }),
-            AcquireReply::Busy {
-                holder,
-                ttl,
-                ahead,
-                watched,
-            } => Ok(Acquire::Busy {
-                holder,
-                ttl,
-                ahead,
-                watched,
-            }),
-            AcquireReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
-            // No lease was taken, so there is nothing for replicas to keep.
-            AcquireReply::Done(mark) => Ok(Acquire::Done(mark)),
+        if matches!(reply, Acquire::Acquired { .. }) && acks < i64::from(self.min_replicas) {
+            self.release(keys, owner)?;
+            return Ok(Acquire::Unacknowledged);
         }
+        Ok(reply)
     }
 
     /// Leaves the wait queue (best effort: a waiter that vanishes is
@@ -118,12 +94,7 @@ impl Store {
     pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
         self.route(keys)?;
         let _: Value = self.call("leaving the queue", |c| {
-            LEAVE
-                .key(&keys.lock)
-                .key(&keys.queue)
-                .key(&keys.deadlines)
-                .key(&keys.turns)
-                .key(&keys.settled)
+            invocation!(LEAVE, keys; lock, queue, deadlines, turns, settled)
                 .arg(owner)
                 .arg(&keys.wake_prefix)
                 .invoke(c)
@@ -166,12 +137,7 @@ impl Store {
                 return Ok(());
             }
             let next: i64 = self.call("handing the lock on", |c| {
-                RELAY
-                    .key(&keys.lock)
-                    .key(&keys.queue)
-                    .key(&keys.deadlines)
-                    .key(&keys.turns)
-                    .key(&keys.settled)
+                invocation!(RELAY, keys; lock, queue, deadlines, turns, settled)
                     .arg(&keys.wake_prefix)
                     .invoke(c)
             })?;
@@ -192,8 +158,8 @@ impl Store {
             self.renew_slot(keys, owner, ttl_ms)?
         } else {
             self.call_acked("renewal", &RENEW, ttl_ms, || {
-                let mut inv = RENEW.key(&keys.lock);
-                inv.key(&keys.meta).key(&keys.fence).arg(owner).arg(ttl_ms);
+                let mut inv = invocation!(RENEW, keys; lock, meta, fence);
+                inv.arg(owner).arg(ttl_ms);
                 inv
             })?
         };
@@ -246,18 +212,9 @@ impl Store {
         if keys.limit.is_some() {
             return self.release_slot(keys, owner, record, caller);
         }
-        let reply: ReleaseReply = self.call("release", |c| {
-            let mut inv = RELEASE.key(&keys.lock);
-            inv.key(&keys.meta)
-                .key(&keys.queue)
-                .key(&keys.deadlines)
-                .key(&keys.last)
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.turns)
-                .key(&keys.fence)
-                .key(&keys.history)
-                .key(&keys.settled);
+        let reply: Limited<Release> = self.call("release", |c| {
+            let mut inv = invocation!(RELEASE, keys; lock, meta, queue, deadlines, last, slots,
+                limit_key, turns, fence, history, settled);
             // KEYS[12], the done mark, only when it is to be written.
             if mark_done && keys.once_per.is_some() {
                 inv.key(&keys.done);
@@ -266,20 +223,7 @@ impl Store {
             record.args(&mut inv, Some(caller));
             inv.invoke(c)
         })?;
-        Store::released(keys, reply)
-    }
-
-    /// What a release reply means.
-    pub(super) fn released(keys: &LockKeys, reply: ReleaseReply) -> Result<Release> {
-        match reply {
-            ReleaseReply::Released(handoff) => Ok(Release::Released(
-                handoff.map(|(until, since)| Handoff { until, since }),
-            )),
-            ReleaseReply::Kept(left) => Ok(Release::Kept(left)),
-            ReleaseReply::NotOwner(holder) => Ok(Release::NotOwner(holder)),
-            ReleaseReply::HeldByRun => Ok(Release::HeldByRun),
-            ReleaseReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
-        }
+        reply.of(keys)
     }
 
     /// Writes the last-run and history records alone (when there is no
@@ -290,8 +234,7 @@ impl Store {
         }
         self.route(keys)?;
         let _: Value = self.call("recording the run", |c| {
-            let mut inv = LAST_RUN.key(&keys.last);
-            inv.key(&keys.history);
+            let mut inv = invocation!(LAST_RUN, keys; last, history);
             record.args(&mut inv, None);
             inv.invoke(c)
         })?;
@@ -303,7 +246,7 @@ impl Store {
     pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
         self.route(keys)?;
         let ForgetDoneReply(mark) = self.call("forgetting the done mark", |c| {
-            FORGET_DONE.key(&keys.done).invoke(c)
+            invocation!(FORGET_DONE, keys; done).invoke(c)
         })?;
         Ok(mark)
     }
@@ -312,45 +255,26 @@ impl Store {
     /// a semaphore: every holder, comma-separated).
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
         self.route(keys)?;
-        let reply: ForceReleaseReply = if keys.limit.is_some() {
+        let reply: Limited<Evicted> = if keys.limit.is_some() {
             self.force_release_slots(keys)?
         } else {
             self.call("forced release", |c| {
-                FORCE_RELEASE
-                    .key(&keys.lock)
-                    .key(&keys.meta)
-                    .key(&keys.queue)
-                    .key(&keys.deadlines)
-                    .key(&keys.slots)
-                    .key(&keys.limit_key)
-                    .key(&keys.turns)
-                    .key(&keys.fence)
-                    .arg(&keys.wake_prefix)
-                    .arg(&keys.released)
-                    .invoke(c)
+                invocation!(FORCE_RELEASE, keys; lock, meta, queue, deadlines, slots, limit_key,
+                    turns, fence)
+                .arg(&keys.wake_prefix)
+                .arg(&keys.released)
+                .invoke(c)
             })?
         };
-        match reply {
-            ForceReleaseReply::LimitMismatch(n) => Err(Store::limit_mismatch(keys, n)),
-            ForceReleaseReply::Evicted(owners) => {
-                Ok((!owners.is_empty()).then(|| owners.join(", ")))
-            }
-        }
+        let Evicted(owners) = reply.of(keys)?;
+        Ok((!owners.is_empty()).then(|| owners.join(", ")))
     }
 
     /// Reads holder, remaining lease, last token and metadata atomically.
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
         self.route(keys)?;
-        let InspectReply(info) = self.call("inspect", |c| {
-            INSPECT
-                .key(&keys.lock)
-                .key(&keys.fence)
-                .key(&keys.meta)
-                .key(&keys.last)
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.done)
-                .invoke(c)
+        let info: LockInfo = self.call("inspect", |c| {
+            invocation!(INSPECT, keys; lock, fence, meta, last, slots, limit_key, done).invoke(c)
         })?;
         if let Some(n) = info.semaphore {
             return Err(Store::limit_mismatch(keys, i64::from(n)));
@@ -387,16 +311,7 @@ impl Store {
                 p.add_command(INSPECT.load_cmd()).ignore();
                 let invocations: Vec<_> = batch
                     .iter()
-                    .map(|k| {
-                        let mut inv = INSPECT.key(&k.lock);
-                        inv.key(&k.fence)
-                            .key(&k.meta)
-                            .key(&k.last)
-                            .key(&k.slots)
-                            .key(&k.limit_key)
-                            .key(&k.done);
-                        inv
-                    })
+                    .map(|k| invocation!(INSPECT, k; lock, fence, meta, last, slots, limit_key, done))
                     .collect();
                 for inv in &invocations {
                     p.add_command(inv.eval_cmd());
@@ -406,7 +321,7 @@ impl Store {
             for v in replies {
                 out.push(match super::replies::foreign_key(&v) {
                     Some(fk) => Err(fk),
-                    None => Ok(self.parse::<InspectReply>("inspect", v)?.0),
+                    None => Ok(self.parse("inspect", v)?),
                 });
             }
         }
@@ -425,7 +340,7 @@ impl Store {
             return Ok(History::default());
         }
         let items: Vec<Value> = self.call("reading the history", |c| {
-            HISTORY.key(&keys.history).arg(n).invoke(c)
+            invocation!(HISTORY, keys; history).arg(n).invoke(c)
         })?;
         let mut history = History::default();
         for v in &items {

@@ -24,7 +24,6 @@
 //! (`store/`), shared with etcd.
 
 mod connection;
-mod deadline;
 mod doctor;
 mod error;
 mod lock;
@@ -40,8 +39,8 @@ use redis::{Connection, FromRedisValue, Value};
 
 use crate::config::Timings;
 
+use super::call::Call;
 use connection::{key_slot, SlotRange};
-use deadline::Call;
 use error::{describe, timed_out};
 use replies::{foreign_key, int};
 use scripts::{Invocation, Script};
@@ -98,7 +97,7 @@ pub struct Store {
     /// Hashes of the scripts loaded through the current connection with
     /// `--min-replicas` (see `invoke_acked`); cleared on every reconnect.
     loaded: Vec<&'static str>,
-    /// Signals that end a call at once (see `deadline.rs`): those that
+    /// Signals that end a call at once (see `store/call.rs`): those that
     /// end an acquisition, while there is one; else none.
     interrupt_on: &'static [i32],
 }
@@ -225,7 +224,7 @@ impl Store {
     /// is. An error while connecting is told as it is; an error of the
     /// request itself names the request (`renewal failed: ...`).
     /// Connects if need be and runs `f`, all of it within the timeout (not
-    /// per read: see `deadline.rs`) and, during an acquisition, ended at
+    /// per read: see `store/call.rs`) and, during an acquisition, ended at
     /// once by a signal in `interrupt_on`. On any error the connection is
     /// dropped.
     fn call_raw<T>(

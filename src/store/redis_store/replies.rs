@@ -6,47 +6,57 @@
 //!
 //! Two shapes are shared by most scripts and checked before these types
 //! see a reply: `{-2, key, type}` (a foreign key, see [`foreign_key`]) and
-//! `{-1, n}` (the name is in use with another `--limit`), which the types
-//! below carry as `LimitMismatch(n)` for the caller to turn into an error
-//! that names the lock.
+//! `{-1, n}` (the name is in use with another `--limit`, see [`Limited`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::{FromRedisValue, ParsingError, Value};
 
-use super::{DoneMark, ForeignKey, LockInfo, SlotsInfo, Watched};
+use super::{
+    Acquire, DoneMark, ForeignKey, Handoff, LockInfo, LockKeys, Release, SlotsInfo, Store, Watched,
+};
 
-/// What `ACQUIRE` and `ACQUIRE_SLOT` answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum AcquireReply {
-    /// `{1, token}`: taken (or already ours), with this fencing token.
-    Acquired { token: u64 },
-    /// `{0, holder, pttl[, ahead[, host, pid, command, held ms, place]]}`:
-    /// held by `holder` for `pttl` ms more, or free but promised to
-    /// `ahead`, the next live waiter; then what a waiter's status line
-    /// shows (any of it may be nil).
-    Busy {
-        holder: Option<String>,
-        ttl: Option<Duration>,
-        ahead: Option<String>,
-        watched: Watched,
-    },
-    /// `{-1, n}`: in use with `--limit n` (≤ 1: as a plain lock).
-    LimitMismatch(i64),
-    /// `{2, at_ms, age_ms, host, token}` (`run --once-per` only): ours to
-    /// take, but a run succeeded less than the window ago; not taken.
-    Done(DoneMark),
+/// The reply of a script that refuses a name in use with another
+/// `--limit`: `{-1, n}` (n ≤ 1: as a plain lock), else `T`.
+pub(super) enum Limited<T> {
+    Reply(T),
+    InUse(i64),
 }
 
-impl FromRedisValue for AcquireReply {
+impl<T: FromRedisValue> FromRedisValue for Limited<T> {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        if let Value::Array(items) | Value::Set(items) = &v {
+            if let [Value::Int(-1), n] = items.as_slice() {
+                return Ok(Limited::InUse(int(n)?));
+            }
+        }
+        T::from_redis_value(v).map(Limited::Reply)
+    }
+}
+
+impl<T> Limited<T> {
+    /// The reply, or the error that names the lock whose limit disagrees.
+    pub(super) fn of(self, keys: &LockKeys) -> super::Result<T> {
+        match self {
+            Limited::Reply(t) => Ok(t),
+            Limited::InUse(n) => Err(Store::limit_mismatch(keys, n)),
+        }
+    }
+}
+
+/// What `ACQUIRE` and `ACQUIRE_SLOT` answer: `{1, token}`, `{0, holder,
+/// pttl[, ahead[, host, pid, command, held ms, place]]}` (any of the
+/// status line's part may be nil), or with `run --once-per` `{2, at_ms,
+/// age_ms, host, token}` (see `ACQUIRE`).
+impl FromRedisValue for Acquire {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let items = array(v)?;
         match items.as_slice() {
-            [Value::Int(1), token] => Ok(AcquireReply::Acquired {
+            [Value::Int(1), token] => Ok(Acquire::Acquired {
                 token: int(token)?.max(0) as u64,
             }),
-            [Value::Int(0), holder, pttl, rest @ ..] => Ok(AcquireReply::Busy {
+            [Value::Int(0), holder, pttl, rest @ ..] => Ok(Acquire::Busy {
                 holder: string(holder)?,
                 ttl: pttl_to_ttl(int(pttl)?),
                 ahead: match rest.first() {
@@ -55,8 +65,7 @@ impl FromRedisValue for AcquireReply {
                 },
                 watched: watched(rest.get(1..).unwrap_or_default()),
             }),
-            [Value::Int(-1), n] => Ok(AcquireReply::LimitMismatch(int(n)?)),
-            [Value::Int(2), at, age, host, token] => Ok(AcquireReply::Done(DoneMark {
+            [Value::Int(2), at, age, host, token] => Ok(Acquire::Done(DoneMark {
                 // Lua took it for a time (`tonumber`): one that is no u64
                 // (1e20, -5) is past every time distlock can show, so the
                 // caller refuses the mark by name.
@@ -69,7 +78,7 @@ impl FromRedisValue for AcquireReply {
                 // a missing one is no reason to start CMD again.
                 token: int(token).unwrap_or(0).max(0) as u64,
                 owner: None,
-                age: Some(Duration::from_millis(int(age)?.max(0) as u64)),
+                age: Some(millis(age)?),
                 expires_in: None,
             })),
             other => Err(unexpected("acquire", other)),
@@ -111,39 +120,24 @@ impl FromRedisValue for Renewed {
     }
 }
 
-/// What `RELEASE` and `RELEASE_SLOT` answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum ReleaseReply {
-    /// `{1}`: deleted; `{1, ms, id}`: deleted, and a waiter woken whose
-    /// promised turns end in `ms`; `id` is the newest entry of `settled`
-    /// then (see `RELAY`).
-    Released(Option<(Duration, String)>),
-    /// `{2, ms}`: kept for its minimum hold, this many ms more.
-    Kept(Duration),
-    /// `{0}` or `{0, holder}`: not ours; held by `holder`, or by nobody.
-    NotOwner(Option<String>),
-    /// `{3}`: ours, but a `run` holds it and only that run may end it.
-    HeldByRun,
-    /// `{-1, n}`: in use with `--limit n`.
-    LimitMismatch(i64),
-}
-
-impl FromRedisValue for ReleaseReply {
+/// What `RELEASE` and `RELEASE_SLOT` answer: `{1}` deleted; `{1, ms, id}`
+/// deleted, and a waiter woken whose promised turns end in `ms`, `id` the
+/// newest entry of `settled` then (see `RELAY`); `{2, ms}` kept for its
+/// minimum hold; `{0[, holder]}` not ours; `{3}` ours, but a `run` holds
+/// it and only that run may end it.
+impl FromRedisValue for Release {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let items = array(v)?;
         match items.as_slice() {
-            [Value::Int(1)] => Ok(ReleaseReply::Released(None)),
-            [Value::Int(1), ms, id] => Ok(ReleaseReply::Released(Some((
-                Duration::from_millis(int(ms)?.max(0) as u64),
-                string(id)?.unwrap_or_default(),
-            )))),
-            [Value::Int(2), left] => Ok(ReleaseReply::Kept(Duration::from_millis(
-                int(left)?.max(0) as u64,
-            ))),
-            [Value::Int(0)] => Ok(ReleaseReply::NotOwner(None)),
-            [Value::Int(3)] => Ok(ReleaseReply::HeldByRun),
-            [Value::Int(0), holder] => Ok(ReleaseReply::NotOwner(string(holder)?)),
-            [Value::Int(-1), n] => Ok(ReleaseReply::LimitMismatch(int(n)?)),
+            [Value::Int(1)] => Ok(Release::Released(None)),
+            [Value::Int(1), ms, id] => Ok(Release::Released(Some(Handoff {
+                until: millis(ms)?,
+                since: string(id)?.unwrap_or_default(),
+            }))),
+            [Value::Int(2), left] => Ok(Release::Kept(millis(left)?)),
+            [Value::Int(0)] => Ok(Release::NotOwner(None)),
+            [Value::Int(3)] => Ok(Release::HeldByRun),
+            [Value::Int(0), holder] => Ok(Release::NotOwner(string(holder)?)),
             other => Err(unexpected("release", other)),
         }
     }
@@ -152,38 +146,23 @@ impl FromRedisValue for ReleaseReply {
 /// What `FORCE_RELEASE` (the evicted holder, or nil) and
 /// `FORCE_RELEASE_SLOTS` (every evicted slot holder) answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum ForceReleaseReply {
-    /// The holders evicted; none when the lock was free.
-    Evicted(Vec<String>),
-    /// `{-1, n}`: in use with `--limit n`.
-    LimitMismatch(i64),
-}
+pub(super) struct Evicted(pub Vec<String>);
 
-impl FromRedisValue for ForceReleaseReply {
+impl FromRedisValue for Evicted {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
-        match v {
-            Value::Array(items) => match items.as_slice() {
-                [Value::Int(-1), n] => Ok(ForceReleaseReply::LimitMismatch(int(n)?)),
-                owners => Ok(ForceReleaseReply::Evicted(
-                    owners
-                        .iter()
-                        .filter_map(|o| string(o).ok().flatten())
-                        .collect(),
-                )),
-            },
-            one => Ok(ForceReleaseReply::Evicted(
-                string(&one)?.into_iter().collect(),
-            )),
-        }
+        Ok(Evicted(match v {
+            Value::Array(owners) => owners
+                .iter()
+                .filter_map(|o| string(o).ok().flatten())
+                .collect(),
+            one => string(&one)?.into_iter().collect(),
+        }))
     }
 }
 
 /// What `INSPECT` answers: `{holder, pttl, token, meta, last, semaphore,
 /// done mark, its pttl}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct InspectReply(pub LockInfo);
-
-impl FromRedisValue for InspectReply {
+impl FromRedisValue for LockInfo {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let items = array(v)?;
         let [holder, pttl, token, meta, last, semaphore, done, done_pttl] = items.as_slice() else {
@@ -191,7 +170,7 @@ impl FromRedisValue for InspectReply {
         };
         let holder = string(holder)?;
         let token = string(token)?.as_deref().map(counter).transpose()?;
-        Ok(InspectReply(LockInfo {
+        Ok(LockInfo {
             ttl: holder
                 .as_ref()
                 .and_then(|_| pttl_to_ttl(int(pttl).unwrap_or(-2))),
@@ -202,7 +181,7 @@ impl FromRedisValue for InspectReply {
             semaphore: string(semaphore)?.and_then(|n| n.parse().ok()),
             done: done_mark(&pairs(done), int(done_pttl).unwrap_or(-2)),
             waiters: None,
-        }))
+        })
     }
 }
 
@@ -262,16 +241,10 @@ impl FromRedisValue for SlotsReply {
         let [limit, holders, token, last, plain] = items.as_slice() else {
             return Err(unexpected("inspect", &items));
         };
-        let flat = array(holders.clone())?;
         let mut out = Vec::new();
-        for h in flat.chunks(3) {
-            if let [o, ms, t] = h {
-                out.push((
-                    string(o)?.unwrap_or_default(),
-                    Duration::from_millis(int(ms)?.max(0) as u64),
-                    int(t)?.max(0) as u64,
-                ));
-            }
+        for h in array(holders.clone())?.chunks_exact(3) {
+            let owner = string(&h[0])?.unwrap_or_default();
+            out.push((owner, millis(&h[1])?, int(&h[2])?.max(0) as u64));
         }
         Ok(SlotsReply {
             info: SlotsInfo {
@@ -358,21 +331,19 @@ impl FromRedisValue for ServerTime {
 /// script cannot read, told in words (see `foreign_key!` in `scripts.rs`),
 /// and `stream_full` a `settled` stream that takes no entry (`settle`).
 pub(super) fn foreign_key(v: &Value) -> Option<ForeignKey> {
-    match v {
-        Value::Array(items) => match items.as_slice() {
-            [Value::Int(-2), key, kind] => Some(ForeignKey {
-                key: string(key).ok()??,
-                kind: match string(kind).ok()?? {
-                    k if k == "counter" => UNREADABLE_COUNTER.to_owned(),
-                    k if k == "stream_full" => FULL_STREAM.to_owned(),
-                    k => k,
-                },
-                store: "a Redis",
-            }),
-            _ => None,
+    let Value::Array(items) = v else { return None };
+    let [Value::Int(-2), key, kind] = items.as_slice() else {
+        return None;
+    };
+    Some(ForeignKey {
+        key: string(key).ok()??,
+        kind: match string(kind).ok()??.as_str() {
+            "counter" => UNREADABLE_COUNTER.to_owned(),
+            "stream_full" => FULL_STREAM.to_owned(),
+            k => k.to_owned(),
         },
-        _ => None,
-    }
+        store: "a Redis",
+    })
 }
 
 /// What a fencing counter that distlock cannot read is, as the type in
@@ -486,6 +457,11 @@ fn pairs(v: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A count of milliseconds (a negative one as none).
+fn millis(v: &Value) -> Result<Duration, ParsingError> {
+    Ok(Duration::from_millis(int(v)?.max(0) as u64))
+}
+
 /// PTTL is -2 for a missing key and -1 for one without expiry.
 fn pttl_to_ttl(pttl: i64) -> Option<Duration> {
     (pttl >= 0).then(|| Duration::from_millis(pttl as u64))
@@ -521,14 +497,14 @@ mod tests {
 
     #[test]
     fn acquire_replies_are_read_by_shape() {
-        let r = |items: Vec<Value>| AcquireReply::from_redis_value(Value::Array(items));
+        let r = |items: Vec<Value>| Acquire::from_redis_value(Value::Array(items));
         assert_eq!(
             r(vec![Value::Int(1), Value::Int(7)]).unwrap(),
-            AcquireReply::Acquired { token: 7 }
+            Acquire::Acquired { token: 7 }
         );
         assert_eq!(
             r(vec![Value::Int(0), bulk("h:1:ab"), Value::Int(1500)]).unwrap(),
-            AcquireReply::Busy {
+            Acquire::Busy {
                 holder: Some("h:1:ab".into()),
                 ttl: Some(Duration::from_millis(1500)),
                 ahead: None,
@@ -537,7 +513,7 @@ mod tests {
         );
         assert_eq!(
             r(vec![Value::Int(0), Value::Nil, Value::Int(-2), bulk("w")]).unwrap(),
-            AcquireReply::Busy {
+            Acquire::Busy {
                 holder: None,
                 ttl: None,
                 ahead: Some("w".into()),
@@ -559,7 +535,7 @@ mod tests {
                 Value::Int(2),
             ])
             .unwrap(),
-            AcquireReply::Busy {
+            Acquire::Busy {
                 holder: Some("web-1:42:ab".into()),
                 ttl: Some(Duration::from_millis(9000)),
                 ahead: None,
@@ -586,20 +562,20 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            matches!(&odd, AcquireReply::Busy { watched, .. } if *watched == Watched::default()),
+            matches!(&odd, Acquire::Busy { watched, .. } if *watched == Watched::default()),
             "{odd:?}"
         );
-        assert_eq!(
-            r(vec![Value::Int(-1), Value::Int(3)]).unwrap(),
-            AcquireReply::LimitMismatch(3)
-        );
+        assert!(matches!(
+            Limited::<Acquire>::from_redis_value(Value::Array(vec![Value::Int(-1), Value::Int(3)])),
+            Ok(Limited::InUse(3))
+        ));
         assert!(r(vec![Value::Int(5)]).is_err());
-        assert!(AcquireReply::from_redis_value(Value::Okay).is_err());
+        assert!(Acquire::from_redis_value(Value::Okay).is_err());
     }
 
     #[test]
     fn acquire_reads_the_done_mark_of_once_per() {
-        let r = |items: Vec<Value>| AcquireReply::from_redis_value(Value::Array(items));
+        let r = |items: Vec<Value>| Acquire::from_redis_value(Value::Array(items));
         // As ACQUIRE sends it: at_ms and token as the hash's strings, the
         // age as a number.
         assert_eq!(
@@ -611,7 +587,7 @@ mod tests {
                 bulk("41")
             ])
             .unwrap(),
-            AcquireReply::Done(DoneMark {
+            Acquire::Done(DoneMark {
                 at_ms: 1_764_633_601_042,
                 host: "web-2".into(),
                 token: 41,
@@ -621,7 +597,7 @@ mod tests {
             })
         );
         // A mark written without a token still stops CMD.
-        let AcquireReply::Done(mark) = r(vec![
+        let Acquire::Done(mark) = r(vec![
             Value::Int(2),
             bulk("5"),
             Value::Int(0),
@@ -635,7 +611,7 @@ mod tests {
         // A time that is no u64 is past any readable one; short of a
         // field, it is no done mark.
         for at in ["x", "-5", "99999999999999999999"] {
-            let AcquireReply::Done(mark) = r(vec![
+            let Acquire::Done(mark) = r(vec![
                 Value::Int(2),
                 bulk(at),
                 Value::Int(0),
@@ -656,7 +632,7 @@ mod tests {
             Value::Array(kv.iter().flat_map(|(k, v)| [bulk(k), bulk(v)]).collect())
         };
         let reply = |done: Value, pttl: i64| {
-            InspectReply::from_redis_value(Value::Array(vec![
+            LockInfo::from_redis_value(Value::Array(vec![
                 Value::Nil,
                 Value::Int(-2),
                 bulk("41"),
@@ -674,7 +650,7 @@ mod tests {
             ("owner", "web-2:7:ab"),
             ("once_per_ms", "72000000"),
         ]);
-        let info = reply(mark.clone(), 5000).unwrap().0;
+        let info = reply(mark.clone(), 5000).unwrap();
         assert_eq!((info.holder, info.token), (None, Some(41)));
         assert_eq!(
             info.done,
@@ -687,20 +663,20 @@ mod tests {
                 expires_in: Some(Duration::from_secs(5)),
             })
         );
-        assert_eq!(reply(Value::Array(vec![]), -2).unwrap().0.done, None);
+        assert_eq!(reply(Value::Array(vec![]), -2).unwrap().done, None);
         // A hash without at_ms, or with one Lua cannot read either, is no
         // mark; a number too large or negative is one past readable times.
         assert_eq!(
-            reply(fields(&[("host", "web-2")]), 5000).unwrap().0.done,
+            reply(fields(&[("host", "web-2")]), 5000).unwrap().done,
             None
         );
-        assert_eq!(reply(fields(&[("at_ms", "x")]), 5000).unwrap().0.done, None);
+        assert_eq!(reply(fields(&[("at_ms", "x")]), 5000).unwrap().done, None);
         for at in ["-5", "1e20", "99999999999999999999"] {
-            let done = reply(fields(&[("at_ms", at)]), 5000).unwrap().0.done;
+            let done = reply(fields(&[("at_ms", at)]), 5000).unwrap().done;
             assert_eq!(done.map(|d| d.at_ms), Some(u64::MAX), "{at}");
         }
         // The reply of INSPECT before the done mark (6 items) is refused.
-        assert!(InspectReply::from_redis_value(Value::Array(vec![Value::Nil; 6])).is_err());
+        assert!(LockInfo::from_redis_value(Value::Array(vec![Value::Nil; 6])).is_err());
         // release --forget-done: the mark it deleted, or none.
         let forgot = ForgetDoneReply::from_redis_value(mark).unwrap().0.unwrap();
         assert_eq!((forgot.at_ms, forgot.expires_in), (1000, None));
@@ -713,28 +689,28 @@ mod tests {
 
     #[test]
     fn release_and_renew_replies_are_read_by_shape() {
-        let r = |items: Vec<Value>| ReleaseReply::from_redis_value(Value::Array(items)).unwrap();
-        assert_eq!(r(vec![Value::Int(1)]), ReleaseReply::Released(None));
+        let r = |items: Vec<Value>| Release::from_redis_value(Value::Array(items)).unwrap();
+        assert_eq!(r(vec![Value::Int(1)]), Release::Released(None));
         assert_eq!(
             r(vec![
                 Value::Int(1),
                 Value::Int(2700),
                 Value::BulkString(b"1700000000000-0".to_vec())
             ]),
-            ReleaseReply::Released(Some((
-                Duration::from_millis(2700),
-                "1700000000000-0".to_owned()
-            )))
+            Release::Released(Some(Handoff {
+                until: Duration::from_millis(2700),
+                since: "1700000000000-0".to_owned()
+            }))
         );
         assert_eq!(
             r(vec![Value::Int(2), Value::Int(250)]),
-            ReleaseReply::Kept(Duration::from_millis(250))
+            Release::Kept(Duration::from_millis(250))
         );
-        assert_eq!(r(vec![Value::Int(0)]), ReleaseReply::NotOwner(None));
-        assert_eq!(r(vec![Value::Int(3)]), ReleaseReply::HeldByRun);
+        assert_eq!(r(vec![Value::Int(0)]), Release::NotOwner(None));
+        assert_eq!(r(vec![Value::Int(3)]), Release::HeldByRun);
         assert_eq!(
             r(vec![Value::Int(0), bulk("other")]),
-            ReleaseReply::NotOwner(Some("other".into()))
+            Release::NotOwner(Some("other".into()))
         );
         assert_eq!(
             Renewed::from_redis_value(Value::Int(1)).unwrap(),
@@ -746,12 +722,12 @@ mod tests {
         );
         assert!(Renewed::from_redis_value(Value::Int(9)).is_err());
         assert_eq!(
-            ForceReleaseReply::from_redis_value(Value::Nil).unwrap(),
-            ForceReleaseReply::Evicted(vec![])
+            Evicted::from_redis_value(Value::Nil).unwrap(),
+            Evicted(vec![])
         );
         assert_eq!(
-            ForceReleaseReply::from_redis_value(Value::Array(vec![bulk("a"), bulk("b")])).unwrap(),
-            ForceReleaseReply::Evicted(vec!["a".into(), "b".into()])
+            Evicted::from_redis_value(Value::Array(vec![bulk("a"), bulk("b")])).unwrap(),
+            Evicted(vec!["a".into(), "b".into()])
         );
     }
 
@@ -784,7 +760,7 @@ mod tests {
             assert!(counter(bad).is_err(), "{bad:?}");
         }
         let inspect = |token: &str| {
-            InspectReply::from_redis_value(Value::Array(vec![
+            LockInfo::from_redis_value(Value::Array(vec![
                 Value::Nil,
                 Value::Int(-2),
                 bulk(token),
@@ -795,7 +771,7 @@ mod tests {
                 Value::Int(-2),
             ]))
         };
-        assert_eq!(inspect("41").unwrap().0.token, Some(41));
+        assert_eq!(inspect("41").unwrap().token, Some(41));
         assert!(inspect("1796417000000000000").is_err());
         let fk = foreign_key(&Value::Array(vec![
             Value::Int(-2),

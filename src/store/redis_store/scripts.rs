@@ -51,15 +51,24 @@ impl Script {
         cmd
     }
 
-    /// An invocation with its first key.
-    pub(super) fn key<T: ToRedisArgs>(&'static self, key: T) -> Invocation {
+    /// An invocation with these keys (see [`invocation!`]).
+    pub(super) fn keys(&'static self, keys: &[&str]) -> Invocation {
         Invocation {
             script: self,
-            keys: key.to_redis_args(),
+            keys: keys.to_redis_args(),
             args: Vec::new(),
         }
     }
 }
+
+/// An invocation of a script with these keys of a `LockKeys`, in order:
+/// `invocation!(RENEW, keys; lock, meta, fence)`.
+macro_rules! invocation {
+    ($script:expr, $keys:expr; $($key:ident),+) => {
+        $script.keys(&[$(&$keys.$key),+])
+    };
+}
+pub(super) use invocation;
 
 /// One call of a script: its keys (`KEYS`) and arguments (`ARGV`).
 pub(super) struct Invocation {
@@ -297,37 +306,23 @@ end
 /// Each loop is bounded by a constant or by the waiters it drops, each of
 /// which is dropped once.
 ///
-/// Turns (guarantees.md §5): a waiter that is stopped (Ctrl-Z, SIGSTOP) or
-/// frozen still has its connection, so PUBLISH counts it and cannot tell it
-/// from a live one. So a wake-up is a promise for a claim window of
-/// `CLAIM_MS` (server clock): the woken head must take the lock before its
-/// window ends. The `AHEAD` waiters right behind it are promised the
-/// windows that follow (`turn MS`: try in MS, when the one ahead's window
-/// has passed, unless told `claimed`), and a live one retries once at that
-/// moment; its acquire drops everyone whose window has passed. Promises go
-/// to the next waiters only, in arrival order, and travel one waiter at a
-/// time: each script that finds the lock free tops them up, so a waiter
-/// far back hears nothing until the queue reaches it. A claim ends them:
-/// those still promised a turn are told `claimed` and go back to sleep.
-/// More than `AHEAD` stopped waiters in a row leave nobody live holding
-/// a promise: then the releaser acts (`RELAY`). The release tells it when
-/// the last promised window ends (`schedule_end`) and the last entry of
-/// `settled` it saw; it reads `settled` from that entry on until then,
-/// and goes as soon as the hand-off ends: the claim, or a script that
-/// finds nobody left to wake, adds an entry (`settle`). A stream, not a
-/// list: a list's entry goes to one reader, and a releaser slow to start
-/// reading could lose its hand-off's entry to the next releaser, or be
-/// ended by an entry from an earlier hand-off; every reader of a stream
-/// sees every entry after the one it names.
-/// `turns`: zset, owner → end of its claim window (server ms),
-/// never more than `AHEAD` + 1 waiters, the front of the queue.
-/// `settled`: stream of one entry, the last hand-off that ended; expires
-/// by itself.
+/// Turns (guarantees.md §5; the whole protocol in docs/queue.md): a stopped
+/// (Ctrl-Z) or frozen waiter keeps its connection, so PUBLISH cannot tell
+/// it from a live one. A wake-up is a claim window of `CLAIM_MS` (server
+/// clock); the `AHEAD` waiters behind the head are promised the windows
+/// that follow (`turn MS`), topped up one waiter at a time by each script
+/// that finds the lock free; a claim tells them `claimed`. Past `AHEAD`
+/// stopped waiters in a row the releaser acts (`RELAY`): it reads `settled`
+/// past the entry its release saw until `schedule_end`, and goes as soon as
+/// the claim, or a script that finds nobody left to wake, adds an entry
+/// (`settle`). A stream, not a list: each reader sees every entry after the
+/// one it names, so no releaser loses its hand-off's entry to another, nor
+/// ends on an earlier hand-off's.
 ///
-/// `queue`: zset, owner → arrival (server µs). `deadlines`: zset, owner →
-/// keep-alive deadline (server ms). `chan`: the wake channel prefix.
-/// Messages on a waiter's channel: `wake` (try now), `turn MS` (try in MS
-/// unless told `claimed`), `claimed` (forget the turn).
+/// The keys are `LockKeys`' (`turns` holds at most `AHEAD` + 1 waiters);
+/// `chan` is the wake channel prefix. Messages on a waiter's channel:
+/// `wake` (try now), `turn MS` (try in MS unless told `claimed`),
+/// `claimed` (forget the turn).
 macro_rules! wake_next {
     () => {
         r"
@@ -1280,7 +1275,7 @@ mod tests {
     #[test]
     fn evalsha_is_sent_as_redis_rs_sends_it() {
         let ours = {
-            let mut inv = RENEW.key("p:{n}");
+            let mut inv = RENEW.keys(&["p:{n}"]);
             inv.key("p:{n}:meta")
                 .key(&["a", "b"][..])
                 .arg("owner")

@@ -4,7 +4,7 @@
 //! Reached through the same `Store` calls as a plain lock (`lock.rs`
 //! dispatches on `LockKeys::limit`), except `inspect_slots`.
 
-use super::replies::{AcquireReply, ForceReleaseReply, ReleaseReply, Renewed, SlotsReply};
+use super::replies::{Evicted, Limited, Renewed, SlotsReply};
 use super::scripts::*;
 use super::{Acquire, LockKeys, Release, Result, RunRecord, SlotsInfo, Store};
 
@@ -18,34 +18,17 @@ impl Store {
         n: u32,
         by_run: bool,
     ) -> Result<Acquire> {
-        let (reply, acks): (AcquireReply, i64) =
-            self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
-                let mut inv = ACQUIRE_SLOT.key(&keys.slots);
-                inv.key(&keys.limit_key)
-                    .key(&keys.tokens)
-                    .key(&keys.fence)
-                    .key(&keys.lock)
-                    .arg(owner)
-                    .arg(ttl_ms)
-                    .arg(n)
-                    .arg(if by_run { "run" } else { "" });
-                inv
-            })?;
+        let (reply, acks) = self.call_acked("acquire", &ACQUIRE_SLOT, ttl_ms, || {
+            let mut inv = invocation!(ACQUIRE_SLOT, keys; slots, limit_key, tokens, fence, lock);
+            inv.arg(owner).arg(ttl_ms).arg(n);
+            inv.arg(if by_run { "run" } else { "" });
+            inv
+        })?;
+        let mut reply = Limited::<Acquire>::of(reply, keys)?;
         // A slot is never promised to a waiter ahead: no queue.
-        let reply = match reply {
-            AcquireReply::Busy {
-                holder,
-                ttl,
-                watched,
-                ..
-            } => AcquireReply::Busy {
-                holder,
-                ttl,
-                ahead: None,
-                watched,
-            },
-            other => other,
-        };
+        if let Acquire::Busy { ahead, .. } = &mut reply {
+            *ahead = None;
+        }
         self.acquired(keys, owner, reply, acks)
     }
 
@@ -57,13 +40,8 @@ impl Store {
         ttl_ms: u64,
     ) -> Result<(Renewed, i64)> {
         self.call_acked("renewal", &RENEW_SLOT, ttl_ms, || {
-            let mut inv = RENEW_SLOT.key(&keys.slots);
-            inv.key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.fence)
-                .key(&keys.lock)
-                .arg(owner)
-                .arg(ttl_ms);
+            let mut inv = invocation!(RENEW_SLOT, keys; slots, limit_key, tokens, fence, lock);
+            inv.arg(owner).arg(ttl_ms);
             inv
         })
     }
@@ -78,39 +56,23 @@ impl Store {
         record: RunRecord,
         caller: &str,
     ) -> Result<Release> {
-        let reply: ReleaseReply = self.call("release", |c| {
-            RELEASE_SLOT
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.lock)
-                .key(&keys.fence)
+        let reply: Limited<Release> = self.call("release", |c| {
+            invocation!(RELEASE_SLOT, keys; slots, limit_key, tokens, lock, fence)
                 .arg(owner)
                 .arg(&keys.released)
                 .arg(keys.limit.unwrap_or(1))
                 .arg(caller)
                 .invoke(c)
         })?;
-        if let ReleaseReply::LimitMismatch(n) = reply {
-            return Err(Store::limit_mismatch(keys, n));
-        }
+        let released = reply.of(keys)?;
         self.record_run(keys, record)?;
-        Ok(match reply {
-            ReleaseReply::Released(_) => Release::Released(None),
-            ReleaseReply::HeldByRun => Release::HeldByRun,
-            _ => Release::NotOwner(None),
-        })
+        Ok(released)
     }
 
     /// `force_release` of every slot.
-    pub(super) fn force_release_slots(&mut self, keys: &LockKeys) -> Result<ForceReleaseReply> {
+    pub(super) fn force_release_slots(&mut self, keys: &LockKeys) -> Result<Limited<Evicted>> {
         self.call("forced release", |c| {
-            FORCE_RELEASE_SLOTS
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.lock)
-                .key(&keys.fence)
+            invocation!(FORCE_RELEASE_SLOTS, keys; slots, limit_key, tokens, lock, fence)
                 .arg(&keys.released)
                 .arg(keys.limit.unwrap_or(1))
                 .invoke(c)
@@ -122,14 +84,7 @@ impl Store {
     pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
         self.route(keys)?;
         let reply: SlotsReply = self.call("inspect", |c| {
-            INSPECT_SLOTS
-                .key(&keys.slots)
-                .key(&keys.limit_key)
-                .key(&keys.tokens)
-                .key(&keys.fence)
-                .key(&keys.last)
-                .key(&keys.lock)
-                .invoke(c)
+            invocation!(INSPECT_SLOTS, keys; slots, limit_key, tokens, fence, last, lock).invoke(c)
         })?;
         if reply.plain {
             return Err(Store::limit_mismatch(keys, 0));

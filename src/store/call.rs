@@ -1,32 +1,37 @@
-//! A deadline for a whole call (connect, TLS handshake, request, reply),
-//! and calls that an ending signal cuts short: on plain TCP, Unix sockets
-//! and TLS alike, whatever signals the caller ignored or blocked.
+//! One call to a server, as the store bounds it: a deadline for the whole
+//! call (connect, TLS handshake, request, reply), and an end at once when
+//! a signal that ends it is pending; on both backends, plain TCP, Unix
+//! sockets and TLS alike, whatever signals the caller ignored or blocked.
+//! The only place that knows a call's deadline and its enders, and that
+//! reads sigpending(2) (docs/design.md, "I/O model", says why not signals).
 //!
-//! redis-rs bounds each read by the socket's timeout only, so a server
-//! that sends one byte of its reply every 200 ms would hold a call for
-//! ever; and it does not hand out its sockets. So one watchdog thread
-//! watches every call in progress. When a call passes its deadline, or a
-//! signal that ends it is pending, the watchdog shuts down (shutdown(2),
-//! `SHUT_RDWR`) the socket the calling thread is blocked on, which the
-//! kernel names in `/proc/self/task/TID/syscall` (proc(5)): the blocked
-//! read or write returns at once (end of file, EPIPE), under rustls too,
-//! which retries an EINTR but not an end of file. A connection past its
-//! deadline is dropped anyway. A thread between two reads is blocked on
-//! nothing, so the watchdog looks again every [`CUT_EVERY`] until the call
-//! returns. connect(2) itself is left to the connect timeout (the time
-//! left): std polls a non-blocking connect, and poll(2) names no socket.
+//! One watchdog thread watches every call in progress. The enders stay
+//! blocked, for the caller's signalfd to read once the call has failed;
+//! the watchdog sees them pending every [`SIGNAL_POLL`]. When a call
+//! passes its deadline, or an ender is pending, the watchdog cuts it:
 //!
-//! Earlier versions broke blocking reads with a realtime signal from a
-//! per-thread timer. That needed a signal the caller had not ignored (with
-//! all of them ignored there was silently no deadline), and rustls retries
-//! the reads a signal interrupts, so TLS calls were bounded per read only.
-//!
-//! The signals that end a call stay blocked, for the caller's signalfd to
-//! read once the call has failed; the watchdog sees them pending with
-//! sigpending(2) every [`SIGNAL_POLL`], as etcd calls do.
+//! - A blocking call (Redis: redis-rs bounds each read by the socket's
+//!   timeout only, so a server that sends one byte of its reply every
+//!   200 ms would hold a call for ever; and it does not hand out its
+//!   sockets): the watchdog shuts down (shutdown(2), `SHUT_RDWR`) the
+//!   socket the calling thread is blocked on, which the kernel names in
+//!   `/proc/self/task/TID/syscall` (proc(5)). The blocked read or write
+//!   returns at once (end of file, EPIPE), under rustls too, which retries
+//!   an EINTR but not an end of file. A connection past its deadline is
+//!   dropped anyway. A thread between two reads is blocked on nothing, so
+//!   the watchdog looks again every [`CUT_EVERY`] until the call returns.
+//!   connect(2) itself is left to the connect timeout (the time left): std
+//!   polls a non-blocking connect, and poll(2) names no socket.
+//! - An async call (etcd): the watchdog wakes it, and [`Call::within`]
+//!   drops the call's future.
 
+// Async calls are etcd's only.
+#![cfg_attr(not(feature = "etcd"), allow(dead_code))]
+
+use std::future::{poll_fn, Future};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, Once, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, PoisonError};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
@@ -53,11 +58,16 @@ const SOCKET_IO: [libc::c_long; 9] = [
     libc::SYS_connect,
 ];
 
-/// One call in progress, as the watchdog sees it.
+/// An async call's end: whether the watchdog ended it, and the waker it
+/// wakes when it does.
+type Woken = Arc<Mutex<(bool, Option<Waker>)>>;
+
+/// One call in progress, as the watchdog sees it: a blocking one is cut
+/// in thread `tid`, an async one `woken`.
 struct Watched {
     id: u64,
-    /// The calling thread.
     tid: i32,
+    woken: Option<Woken>,
     deadline: Instant,
     enders: &'static [i32],
 }
@@ -90,6 +100,15 @@ fn watch() {
         for c in calls.iter() {
             let signalled = pending.is_some_and(|p| any_of(p, c.enders));
             let due = if now >= c.deadline || signalled {
+                if let Some(w) = &c.woken {
+                    let mut w = w.lock().unwrap_or_else(PoisonError::into_inner);
+                    w.0 = true;
+                    if let Some(waker) = w.1.take() {
+                        waker.wake();
+                    }
+                    // Ended for good: not due again.
+                    continue;
+                }
                 cut(c.tid);
                 now + CUT_EVERY
             } else if c.enders.is_empty() {
@@ -152,18 +171,29 @@ fn any_of(pending: u64, sigs: &[i32]) -> bool {
         .any(|&s| (1..64).contains(&s) && pending & (1 << s) != 0)
 }
 
-/// One call in progress on this thread; no longer watched once dropped.
+/// One call in progress; no longer watched once dropped.
 pub(super) struct Call {
     id: u64,
     deadline: Instant,
     enders: &'static [i32],
+    /// An async call's: see [`Call::within`].
+    woken: Option<Woken>,
 }
 
 impl Call {
-    /// Starts a call that must be over `timeout` from now; with `enders`
-    /// (signal numbers, blocked by the caller), one that any of them ends
-    /// at once.
+    /// Starts a blocking call on this thread that must be over `timeout`
+    /// from now; with `enders` (signal numbers, blocked by the caller), one
+    /// that any of them ends at once.
     pub(super) fn start(timeout: Duration, enders: &'static [i32]) -> Call {
+        Call::watched(timeout, enders, None)
+    }
+
+    /// [`Call::start`] for an async call, run through [`Call::within`].
+    pub(super) fn start_async(timeout: Duration, enders: &'static [i32]) -> Call {
+        Call::watched(timeout, enders, Some(Woken::default()))
+    }
+
+    fn watched(timeout: Duration, enders: &'static [i32], woken: Option<Woken>) -> Call {
         static WATCHDOG: Once = Once::new();
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         // Without a thread (a process out of threads) calls are bounded
@@ -178,15 +208,37 @@ impl Call {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             deadline: Instant::now() + timeout,
             enders,
+            woken: woken.clone(),
         };
         calls().push(Watched {
             id: call.id,
             tid: nix::unistd::gettid().as_raw(),
+            woken,
             deadline: call.deadline,
             enders,
         });
         CHANGED.notify_one();
         call
+    }
+
+    /// Runs `fut`, an async call's work: None once the watchdog ended the
+    /// call (its deadline passed, or an ender is pending; ask
+    /// [`Call::interrupted`] which), and `fut` is dropped unfinished.
+    pub(super) async fn within<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        let mut fut = std::pin::pin!(fut);
+        let woken = self.woken.as_ref().expect("an async call");
+        poll_fn(|cx| {
+            if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            let mut w = woken.lock().unwrap_or_else(PoisonError::into_inner);
+            if w.0 {
+                return Poll::Ready(None);
+            }
+            w.1 = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
     }
 
     /// Whether the deadline has passed.
@@ -270,6 +322,19 @@ mod tests {
         let sent = stream.write_all(b"PING\r\n").and_then(|()| stream.flush());
         assert!(call.expired());
         assert!(sent.is_err());
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn an_async_call_that_never_finishes_ends_at_its_deadline() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let call = Call::start_async(Duration::from_millis(300), &[]);
+        assert_eq!(rt.block_on(call.within(std::future::pending::<()>())), None);
+        assert!(call.expired());
         assert!(started.elapsed() < Duration::from_secs(3));
     }
 }
