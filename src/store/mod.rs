@@ -35,7 +35,6 @@ pub use keys::LockKeys;
 pub use record::{History, HistoryRecord, LastRun, RunOutcome, RunRecord};
 pub use url::{redact_urls_in, url_passwords, without_password};
 
-/// What every store call returns: a typed [`StoreError`] on failure.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// How an acquisition treats other waiters.
@@ -105,9 +104,7 @@ pub struct Watched {
 pub struct DoneMark {
     /// When that run acquired the lease (Unix ms, the server's clock).
     pub at_ms: u64,
-    /// Host that ran it.
     pub host: String,
-    /// Its fencing token.
     pub token: u64,
     /// Its owner id, when known.
     pub owner: Option<String>,
@@ -189,7 +186,6 @@ pub struct Waiter {
 /// A lock key found by `list`: a plain lock, or a semaphore's slots.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Found {
-    /// The lock name.
     pub name: String,
     /// Found as `P:{N}:slots` (a semaphore) rather than `P:{N}`.
     pub semaphore: bool,
@@ -310,6 +306,16 @@ macro_rules! each {
     };
 }
 
+/// `pub fn`s that make the same call, arguments as given, on whichever
+/// backend this is.
+macro_rules! pass {
+    ($($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;)*) => {
+        $($(#[$doc])* pub fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
+            each!(self, s => s.$name($($arg),*))
+        })*
+    };
+}
+
 /// Whether a `--tls-ca` file holds a PEM certificate: one that holds none
 /// (an empty file, a key by mistake) is refused up front on both stores,
 /// since TLS would then trust nobody and blame every server's certificate.
@@ -333,46 +339,37 @@ impl Store {
         each!(self, s => s.set_interrupt_signals(sigs))
     }
 
-    pub fn set_min_replicas(&mut self, n: u32) {
-        each!(self, s => s.set_min_replicas(n))
-    }
-
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        each!(self, s => s.set_timeout(timeout))
-    }
-
-    /// Whether someone watches this wait (a status line): a store whose
-    /// busy reply does not carry the holder's details reads them then,
-    /// and only then.
-    pub fn set_watched(&mut self, on: bool) {
-        each!(self, s => s.set_watched(on))
-    }
-
     pub fn display(&self) -> &str {
         each!(self, s => s.display())
     }
 
-    pub fn acquire(
-        &mut self,
-        keys: &LockKeys,
-        owner: &str,
-        ttl_ms: u64,
-        mode: Mode,
-        meta: &[(&str, &str)],
-    ) -> Result<Acquire> {
-        each!(self, s => s.acquire(keys, owner, ttl_ms, mode, meta))
-    }
-
-    pub fn leave(&mut self, keys: &LockKeys, owner: &str) -> Result<()> {
-        each!(self, s => s.leave(keys, owner))
-    }
-
-    pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
-        each!(self, s => s.renew(keys, owner, ttl_ms))
-    }
-
-    pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        each!(self, s => s.release(keys, owner))
+    pass! {
+        fn set_min_replicas(n: u32);
+        fn set_timeout(timeout: Duration);
+        /// Whether someone watches this wait (a status line): a store whose
+        /// busy reply does not carry the holder's details reads them then,
+        /// and only then.
+        fn set_watched(on: bool);
+        fn acquire(keys: &LockKeys, owner: &str, ttl_ms: u64, mode: Mode, meta: &[(&str, &str)])
+            -> Result<Acquire>;
+        fn leave(keys: &LockKeys, owner: &str) -> Result<()>;
+        fn renew(keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool>;
+        fn release(keys: &LockKeys, owner: &str) -> Result<Release>;
+        fn release_by_owner(keys: &LockKeys, owner: &str) -> Result<Release>;
+        fn release_recording(keys: &LockKeys, owner: &str, record: RunRecord, mark_done: bool)
+            -> Result<Release>;
+        fn record_run(keys: &LockKeys, record: RunRecord) -> Result<()>;
+        fn forget_done(keys: &LockKeys) -> Result<Option<DoneMark>>;
+        fn force_release(keys: &LockKeys) -> Result<Option<String>>;
+        fn inspect(keys: &LockKeys) -> Result<LockInfo>;
+        fn inspect_many(keys: &[LockKeys]) -> Result<Vec<std::result::Result<LockInfo, ForeignKey>>>;
+        fn inspect_slots(keys: &LockKeys) -> Result<SlotsInfo>;
+        fn history(keys: &LockKeys, n: u32) -> Result<History>;
+        fn ping() -> Result<()>;
+        fn list_names(prefix: &str) -> Result<Vec<Found>>;
+        /// `doctor`'s checks after its round trips: each backend judges its
+        /// own server.
+        fn checks() -> Result<Vec<Check>>;
     }
 
     /// Sees a hand-off through: returns once the next holder has claimed
@@ -391,32 +388,6 @@ impl Store {
         }
     }
 
-    pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        each!(self, s => s.release_by_owner(keys, owner))
-    }
-
-    pub fn release_recording(
-        &mut self,
-        keys: &LockKeys,
-        owner: &str,
-        record: RunRecord,
-        mark_done: bool,
-    ) -> Result<Release> {
-        each!(self, s => s.release_recording(keys, owner, record, mark_done))
-    }
-
-    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
-        each!(self, s => s.record_run(keys, record))
-    }
-
-    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
-        each!(self, s => s.forget_done(keys))
-    }
-
-    pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
-        each!(self, s => s.force_release(keys))
-    }
-
     /// `release --force`'s other half: removes every waiter from the
     /// name's queue (those removed end their wait, exit 75), returning
     /// their owner ids. Only etcd's queue can block a free name (a killed
@@ -431,25 +402,6 @@ impl Store {
         }
     }
 
-    pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
-        each!(self, s => s.inspect(keys))
-    }
-
-    pub fn inspect_many(
-        &mut self,
-        keys: &[LockKeys],
-    ) -> Result<Vec<std::result::Result<LockInfo, ForeignKey>>> {
-        each!(self, s => s.inspect_many(keys))
-    }
-
-    pub fn inspect_slots(&mut self, keys: &LockKeys) -> Result<SlotsInfo> {
-        each!(self, s => s.inspect_slots(keys))
-    }
-
-    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
-        each!(self, s => s.history(keys, n))
-    }
-
     /// The wake-ups of `owner` waiting for `keys` in `mode` (`Fair`: its
     /// own; otherwise every release's).
     pub fn subscribe(&mut self, keys: &LockKeys, owner: &str, mode: Mode) -> Result<Subscription> {
@@ -458,19 +410,5 @@ impl Store {
             #[cfg(feature = "etcd")]
             Store::Etcd(s) => s.subscribe().map(Subscription::Etcd),
         }
-    }
-
-    pub fn ping(&mut self) -> Result<()> {
-        each!(self, s => s.ping())
-    }
-
-    pub fn list_names(&mut self, prefix: &str) -> Result<Vec<Found>> {
-        each!(self, s => s.list_names(prefix))
-    }
-
-    /// `doctor`'s checks after its round trips: each backend judges its
-    /// own server.
-    pub fn checks(&mut self) -> Result<Vec<Check>> {
-        each!(self, s => s.checks())
     }
 }

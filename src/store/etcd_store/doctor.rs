@@ -75,10 +75,8 @@ impl Store {
         let each = self.timeout / 2;
         let target = self.target.clone();
         let asks: Vec<_> = listed.iter().map(|(_, _, urls)| urls.clone()).collect();
-        let hosts: Vec<String> = self.target.hosts().map(str::to_owned).collect();
         let url_asks: Vec<Vec<String>> = self.target.endpoints().map(|e| vec![e]).collect();
-        let (answers, clusters) = self.call("status", |_| async move {
-            let n = asks.len();
+        let mut answers = self.call("status", |_| async move {
             let tasks: Vec<_> = asks
                 .into_iter()
                 .chain(url_asks)
@@ -112,11 +110,11 @@ impl Store {
             for t in tasks {
                 out.push(t.await.unwrap_or_else(|e| Err(e.to_string())));
             }
-            let by_url = out.split_off(n);
-            let members: Vec<_> = out.into_iter().map(|a| a.map(|(h, _)| h)).collect();
-            let clusters = by_url.into_iter().map(|a| a.map(|(_, id)| id));
-            Ok((members, hosts.into_iter().zip(clusters).collect()))
+            Ok(out)
         })?;
+        let by_url = answers.split_off(listed.len());
+        let by_url = by_url.into_iter().map(|a| a.map(|(_, id)| id));
+        let clusters = self.target.hosts().map(str::to_owned).zip(by_url).collect();
         let members = listed
             .into_iter()
             .zip(answers)
@@ -124,7 +122,7 @@ impl Store {
                 id,
                 name,
                 client_urls,
-                status,
+                status: status.map(|(health, _)| health),
             })
             .collect();
         let min_lease_ttl = self
@@ -160,15 +158,13 @@ fn split_check(clusters: &[(String, std::result::Result<u64, String>)]) -> Optio
     if clusters.len() < 2 {
         return None;
     }
-    let said: Vec<(&str, u64)> = clusters
-        .iter()
-        .filter_map(|(h, id)| Some((h.as_str(), *id.as_ref().ok()?)))
-        .collect();
-    let silent: Vec<&str> = clusters
-        .iter()
-        .filter(|(_, id)| id.is_err())
-        .map(|(h, _)| h.as_str())
-        .collect();
+    let (mut said, mut silent) = (Vec::new(), Vec::new());
+    for (h, id) in clusters {
+        match id {
+            Ok(id) => said.push((h.as_str(), *id)),
+            Err(_) => silent.push(h.as_str()),
+        }
+    }
     let unasked = if silent.is_empty() {
         String::new()
     } else {
@@ -204,19 +200,16 @@ const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 /// is a Raft commit, so what matters is that a majority of members is
 /// healthy and follows one leader.
 fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
-    let healthy = |h: &MemberHealth| h.leader != 0 && h.errors.is_empty();
     let name_of = |id: u64| {
         c.members
             .iter()
             .find(|m| m.id == id)
             .map_or_else(|| format!("{id:x}"), |m| m.name.clone())
     };
-    let mut parts = Vec::new();
-    let mut up = 0;
-    let mut alarms = false;
+    let (mut parts, mut up, mut alarms) = (Vec::new(), 0, false);
     for m in &c.members {
         let state = match &m.status {
-            Ok(h) if healthy(h) => {
+            Ok(h) if h.leader != 0 && h.errors.is_empty() => {
                 up += 1;
                 "healthy".to_owned()
             }
@@ -258,11 +251,10 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
     leaders.dedup_by_key(|l| l.0);
     let leader = |verdict, detail, advice| Check::new("leader", verdict, detail, advice);
     checks.push(match leaders.as_slice() {
-        [] => leader(
-            Verdict::Danger,
-            "no member follows a leader".into(),
-            "etcd needs a majority of its members up to elect one; until then no lease can be taken or renewed",
-        ),
+        [] => {
+            let advice = "etcd needs a majority of its members up to elect one; until then no lease can be taken or renewed";
+            leader(Verdict::Danger, "no member follows a leader".into(), advice)
+        }
         [(id, term)] => {
             let following = c
                 .members
@@ -272,31 +264,21 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
             // A leader cut off from the others still believes it leads
             // until its election timeout passes; without a majority
             // behind it, it commits nothing.
+            let who = name_of(*id);
             if following * 2 > n {
-                let detail = format!("{} leads (raft term {term})", name_of(*id));
-                leader(Verdict::Ok, detail, "")
+                leader(Verdict::Ok, format!("{who} leads (raft term {term})"), "")
             } else {
-                leader(
-                    Verdict::Danger,
-                    format!(
-                        "{} claims to lead (raft term {term}), but only {following} of {n} members follow it",
-                        name_of(*id)
-                    ),
-                    "etcd needs a majority of its members up to commit; until then no lease can be taken or renewed",
-                )
+                let detail = format!("{who} claims to lead (raft term {term}), but only {following} of {n} members follow it");
+                let advice = "etcd needs a majority of its members up to commit; until then no lease can be taken or renewed";
+                leader(Verdict::Danger, detail, advice)
             }
         }
-        many => leader(
-            Verdict::Warn,
-            format!(
-                "members follow different leaders: {}",
-                many.iter()
-                    .map(|(id, _)| name_of(*id))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            "an election is under way or a member is cut off; run doctor again",
-        ),
+        many => {
+            let names: Vec<_> = many.iter().map(|(id, _)| name_of(*id)).collect();
+            let detail = format!("members follow different leaders: {}", names.join(", "));
+            let advice = "an election is under way or a member is cut off; run doctor again";
+            leader(Verdict::Warn, detail, advice)
+        }
     });
 
     let mut versions: Vec<(&str, &str)> = c
@@ -307,19 +289,12 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
     versions.sort_by_key(|v| v.1);
     checks.push(match versions.as_slice() {
         [] => Check::new("version", Verdict::Warn, "no member told its version", ""),
-        [first, .., last] if first.1 != last.1 => Check::new(
-            "version",
-            Verdict::Warn,
-            format!(
-                "etcd {}",
-                versions
-                    .iter()
-                    .map(|(n, v)| format!("{v} on {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            "members run different versions: finish the upgrade",
-        ),
+        [first, .., last] if first.1 != last.1 => {
+            let each = versions.iter().map(|(n, v)| format!("{v} on {n}"));
+            let detail = format!("etcd {}", each.collect::<Vec<_>>().join(", "));
+            let advice = "members run different versions: finish the upgrade";
+            Check::new("version", Verdict::Warn, detail, advice)
+        }
         [(_, v), ..] => Check::new("version", Verdict::Ok, format!("etcd {v}"), ""),
     });
 
@@ -339,12 +314,10 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
             }
             Check::new("lease-ttl", Verdict::Ok, detail, "")
         }
-        Err(e) => Check::new(
-            "lease-ttl",
-            Verdict::Danger,
-            format!("no lease granted: {e}"),
-            "distlock cannot take a lease on this cluster",
-        ),
+        Err(e) => {
+            let advice = "distlock cannot take a lease on this cluster";
+            Check::new("lease-ttl", Verdict::Danger, format!("no lease granted: {e}"), advice)
+        }
     });
     checks
 }

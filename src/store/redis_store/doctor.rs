@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
+use redis::{Connection, Value};
 
 use super::error::describe;
 use super::replies::{Info, ServerTime};
@@ -33,8 +33,8 @@ impl ClockReading {
 /// A replica's clock beside its master's.
 #[derive(Debug)]
 struct ReplicaClock {
-    /// `host:port` of the master (a Cluster's), or "the master".
-    master: String,
+    /// `host:port` of the master, in a Cluster; None: the one master.
+    master: Option<String>,
     /// `host:port` as the master lists it.
     replica: String,
     /// The master's reading, then the replica's; or why there is none.
@@ -55,11 +55,7 @@ impl Store {
         let info = self.info("default")?;
         let field = |k: &str| info.get(k).map_or("", String::as_str);
         let version = field("redis_version");
-        let major: u32 = version
-            .split('.')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let major: u32 = version.split('.').next().unwrap_or("").parse().unwrap_or(0);
         let aof = field("aof_enabled") == "1";
         let policy = info
             .get("maxmemory_policy")
@@ -108,22 +104,17 @@ impl Store {
         let local = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        let first = self.server_time()?;
-        let second = self.server_time()?;
+        let first = self.master_reading()?.time;
+        let second = self.master_reading()?.time;
         let skew = first.as_secs_f64() - local.as_secs_f64();
-        let (verdict, advice) = if second < first {
-            (
-                Verdict::Danger,
-                "the server clock went backwards between two calls: leases and queues are judged on it",
-            )
-        } else {
-            (
-                Verdict::Warn.when(skew.abs() > 5.0),
-                "leases do not depend on it, but acquired/last-run times shown by inspect will be off; run NTP",
-            )
-        };
         let detail = format!("server TIME is {skew:+.3}s from this host's clock, and advances");
-        checks.push(Check::new("clock", verdict, detail, advice));
+        checks.push(if second < first {
+            let advice = "the server clock went backwards between two calls: leases and queues are judged on it";
+            Check::new("clock", Verdict::Danger, detail, advice)
+        } else {
+            let advice = "leases do not depend on it, but acquired/last-run times shown by inspect will be off; run NTP";
+            Check::new("clock", Verdict::Warn.when(skew.abs() > 5.0), detail, advice)
+        });
         checks.push(replica_clocks(&self.replica_clocks()?));
         Ok(checks)
     }
@@ -134,18 +125,10 @@ impl Store {
         Ok(self.parse::<Info>("INFO", v)?.0)
     }
 
-    /// The server's wall clock (`TIME`), since the Unix epoch.
-    fn server_time(&mut self) -> Result<Duration> {
-        let v = self.call_raw("TIME", |c| redis::cmd("TIME").query(c))?;
-        Ok(self.parse::<ServerTime>("TIME", v)?.0)
-    }
-
     /// TIME, with this host's monotonic clock read just before the request
     /// and just after the reply, so that readings of two servers can be
     /// compared.
-    fn clock_reading(
-        conn: &mut redis::Connection,
-    ) -> redis::RedisResult<(Value, Instant, Instant)> {
+    fn clock_reading(conn: &mut Connection) -> redis::RedisResult<(Value, Instant, Instant)> {
         let sent = Instant::now();
         let v = redis::cmd("TIME").query(conn)?;
         Ok((v, sent, Instant::now()))
@@ -157,8 +140,7 @@ impl Store {
     /// A replica that cannot be reached from here is listed with why.
     fn replica_clocks(&mut self) -> Result<Vec<ReplicaClock>> {
         self.on_each_master(|s, master| {
-            let master =
-                master.map_or_else(|| "the master".to_owned(), |(h, p)| format!("{h}:{p}"));
+            let master = master.map(|(h, p)| format!("{h}:{p}"));
             let info = s.info("replication")?;
             Ok(listed_replicas(&info)
                 .into_iter()
@@ -173,19 +155,19 @@ impl Store {
 
     /// A clock reading of the server the connection points at.
     fn master_reading(&mut self) -> Result<ClockReading> {
-        let mut read = None;
-        let v = self.call_raw("TIME", |c| {
-            let (v, sent, received) = Self::clock_reading(c)?;
-            read = Some((sent, received));
-            Ok(v)
-        })?;
-        let (sent, received) = read.expect("set when the call succeeded");
+        let (v, sent, received) = self.call_raw("TIME", Self::clock_reading)?;
+        self.reading(v, sent, received)
+    }
+
+    fn reading(&self, v: Value, sent: Instant, received: Instant) -> Result<ClockReading> {
+        let time = self.parse::<ServerTime>("TIME", v)?.0;
         Ok(ClockReading {
-            time: self.parse::<ServerTime>("TIME", v)?.0,
+            time,
             sent,
             received,
         })
     }
+
     /// The master's and one replica's clock readings, best of three.
     fn read_pair(
         &mut self,
@@ -207,14 +189,7 @@ impl Store {
             let (v, sent, received) = Self::clock_reading(&mut replica)
                 .map_err(|e| describe(e, &self.target).to_string())?;
             drop(call);
-            let r = ClockReading {
-                time: self
-                    .parse::<ServerTime>("TIME", v)
-                    .map_err(|e| e.to_string())?
-                    .0,
-                sent,
-                received,
-            };
+            let r = self.reading(v, sent, received).map_err(|e| e.to_string())?;
             let spread = |(m, r): &(ClockReading, ClockReading)| m.rtt() + r.rtt();
             if best.as_ref().is_none_or(|b| spread(&(m, r)) < spread(b)) {
                 best = Some((m, r));
@@ -253,13 +228,9 @@ const MAX_OFFSET: Duration = Duration::from_secs(1);
 /// this host's monotonic clock, the error is at most half of the two
 /// round trips together.
 fn clock_offset(master: &ClockReading, replica: &ClockReading) -> (f64, f64) {
-    let mid = |r: &ClockReading| r.sent + r.rtt() / 2;
-    let (m_mid, r_mid) = (mid(master), mid(replica));
-    let between = if r_mid >= m_mid {
-        (r_mid - m_mid).as_secs_f64()
-    } else {
-        -(m_mid - r_mid).as_secs_f64()
-    };
+    let base = master.sent.min(replica.sent);
+    let mid = |r: &ClockReading| (r.sent - base + r.rtt() / 2).as_secs_f64();
+    let between = mid(replica) - mid(master);
     let offset = replica.time.as_secs_f64() - master.time.as_secs_f64() - between;
     let error = (master.rtt() + replica.rtt()).as_secs_f64() / 2.0;
     (offset, error)
@@ -274,11 +245,10 @@ fn replica_clocks(replicas: &[ReplicaClock]) -> Check {
     let mut verdict = Verdict::Ok;
     let mut parts = Vec::new();
     for r in replicas {
-        let of = if r.master == "the master" {
-            String::new()
-        } else {
-            format!(" (of {})", r.master)
-        };
+        let of = r
+            .master
+            .as_ref()
+            .map_or(String::new(), |m| format!(" (of {m})"));
         match &r.readings {
             Ok((m, rep)) => {
                 let (offset, error) = clock_offset(m, rep);
@@ -331,12 +301,12 @@ mod tests {
     #[test]
     fn replica_clocks_warn_above_one_second_and_name_each_replica() {
         let base = Instant::now();
-        let clock = |master: &str, replica: &str, time_ms| ReplicaClock {
-            master: master.into(),
+        let clock = |master: Option<&str>, replica: &str, time_ms| ReplicaClock {
+            master: master.map(Into::into),
             replica: replica.into(),
             readings: Ok((reading(base, 0, 2, 10_000), reading(base, 2, 2, time_ms))),
         };
-        let c = replica_clocks(&[clock("the master", "r1:6379", 10_002)]);
+        let c = replica_clocks(&[clock(None, "r1:6379", 10_002)]);
         assert_eq!(c.verdict, Verdict::Ok);
         assert!(
             c.detail
@@ -345,10 +315,10 @@ mod tests {
             c.detail
         );
         let c = replica_clocks(&[
-            clock("m:7000", "r1:7001", 10_002),
-            clock("m:7002", "r2:7003", 8_000),
+            clock(Some("m:7000"), "r1:7001", 10_002),
+            clock(Some("m:7002"), "r2:7003", 8_000),
             ReplicaClock {
-                master: "m:7004".into(),
+                master: Some("m:7004".into()),
                 replica: "r3:7005".into(),
                 readings: Err("refused".into()),
             },

@@ -123,7 +123,7 @@ impl Store {
             let wait = (left + RELAY_SLACK).min(stay);
             let last = wait == stay;
             self.timeout = timeout + wait;
-            let read = self.call_raw("waiting for the next holder's claim", |c| {
+            let read: Result<Value> = self.call_raw("waiting for the next holder's claim", |c| {
                 redis::cmd("XREAD")
                     .arg("BLOCK")
                     .arg(wait.as_millis() as u64)
@@ -304,7 +304,7 @@ impl Store {
         }
         let mut out = Vec::with_capacity(keys.len());
         for batch in keys.chunks(500) {
-            let replies = self.call_pipeline("inspect", |c| {
+            let replies: Vec<Value> = self.call_raw("inspect", |c| {
                 // Pipelines get no NOSCRIPT recovery: load first, in the
                 // same round trip.
                 let mut p = redis::pipe();

@@ -49,8 +49,8 @@ pub use connection::Target;
 pub use pubsub::Subscription;
 
 pub(super) use super::{
-    Acquire, DoneMark, Failure, ForeignKey, Found, Handoff, History, HistoryRecord, LastRun,
-    LockInfo, LockKeys, Mode, Release, Result, RunRecord, SlotsInfo, StoreError, Watched,
+    Acquire, DoneMark, Failure, ForeignKey, Found, Handoff, History, HistoryRecord, LockInfo,
+    LockKeys, Mode, Release, Result, RunRecord, SlotsInfo, StoreError, Watched,
 };
 
 impl RunRecord<'_> {
@@ -73,24 +73,12 @@ impl RunRecord<'_> {
             Some((r, keep)) => inv.arg(keep).arg(r.duration_ms).arg(r.tail()),
             None => inv.arg("").arg("").arg(""),
         };
-        if let Some((record, _)) = self.last {
-            for (k, v) in record.fields() {
-                inv.arg(k).arg(v);
-            }
+        if let Some((r, _)) = self.last {
+            inv.arg("host").arg(&r.host).arg("owner").arg(&r.owner);
+            inv.arg("started_ms").arg(r.started_ms);
+            inv.arg("duration_ms").arg(r.duration_ms);
+            inv.arg("exit").arg(r.exit).arg("token").arg(r.token);
         }
-    }
-}
-
-impl LastRun {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("host", self.host.clone()),
-            ("owner", self.owner.clone()),
-            ("started_ms", self.started_ms.to_string()),
-            ("duration_ms", self.duration_ms.to_string()),
-            ("exit", self.exit.to_string()),
-            ("token", self.token.to_string()),
-        ]
     }
 }
 
@@ -115,8 +103,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// A store for `target` whose connects and calls each give up after
-    /// `timeout`. Does no I/O until the first call.
     pub fn new(target: Target, timeout: Duration) -> Store {
         Store {
             target,
@@ -173,8 +159,6 @@ impl Store {
         Ok(())
     }
 
-    /// Requires acknowledgement by `n` replicas (0: none) for acquisitions
-    /// and renewals.
     /// The busy reply of every acquire script carries the holder's
     /// details already: nothing to do.
     pub fn set_watched(&mut self, _on: bool) {}
@@ -236,31 +220,14 @@ impl Store {
             .map_err(|e| StoreError::protocol(&self.target.display, e.to_string()).during(what))
     }
 
-    /// `call` for a plain command, whose reply is taken as it is. An error
-    /// while connecting is told as it is; an error of the request itself
-    /// names the request (`renewal failed: ...`).
-    fn call_raw(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
-    ) -> Result<Value> {
-        self.timed(what, f)
-    }
-
-    /// `call_raw` for a pipeline, whose replies come as a list.
-    fn call_pipeline(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<Vec<Value>>,
-    ) -> Result<Vec<Value>> {
-        self.timed(what, f)
-    }
-
+    /// `call` for a plain command or a pipeline, whose reply is taken as it
+    /// is. An error while connecting is told as it is; an error of the
+    /// request itself names the request (`renewal failed: ...`).
     /// Connects if need be and runs `f`, all of it within the timeout (not
     /// per read: see `store/call.rs`) and, during an acquisition, ended at
     /// once by a signal in `interrupt_on`. On any error the connection is
     /// dropped.
-    fn timed<T>(
+    fn call_raw<T>(
         &mut self,
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
@@ -293,21 +260,6 @@ impl Store {
         })
     }
 
-    /// Whether `invoke_acked` should load `script` in the same round trip:
-    /// with `--min-replicas`, on the first use of the script on a
-    /// connection (a new connection may well reach a server that has never
-    /// seen it: restarted, or promoted by a failover).
-    fn needs_load(&self, script: &'static Script) -> bool {
-        self.min_replicas > 0 && (self.conn.is_none() || !self.loaded.contains(&script.get_hash()))
-    }
-
-    /// Records that `script` is loaded on the current connection.
-    fn mark_loaded(&mut self, script: &'static Script) {
-        if self.min_replicas > 0 && !self.loaded.contains(&script.get_hash()) {
-            self.loaded.push(script.get_hash());
-        }
-    }
-
     /// `--min-replicas` and the WAIT timeout: most of the call's timeout,
     /// so WAIT answers before the socket gives up, and never longer than
     /// the lease of `ttl_ms` just set, less the safety margin
@@ -331,18 +283,21 @@ impl Store {
         build: impl FnOnce() -> Invocation,
     ) -> Result<(T, i64)> {
         let (replicas, wait_ms) = self.wait_args(ttl_ms);
-        let load = self.needs_load(script);
+        // With `--min-replicas`, load the script in the same round trip on
+        // its first use on a connection (a new connection may well reach a
+        // server that has never seen it: restarted, or promoted by a
+        // failover).
+        let loaded = self.conn.is_some() && self.loaded.contains(&script.get_hash());
+        let load = replicas > 0 && !loaded;
         let v = self.call_raw(what, |c| {
             let inv = build();
             invoke_acked(script, &inv, c, replicas, wait_ms, load)
         })?;
-        self.mark_loaded(script);
-        let (v, acks) = match split_acks(v, replicas) {
-            Ok(split) => split,
-            Err(detail) => {
-                return Err(StoreError::protocol(&self.target.display, detail).during(what))
-            }
-        };
+        if load {
+            self.loaded.push(script.get_hash());
+        }
+        let (v, acks) = split_acks(v, replicas)
+            .map_err(|d| StoreError::protocol(&self.target.display, d).during(what))?;
         if let Some(fk) = foreign_key(&v) {
             return Err(fk.into());
         }
@@ -412,21 +367,12 @@ fn invoke_acked(
         if load {
             p.add_command(script.load_cmd()).ignore();
         }
-        p.add_command(inv.eval_cmd())
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(wait_ms)
-            .query(c)
+        p.add_command(inv.eval_cmd()).cmd("WAIT");
+        p.arg(replicas).arg(wait_ms).query(c)
     };
+    let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
     let out = match send(c, load) {
-        Err(e)
-            if matches!(
-                e.kind(),
-                redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-            ) =>
-        {
-            send(c, true)?
-        }
+        Err(e) if e.kind() == noscript => send(c, true)?,
         other => other?,
     };
     Ok(Value::Array(out))
@@ -439,13 +385,10 @@ fn split_acks(v: Value, replicas: u32) -> std::result::Result<(Value, i64), Stri
         return Ok((v, 0));
     }
     match v {
-        Value::Array(items) => match items.as_slice() {
-            [result, acks] => Ok((result.clone(), int(acks).map_err(|e| e.to_string())?)),
-            other => Err(format!(
-                "unexpected reply to a script and WAIT: {}",
-                replies::shape(&Value::Array(other.to_vec()))
-            )),
-        },
+        Value::Array(mut items) if items.len() == 2 => {
+            let acks = int(&items[1]).map_err(|e| e.to_string())?;
+            Ok((items.swap_remove(0), acks))
+        }
         other => Err(format!(
             "unexpected reply to a script and WAIT: {}",
             replies::shape(&other)
