@@ -233,51 +233,31 @@ impl Store {
         if let Some((kind, detail)) = below {
             return self.failure(kind, op, detail);
         }
-        match e {
+        let (kind, detail): (fn(Failure) -> StoreError, String) = match e {
             E::GRpcStatus(s) => {
                 let detail = one_line(s.message());
+                let auth = detail.contains("authentication failed");
                 let kind: fn(Failure) -> StoreError = match s.code() {
                     Code::Unauthenticated => StoreError::Auth,
-                    Code::PermissionDenied => {
-                        return StoreError::Denied {
-                            failure: Failure {
-                                op: op.map(str::to_owned),
-                                server: self.target.display.clone(),
-                                detail,
-                            },
-                            command: None,
-                        }
-                    }
-                    Code::InvalidArgument if detail.contains("authentication failed") => {
-                        StoreError::Auth
-                    }
-                    Code::FailedPrecondition if detail.contains("authentication failed") => {
-                        StoreError::Auth
-                    }
+                    Code::PermissionDenied => |failure| StoreError::Denied {
+                        failure,
+                        command: None,
+                    },
+                    Code::InvalidArgument | Code::FailedPrecondition if auth => StoreError::Auth,
                     Code::DeadlineExceeded => StoreError::Timeout,
-                    Code::Unavailable => {
-                        if looks_like_tls(&detail) {
-                            StoreError::Tls
-                        } else {
-                            StoreError::Unreachable
-                        }
-                    }
+                    Code::Unavailable => tls_or_unreachable(&detail),
                     _ => StoreError::Server,
                 };
-                self.failure(kind, op, detail)
+                (kind, detail)
             }
             E::TransportError(t) => {
                 let detail = one_line(&error_chain(&t));
-                let kind: fn(Failure) -> StoreError = if looks_like_tls(&detail) {
-                    StoreError::Tls
-                } else {
-                    StoreError::Unreachable
-                };
-                self.failure(kind, op, detail)
+                (tls_or_unreachable(&detail), detail)
             }
-            E::IoError(io) => self.failure(StoreError::Unreachable, op, io.to_string()),
-            other => self.failure(StoreError::Server, op, one_line(&other.to_string())),
-        }
+            E::IoError(io) => (StoreError::Unreachable, io.to_string()),
+            other => (StoreError::Server, one_line(&other.to_string())),
+        };
+        self.failure(kind, op, detail)
     }
 
     pub fn acquire(
@@ -332,12 +312,9 @@ impl Store {
                 return Ok((Ok((rev, Some(lease))), false, None));
             }
             let replies = op_responses(&resp)?;
-            let kv = first_kv(&replies);
+            let kv = kv_at(&replies, 0);
             // The done mark is not as judged: judge it again.
-            let mark_rev = match replies.get(1) {
-                Some(TxnOpResponse::Get(g)) => g.kvs().first().map_or(0, KeyValue::mod_revision),
-                _ => 0,
-            };
+            let mark_rev = kv_at(&replies, 1).map_or(0, |kv| kv.mod_revision());
             let done_moved = done_rev.is_some_and(|r| r != mark_rev);
             // Not taken: our new leases are of no use.
             let _ = c.lease_revoke(lease).await;
@@ -370,9 +347,7 @@ impl Store {
         }
         match outcome {
             Ok((rev, lease)) => {
-                if let Some(lease) = lease {
-                    self.granted = Some((lease, ttl));
-                }
+                self.granted = lease.map(|l| (l, ttl)).or(self.granted);
                 Ok(Acquire::Acquired {
                     token: self.token(keys, rev)?,
                 })
@@ -406,18 +381,7 @@ impl Store {
 
     /// A value of ours as text; one that is not UTF-8 is someone else's.
     fn text(&self, _keys: &LockKeys, key: &str, v: Vec<u8>) -> Result<String> {
-        String::from_utf8(v).map_err(|_| {
-            ForeignKey {
-                key: key.to_owned(),
-                kind: "value that is not an owner id,".to_owned(),
-                store: "an etcd",
-            }
-            .into()
-        })
-    }
-
-    pub fn leave(&mut self, _keys: &LockKeys, _owner: &str) -> Result<()> {
-        self.leave_queue()
+        String::from_utf8(v).map_err(|_| record::unreadable(key.as_bytes(), "an owner id"))
     }
 
     /// Renews our lease: the key must still hold our owner (deleted or
@@ -434,22 +398,17 @@ impl Store {
         let granted = self.granted;
         let kept = self.call("renewal", |mut c| async move {
             let got = c.get(key, None).await?;
-            let Some(kv) = got.kvs().first() else {
+            let ours = |kv: &&KeyValue| kv.value() == me.as_bytes() && kv.lease() != 0;
+            let Some(kv) = got.kvs().first().filter(ours) else {
                 return Ok(Kept::Gone);
             };
-            if kv.value() != me.as_bytes() || kv.lease() == 0 {
-                return Ok(Kept::Gone);
-            }
             // Under a lease this store granted long enough (a run's own
             // renewals): a keep-alive refreshes it to that TTL, so there is
             // no need to ask etcd what it was granted with. Two round
             // trips instead of three.
             if granted.is_some_and(|(id, secs)| id == kv.lease() && secs >= ttl) {
-                return Ok(if queue::kept_alive(&mut c, kv.lease()).await? {
-                    Kept::Yes
-                } else {
-                    Kept::Gone
-                });
+                let alive = queue::kept_alive(&mut c, kv.lease()).await?;
+                return Ok(if alive { Kept::Yes } else { Kept::Gone });
             }
             keep_alive_for(&mut c, kv.lease(), ttl).await
         })?;
@@ -522,7 +481,7 @@ impl Store {
                 ])
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
-            let kv = first_kv(&op_responses(&resp)?);
+            let kv = kv_at(&op_responses(&resp)?, 0);
             if resp.succeeded() {
                 if let Some(kv) = &kv {
                     let _ = c.lease_revoke(kv.lease()).await;
@@ -564,7 +523,7 @@ impl Store {
             let txn =
                 Txn::new().and_then([TxnOp::get(key.clone(), None), TxnOp::delete(key, None)]);
             let resp = c.txn(txn).await?;
-            let kv = first_kv(&op_responses(&resp)?);
+            let kv = kv_at(&op_responses(&resp)?, 0);
             if let Some(kv) = &kv {
                 if kv.lease() != 0 {
                     let _ = c.lease_revoke(kv.lease()).await;
@@ -587,11 +546,8 @@ impl Store {
             let resp = c.txn(txn).await?;
             let rev = resp.header().map_or(0, |h| h.revision());
             let ops = op_responses(&resp)?;
-            let kv = first_kv(&ops);
-            let fence_rev = ops.get(1).and_then(|r| match r {
-                TxnOpResponse::Get(g) => g.kvs().first().map(KeyValue::mod_revision),
-                _ => None,
-            });
+            let kv = kv_at(&ops, 0);
+            let fence_rev = kv_at(&ops, 1).map(|kv| kv.mod_revision());
             let ttl = match &kv {
                 Some(kv) => lease_ttl(&mut c, kv.lease()).await,
                 None => None,
@@ -600,13 +556,8 @@ impl Store {
                 Some(TxnOpResponse::Get(g)) => queue::waiters(&mut c, &prefix, g).await,
                 _ => None,
             };
-            Ok((
-                kv.map(|kv| kv.value().to_vec()),
-                fence_rev,
-                ttl,
-                rev,
-                waiters,
-            ))
+            let lock = kv.map(|kv| kv.value().to_vec());
+            Ok((lock, fence_rev, ttl, rev, waiters))
         })?;
         let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
         if holder.is_none() {
@@ -643,11 +594,6 @@ impl Store {
         self.read_history(keys, n)
     }
 
-    /// The channel is Redis's; on etcd each attempt says what to watch.
-    pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
-        self.subscribe_waiter()
-    }
-
     /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores
     /// by their slot keys (range reads of the prefix, keys only); other
     /// keys under it are not locks.
@@ -664,17 +610,8 @@ impl Store {
         loop {
             let range = (from.clone(), end.clone());
             let (keys, more) = self.call("list", |mut c| async move {
-                let got = c
-                    .get(
-                        range.0,
-                        Some(
-                            GetOptions::new()
-                                .with_range(range.1)
-                                .with_keys_only()
-                                .with_limit(LIST_PAGE),
-                        ),
-                    )
-                    .await?;
+                let page = GetOptions::new().with_range(range.1).with_keys_only();
+                let got = c.get(range.0, Some(page.with_limit(LIST_PAGE))).await?;
                 let keys: Vec<Vec<u8>> = got.kvs().iter().map(|kv| kv.key().to_vec()).collect();
                 Ok((keys, got.more()))
             })?;
@@ -845,11 +782,9 @@ async fn keep_alive_for(
         return Ok(Kept::Gone);
     }
     let granted = c.lease_time_to_live(id, None).await?.granted_ttl();
-    Ok(if granted >= ttl {
-        Kept::Yes
-    } else {
-        Kept::Short(granted)
-    })
+    Ok(Some(granted)
+        .filter(|&g| g < ttl)
+        .map_or(Kept::Yes, Kept::Short))
 }
 
 /// The usage error for a lease held under a shorter TTL than asked.
@@ -869,12 +804,13 @@ fn lock_name(prefix: &str, key: &str) -> Option<String> {
     (!name.is_empty() && !name.contains(['{', '}'])).then(|| name.to_owned())
 }
 
-/// The first key-value of the first Get among a transaction's responses.
-fn first_kv(ops: &[TxnOpResponse]) -> Option<KeyValue> {
-    ops.iter().find_map(|r| match r {
-        TxnOpResponse::Get(g) => Some(g.kvs().first().cloned()),
+/// The first key-value that the `i`th of a transaction's responses, a
+/// Get, found.
+fn kv_at(ops: &[TxnOpResponse], i: usize) -> Option<KeyValue> {
+    match ops.get(i)? {
+        TxnOpResponse::Get(g) => g.kvs().first().cloned(),
         _ => None,
-    })?
+    }
 }
 
 /// A lease TTL in etcd's whole seconds; anything else is the user's to
@@ -889,31 +825,24 @@ fn lease_secs(ttl_ms: u64) -> Result<i64> {
     i64::try_from(ttl_ms / 1000).map_err(|_| StoreError::Unsupported("--ttl too long".into()))
 }
 
-fn looks_like_tls(detail: &str) -> bool {
+/// A connection that failed: over TLS if its error's words say so.
+fn tls_or_unreachable(detail: &str) -> fn(Failure) -> StoreError {
     let d = detail.to_ascii_lowercase();
-    [
-        "tls",
-        "certificate",
-        "handshake",
-        "invalidcontenttype",
-        "corrupt message",
-    ]
-    .iter()
-    .any(|w| d.contains(w))
+    let tls = "tls|certificate|handshake|invalidcontenttype|corrupt message";
+    match tls.split('|').any(|w| d.contains(w)) {
+        true => StoreError::Tls,
+        false => StoreError::Unreachable,
+    }
 }
 
 /// An error and its sources, joined: tonic's transport errors say only
 /// "transport error" at the top.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let s_text = s.to_string();
-        if !out.contains(&s_text) {
-            out.push_str(": ");
-            out.push_str(&s_text);
+    for s in std::iter::successors(e.source(), |s| s.source()).map(|s| s.to_string()) {
+        if !out.contains(&s) {
+            out = format!("{out}: {s}");
         }
-        src = s.source();
     }
     out
 }

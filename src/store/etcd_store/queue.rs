@@ -309,7 +309,7 @@ impl Store {
             // again at the back would run CMD after whoever cleared the
             // queue meant it not to. What is left of our lease goes now.
             Fair::Evicted | Fair::LeaseGone => {
-                let _ = self.leave_queue();
+                let _ = self.leave(keys, owner);
                 Ok(Acquire::Evicted)
             }
             Fair::Taken(rev) => {
@@ -445,7 +445,7 @@ impl Store {
 
     /// Leaves the queue: revoking our waiter lease deletes our key at
     /// once, so the one behind us is woken now, not when the lease ends.
-    pub(super) fn leave_queue(&mut self) -> Result<()> {
+    pub fn leave(&mut self, _keys: &LockKeys, _owner: &str) -> Result<()> {
         self.queue.follow = None;
         let Some(j) = self.queue.joined.take() else {
             return Ok(());
@@ -459,8 +459,9 @@ impl Store {
     /// queued already (a subscription made again after a lost connection).
     /// On a connection of its own: one made again after its connection was
     /// lost must connect afresh, while the store's client may be that same
-    /// lost connection until one of the store's calls fails on it.
-    pub(super) fn subscribe_waiter(&mut self) -> Result<Subscription> {
+    /// lost connection until one of the store's calls fails on it. The
+    /// channel is Redis's; on etcd each attempt says what to watch.
+    pub fn subscribe(&mut self, _channel: &str) -> Result<Subscription> {
         let runtime = self.runtime()?;
         let call = Call::start_async(self.timeout, self.interrupt_on);
         let client = match runtime.block_on(call.within(self.target.connect(self.timeout))) {

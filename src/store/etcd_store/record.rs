@@ -257,7 +257,7 @@ fn fields(v: &[u8]) -> Option<Fields> {
         .collect()
 }
 
-fn unreadable(key: &[u8], what: &str) -> StoreError {
+pub(super) fn unreadable(key: &[u8], what: &str) -> StoreError {
     ForeignKey {
         key: String::from_utf8_lossy(key).into_owned(),
         kind: format!("value that is not {what},"),
