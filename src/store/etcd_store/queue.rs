@@ -169,15 +169,15 @@ impl Store {
                 (j, true)
             }
         };
-        let (joined, found) = self.call("acquire", |mut c| async move {
+        let joined = start;
+        let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
             // just granted, or kept alive now. Gone (revoked, or run out
             // while we were stopped): our place is gone with it.
-            let joined = start;
             if !fresh {
                 let sent = crate::clock::now();
                 if !kept_alive(&mut c, joined.lease).await? {
-                    return Ok((joined, Fair::LeaseGone));
+                    return Ok(Fair::LeaseGone);
                 }
                 confirmed(&kept, sent);
             }
@@ -202,7 +202,7 @@ impl Store {
                 // have us wait on ourselves.
                 if let Some(kv) = held.kvs().first() {
                     if ours(kv.value(), kv.lease(), &me, joined.lease) {
-                        return Ok((joined, Fair::Taken(kv.create_revision())));
+                        return Ok(Fair::Taken(kv.create_revision()));
                     }
                 }
                 let holder = held.kvs().first().map(|kv| kv.value().to_vec());
@@ -216,37 +216,28 @@ impl Store {
                     }
                     _ => None,
                 };
-                if let Some(next) = ahead.kvs().first() {
-                    let from = ahead.header().map_or(0, |h| h.revision()) + 1;
-                    let next = String::from_utf8_lossy(next.key()).into_owned();
+                // The key ahead, else the lock if held: watched from just
+                // after the read that found it.
+                let watch = match ahead.kvs().first() {
+                    Some(next) => Some((String::from_utf8_lossy(next.key()).into_owned(), &ahead)),
+                    None => holder.as_ref().map(|_| (lock.clone(), &held)),
+                };
+                if let Some((key, read)) = watch {
+                    let from = read.header().map_or(0, |h| h.revision()) + 1;
                     // Free, and so promised to the head: named, as on Redis.
                     let head = match holder {
                         None => queue_head(&mut c, &prefix).await?,
                         Some(_) => None,
                     };
-                    return Ok((
-                        joined,
-                        Fair::Busy {
-                            holder,
-                            meta,
-                            head,
-                            place: ahead.kvs().len() as u64,
-                            watch: Some((next, from)),
-                        },
-                    ));
-                }
-                if holder.is_some() {
-                    let from = held.header().map_or(0, |h| h.revision()) + 1;
-                    return Ok((
-                        joined,
-                        Fair::Busy {
-                            holder,
-                            meta,
-                            head: None,
-                            place: 0,
-                            watch: Some((lock, from)),
-                        },
-                    ));
+                    let place = ahead.kvs().len() as u64;
+                    let watch = Some((key, from));
+                    return Ok(Fair::Busy {
+                        holder,
+                        meta,
+                        head,
+                        place,
+                        watch,
+                    });
                 }
                 let hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
                 let mut ops = taking.ops(joined.lease, hold);
@@ -268,7 +259,7 @@ impl Store {
                 let resp = c.txn(txn).await?;
                 if resp.succeeded() {
                     let rev = resp.header().map_or(0, |h| h.revision());
-                    return Ok((joined, Fair::Taken(rev)));
+                    return Ok(Fair::Taken(rev));
                 }
                 if let Some(h) = hold {
                     let _ = c.lease_revoke(h).await;
@@ -277,19 +268,16 @@ impl Store {
                 // (deleted by hand or by `release --force`).
                 let ours = c.get(mine.clone(), None).await?;
                 if ours.kvs().first().map(|kv| kv.create_revision()) != Some(joined.rev) {
-                    return Ok((joined, Fair::Evicted));
+                    return Ok(Fair::Evicted);
                 }
             }
-            Ok((
-                joined,
-                Fair::Busy {
-                    holder: None,
-                    meta: None,
-                    head: None,
-                    place: 0,
-                    watch: None,
-                },
-            ))
+            Ok(Fair::Busy {
+                holder: None,
+                meta: None,
+                head: None,
+                place: 0,
+                watch: None,
+            })
         })?;
         match found {
             // Run out while we were away (stopped, partitioned): nobody
@@ -360,26 +348,20 @@ impl Store {
         &mut self,
         keys: &LockKeys,
         mode: Mode,
-        busy: Acquire,
+        mut busy: Acquire,
     ) -> Result<Acquire> {
-        let Acquire::Busy {
-            holder,
-            ttl,
-            ahead,
-            watched,
-        } = busy
-        else {
+        let Acquire::Busy { holder, ahead, .. } = &mut busy else {
             return Ok(busy);
         };
-        let prefix = Self::queue_prefix(keys);
-        let lock = keys.lock.clone();
-        let ahead = match mode {
+        let (prefix, lock) = (Self::queue_prefix(keys), keys.lock.clone());
+        match mode {
             Mode::Once if holder.is_none() => {
                 let head = self.call("acquire", |mut c| async move {
                     queue_head(&mut c, &prefix).await
                 })?;
-                head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k))
-                    .or(ahead)
+                if let Some(o) = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k)) {
+                    *ahead = Some(o);
+                }
             }
             Mode::Any => {
                 let found = self.call("acquire", |mut c| async move {
@@ -391,16 +373,10 @@ impl Store {
                     Some((key, from)) => Follow::Watch(key, from),
                     None => Follow::WakeNow,
                 });
-                ahead
             }
-            _ => ahead,
-        };
-        Ok(Acquire::Busy {
-            holder,
-            ttl,
-            ahead,
-            watched,
-        })
+            _ => {}
+        }
+        Ok(busy)
     }
 
     /// `release --force`'s clearing of the queue: one transaction reads
@@ -411,12 +387,8 @@ impl Store {
     pub fn clear_queue(&mut self, keys: &LockKeys) -> Result<Vec<String>> {
         let prefix = Self::queue_prefix(keys);
         self.call("release --force", |mut c| async move {
-            let all = || Some(GetOptions::new().with_prefix());
             let txn = Txn::new().and_then([
-                TxnOp::get(
-                    prefix.clone(),
-                    all().map(|o| o.with_sort(SortTarget::Create, SortOrder::Ascend)),
-                ),
+                TxnOp::get(prefix.clone(), Some(in_line())),
                 TxnOp::delete(prefix.clone(), Some(DeleteOptions::new().with_prefix())),
             ]);
             let resp = c.txn(txn).await?;
@@ -424,11 +396,8 @@ impl Store {
                 Some(TxnOpResponse::Get(g)) => g.kvs().to_vec(),
                 _ => Vec::new(),
             };
-            let mut leases: Vec<i64> = kvs
-                .iter()
-                .map(KeyValue::lease)
-                .filter(|&l| l != 0)
-                .collect();
+            let mut leases: Vec<i64> = kvs.iter().map(KeyValue::lease).collect();
+            leases.retain(|&l| l != 0);
             leases.dedup();
             for l in leases {
                 let _ = c.lease_revoke(l).await;
@@ -492,12 +461,8 @@ impl Store {
     /// is free already.
     pub(super) fn watch_slots(&mut self, prefix: String, n: u32) -> Result<()> {
         let (free, from) = self.call("acquire", |mut c| async move {
-            let got = c
-                .get(
-                    prefix.clone(),
-                    Some(GetOptions::new().with_prefix().with_count_only()),
-                )
-                .await?;
+            let count = GetOptions::new().with_prefix().with_count_only();
+            let got = c.get(prefix.clone(), Some(count)).await?;
             let from = got.header().map_or(0, |h| h.revision()) + 1;
             Ok((got.count() < i64::from(n), (prefix, from)))
         })?;
@@ -522,15 +487,16 @@ const WAITERS_SHOWN: i64 = 10;
 /// The read of a name's queue for `inspect`: the first waiters in the
 /// order they are served, and (the reply's count) how many there are.
 pub(super) fn first_waiters(keys: &LockKeys) -> TxnOp {
-    TxnOp::get(
-        Store::queue_prefix(keys),
-        Some(
-            GetOptions::new()
-                .with_prefix()
-                .with_sort(SortTarget::Create, SortOrder::Ascend)
-                .with_limit(WAITERS_SHOWN),
-        ),
-    )
+    let first = in_line().with_limit(WAITERS_SHOWN);
+    TxnOp::get(Store::queue_prefix(keys), Some(first))
+}
+
+/// A read of the keys under a prefix in the order they were created: a
+/// queue's in the order its waiters are served.
+fn in_line() -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
 }
 
 /// The queue [`first_waiters`] read, with each waiter's lease left.
@@ -548,9 +514,8 @@ pub(super) async fn waiters(
         let ttl = super::lease_ttl(c, kv.lease()).await;
         first.push(Waiter { owner, ttl });
     }
-    let count = u64::try_from(got.count())
-        .unwrap_or(0)
-        .max(first.len() as u64);
+    let shown = first.len() as u64;
+    let count = u64::try_from(got.count()).unwrap_or(0).max(shown);
     Some(Waiters { count, first })
 }
 
@@ -559,18 +524,8 @@ async fn queue_head(
     c: &mut Client,
     prefix: &str,
 ) -> std::result::Result<Option<Vec<u8>>, etcd_client::Error> {
-    let got = c
-        .get(
-            prefix,
-            Some(
-                GetOptions::new()
-                    .with_prefix()
-                    .with_keys_only()
-                    .with_sort(SortTarget::Create, SortOrder::Ascend)
-                    .with_limit(1),
-            ),
-        )
-        .await?;
+    let first = in_line().with_keys_only().with_limit(1);
+    let got = c.get(prefix, Some(first)).await?;
     Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
 }
 
@@ -583,13 +538,8 @@ async fn join(
     ttl: i64,
 ) -> std::result::Result<Joined, etcd_client::Error> {
     let lease = super::grant(c, ttl).await?;
-    let put = c
-        .put(
-            mine,
-            me,
-            Some(PutOptions::new().with_lease(lease).with_prev_key()),
-        )
-        .await?;
+    let opts = PutOptions::new().with_lease(lease).with_prev_key();
+    let put = c.put(mine, me, Some(opts)).await?;
     let rev = match put.prev_key() {
         Some(kv) => kv.create_revision(),
         None => put.header().map_or(0, |h| h.revision()),
