@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions, PutOptions, Txn,
-    TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions,
+    LeaseTimeToLiveResponse, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 
 use super::call::Call;
@@ -44,6 +44,7 @@ use super::{
 
 pub use queue::Subscription;
 use replies::op_responses;
+use semaphore::Ec;
 pub use target::Target;
 
 /// A lazily connected etcd client with a timeout on every call.
@@ -224,17 +225,10 @@ impl Store {
     fn describe(&self, op: Option<&str>, e: etcd_client::Error, fresh: bool) -> StoreError {
         use etcd_client::Error as E;
         use tonic::Code;
-        let below = match &e {
-            E::GRpcStatus(s) => errors::below_grpc(s, &self.target.seen(fresh)),
-            E::TransportError(t) => errors::below_grpc(t, &self.target.seen(fresh)),
-            E::IoError(io) => errors::below_grpc(io, &self.target.seen(fresh)),
-            _ => None,
-        };
-        if let Some((kind, detail)) = below {
-            return self.failure(kind, op, detail);
-        }
-        let (kind, detail): (fn(Failure) -> StoreError, String) = match e {
-            E::GRpcStatus(s) => {
+        let below =
+            |e: &(dyn std::error::Error + 'static)| errors::below_grpc(e, &self.target.seen(fresh));
+        let (kind, detail): errors::Said = match e {
+            E::GRpcStatus(s) => below(&s).unwrap_or_else(|| {
                 let detail = one_line(s.message());
                 let auth = detail.contains("authentication failed");
                 let kind: fn(Failure) -> StoreError = match s.code() {
@@ -249,12 +243,14 @@ impl Store {
                     _ => StoreError::Server,
                 };
                 (kind, detail)
-            }
-            E::TransportError(t) => {
+            }),
+            E::TransportError(t) => below(&t).unwrap_or_else(|| {
                 let detail = one_line(&error_chain(&t));
                 (tls_or_unreachable(&detail), detail)
+            }),
+            E::IoError(io) => {
+                below(&io).unwrap_or_else(|| (StoreError::Unreachable, io.to_string()))
             }
-            E::IoError(io) => (StoreError::Unreachable, io.to_string()),
             other => (StoreError::Server, one_line(&other.to_string())),
         };
         self.failure(kind, op, detail)
@@ -336,7 +332,7 @@ impl Store {
                     Kept::Gone => (Err((None, None)), false, None),
                 });
             }
-            let ttl = semaphore::lease_left(&mut c, kv.lease()).await;
+            let ttl = lease_left(&mut c, kv.lease(), AtZero::Gone).await;
             Ok((Err((Some(kv.value().to_vec()), ttl)), done_moved, None))
         })?;
         if let Some(granted) = short {
@@ -382,6 +378,15 @@ impl Store {
     /// A value of ours as text; one that is not UTF-8 is someone else's.
     fn text(&self, _keys: &LockKeys, key: &str, v: Vec<u8>) -> Result<String> {
         String::from_utf8(v).map_err(|_| record::unreadable(key.as_bytes(), "an owner id"))
+    }
+
+    /// The holder a read of the lock key found, as text. None may be a
+    /// name that became a semaphore, which is refused as on Redis.
+    fn holder(&mut self, keys: &LockKeys, h: Option<Vec<u8>>) -> Result<Option<String>> {
+        if h.is_none() {
+            self.refuse_semaphore(keys)?;
+        }
+        h.map(|h| self.text(keys, &keys.lock, h)).transpose()
     }
 
     /// Renews our lease: the key must still hold our owner (deleted or
@@ -494,13 +499,7 @@ impl Store {
             Ok(()) => Ok(Release::Released(None)),
             // Ours, so the marker failed the compare: a run holds it.
             Err(Some(h)) if unless_run && h == owner.as_bytes() => Ok(Release::HeldByRun),
-            Err(None) => {
-                self.refuse_semaphore(keys)?;
-                Ok(Release::NotOwner(None))
-            }
-            Err(holder) => Ok(Release::NotOwner(
-                holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
-            )),
+            Err(holder) => Ok(Release::NotOwner(self.holder(keys, holder)?)),
         }
     }
 
@@ -531,10 +530,7 @@ impl Store {
             }
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
-        if holder.is_none() {
-            self.refuse_semaphore(keys)?;
-        }
-        holder.map(|h| self.text(keys, &keys.lock, h)).transpose()
+        self.holder(keys, holder)
     }
 
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
@@ -549,7 +545,7 @@ impl Store {
             let kv = kv_at(&ops, 0);
             let fence_rev = kv_at(&ops, 1).map(|kv| kv.mod_revision());
             let ttl = match &kv {
-                Some(kv) => lease_ttl(&mut c, kv.lease()).await,
+                Some(kv) => lease_left(&mut c, kv.lease(), AtZero::Shown).await,
                 None => None,
             };
             let waiters = match ops.get(2) {
@@ -559,10 +555,7 @@ impl Store {
             let lock = kv.map(|kv| kv.value().to_vec());
             Ok((lock, fence_rev, ttl, rev, waiters))
         })?;
-        let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
-        if holder.is_none() {
-            self.refuse_semaphore(keys)?;
-        }
+        let holder = self.holder(keys, lock)?;
         let token = fence_rev.map(|r| self.token(keys, r)).transpose()?;
         let (meta, last_run, done) = self.records_at(keys, rev, holder.is_some())?;
         Ok(LockInfo {
@@ -615,17 +608,19 @@ impl Store {
                 let keys: Vec<Vec<u8>> = got.kvs().iter().map(|kv| kv.key().to_vec()).collect();
                 Ok((keys, got.more()))
             })?;
-            found.extend(
-                keys.iter()
-                    .filter_map(|k| std::str::from_utf8(k).ok())
-                    .filter_map(|k| {
-                        let (name, semaphore) = match lock_name(prefix, k) {
-                            Some(name) => (name, false),
-                            None => (semaphore::slot_name(prefix, k)?, true),
-                        };
-                        Some(Found { name, semaphore })
-                    }),
-            );
+            for k in keys.iter().filter_map(|k| std::str::from_utf8(k).ok()) {
+                if let Some(name) = lock_name(prefix, k) {
+                    found.push(Found {
+                        name,
+                        semaphore: false,
+                    });
+                } else if let Some(name) = semaphore::slot_name(prefix, k) {
+                    found.push(Found {
+                        name,
+                        semaphore: true,
+                    });
+                }
+            }
             match keys.last() {
                 Some(last) if more => from = list_resume(last, start.len()),
                 _ => break,
@@ -637,15 +632,37 @@ impl Store {
     }
 }
 
-/// What is left of lease `id` (None: no lease, or it is gone).
-async fn lease_ttl(c: &mut Client, id: i64) -> Option<Duration> {
+/// What etcd says of lease `id` now; None for no lease (0). Every read
+/// of a lease's time left goes through here: its TTL is whole seconds
+/// rounded down, -1 once the lease is gone (see [`AtZero`] for 0).
+async fn lease_now(c: &mut Client, id: i64) -> Ec<Option<LeaseTimeToLiveResponse>> {
     if id == 0 {
-        return None;
+        return Ok(None);
     }
-    match c.lease_time_to_live(id, None).await {
-        Ok(r) if r.ttl() >= 0 => Some(Duration::from_secs(r.ttl() as u64)),
-        _ => None,
-    }
+    c.lease_time_to_live(id, None).await.map(Some)
+}
+
+/// Time left on lease `id`, to show; None for no lease, one gone, or no
+/// answer. A decision reads [`lease_now`], for its errors.
+async fn lease_left(c: &mut Client, id: i64, zero: AtZero) -> Option<Duration> {
+    time_left(lease_now(c, id).await.ok()??.ttl(), zero)
+}
+
+/// What a lease's TTL of 0 is to its reader: etcd rounds the time left
+/// down, so 0 is a lease in its last second (or just past its end and
+/// not yet revoked).
+#[derive(Clone, Copy)]
+enum AtZero {
+    /// Alive with 0s left: `inspect` shows the holder and each waiter so.
+    Shown,
+    /// Gone: to a busy line, a semaphore's list of holders and the minimum
+    /// hold (whose release then goes ahead).
+    Gone,
+}
+
+fn time_left(ttl: i64, zero: AtZero) -> Option<Duration> {
+    let alive = ttl > 0 || ttl == 0 && matches!(zero, AtZero::Shown);
+    alive.then(|| Duration::from_secs(ttl as u64))
 }
 
 /// The leases granted during one call, with the client that granted each.
@@ -890,6 +907,17 @@ mod tests {
         assert_eq!(lock_name("distlock", "distlock:{a}:fence"), None);
         assert_eq!(lock_name("distlock", "other:{a}"), None);
         assert_eq!(lock_name("distlock", "distlock:{}"), None);
+    }
+
+    #[test]
+    fn a_lease_ttl_of_zero_is_shown_by_inspect_and_gone_to_every_decision() {
+        let s = |n| Some(Duration::from_secs(n));
+        assert_eq!(time_left(0, AtZero::Shown), s(0));
+        assert_eq!(time_left(0, AtZero::Gone), None);
+        for zero in [AtZero::Shown, AtZero::Gone] {
+            assert_eq!(time_left(3, zero), s(3));
+            assert_eq!(time_left(-1, zero), None, "gone");
+        }
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl Store {
         // fail: a waiter interrupted (or timed out) later in its first
         // attempt still revokes its lease when it leaves, so its key does
         // not block the one behind it for a whole TTL.
-        let (start, fresh) = match was {
+        let (joined, fresh) = match was {
             Some(j) => (j, false),
             None => {
                 let (mine, me, kept) = (mine.clone(), me.clone(), kept.clone());
@@ -169,7 +169,6 @@ impl Store {
                 (j, true)
             }
         };
-        let joined = start;
         let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
             // just granted, or kept alive now. Gone (revoked, or run out
@@ -279,17 +278,12 @@ impl Store {
                 watch: None,
             })
         })?;
+        let last_kept = Duration::from_millis(self.queue.kept.load(Ordering::Relaxed));
         match found {
             // Run out while we were away (stopped, partitioned): nobody
             // meant to end our wait, so we join again at the back, as a
             // waiter whose key expired does on Redis.
-            Fair::LeaseGone
-                if ran_out(
-                    Duration::from_millis(self.queue.kept.load(Ordering::Relaxed)),
-                    crate::clock::now(),
-                    joined.ttl,
-                ) =>
-            {
+            Fair::LeaseGone if ran_out(last_kept, crate::clock::now(), joined.ttl) => {
                 self.queue.joined = None;
                 self.acquire_fair(keys, owner, ttl_ms, meta)
             }
@@ -511,7 +505,7 @@ pub(super) async fn waiters(
             let key = String::from_utf8_lossy(kv.key());
             key.strip_prefix(prefix).unwrap_or(&key).to_owned()
         });
-        let ttl = super::lease_ttl(c, kv.lease()).await;
+        let ttl = super::lease_left(c, kv.lease(), super::AtZero::Shown).await;
         first.push(Waiter { owner, ttl });
     }
     let shown = first.len() as u64;
