@@ -193,11 +193,8 @@ impl Store {
         rt.block_on(call.within(async move {
             for (id, mut c) in leases {
                 let keys = LeaseTimeToLiveOptions::new().with_keys();
-                let unused = match c.lease_time_to_live(id, Some(keys)).await {
-                    Ok(r) => r.ttl() > 0 && r.keys().is_empty(),
-                    Err(_) => false,
-                };
-                if unused {
+                let r = c.lease_time_to_live(id, Some(keys)).await;
+                if matches!(r, Ok(r) if r.ttl() > 0 && r.keys().is_empty()) {
                     let _ = c.lease_revoke(id).await;
                 }
             }
@@ -544,10 +541,8 @@ impl Store {
             let ops = op_responses(&resp)?;
             let kv = kv_at(&ops, 0);
             let fence_rev = kv_at(&ops, 1).map(|kv| kv.mod_revision());
-            let ttl = match &kv {
-                Some(kv) => lease_left(&mut c, kv.lease(), AtZero::Shown).await,
-                None => None,
-            };
+            let lease = kv.as_ref().map_or(0, KeyValue::lease);
+            let ttl = lease_left(&mut c, lease, AtZero::Shown).await;
             let waiters = match ops.get(2) {
                 Some(TxnOpResponse::Get(g)) => queue::waiters(&mut c, &prefix, g).await,
                 _ => None,
@@ -679,17 +674,14 @@ const REVOKE_WITHIN: Duration = Duration::from_secs(1);
 /// Grants a lease of `ttl` seconds within a store call, which revokes it
 /// if the call then fails (`Store::revoke`). Every lease distlock grants
 /// goes through here.
-async fn grant(c: &mut Client, ttl: i64) -> std::result::Result<i64, etcd_client::Error> {
+async fn grant(c: &mut Client, ttl: i64) -> Ec<i64> {
     Ok(grant_with_term(c, ttl).await?.0)
 }
 
 /// [`grant`], and the raft term etcd granted the lease in: a done mark
 /// keeps it, since a new term means a new leader, which refreshed every
 /// lease (record.rs dates a mark by its lease only within its term).
-async fn grant_with_term(
-    c: &mut Client,
-    ttl: i64,
-) -> std::result::Result<(i64, Option<u64>), etcd_client::Error> {
+async fn grant_with_term(c: &mut Client, ttl: i64) -> Ec<(i64, Option<u64>)> {
     let reply = c.lease_grant(ttl, None).await?;
     let id = reply.id();
     let _ = GRANTED.try_with(|g| {
@@ -790,18 +782,13 @@ enum Kept {
 /// the `--min-hold` lease a kept lock moved to) would expire before the
 /// deadline distlock counts from `--ttl`: two holders. Redis extends to
 /// the longer of the two instead; etcd cannot.
-async fn keep_alive_for(
-    c: &mut Client,
-    id: i64,
-    ttl: i64,
-) -> std::result::Result<Kept, etcd_client::Error> {
+async fn keep_alive_for(c: &mut Client, id: i64, ttl: i64) -> Ec<Kept> {
     if !queue::kept_alive(c, id).await? {
         return Ok(Kept::Gone);
     }
     let granted = c.lease_time_to_live(id, None).await?.granted_ttl();
-    Ok(Some(granted)
-        .filter(|&g| g < ttl)
-        .map_or(Kept::Yes, Kept::Short))
+    let short = Some(granted).filter(|&g| g < ttl);
+    Ok(short.map_or(Kept::Yes, Kept::Short))
 }
 
 /// The usage error for a lease held under a shorter TTL than asked.

@@ -49,6 +49,7 @@ use etcd_client::{
 };
 use tokio::sync::mpsc;
 
+use super::semaphore::Ec;
 use super::{lease_secs, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
 use crate::store::{Waiter, Waiters};
 
@@ -160,10 +161,7 @@ impl Store {
             None => {
                 let (mine, me, kept) = (mine.clone(), me.clone(), kept.clone());
                 let j = self.call("acquire", |mut c| async move {
-                    let sent = crate::clock::now();
-                    let j = join(&mut c, &mine, &me, ttl).await?;
-                    confirmed(&kept, sent);
-                    Ok(j)
+                    join(&mut c, &mine, &me, ttl, &kept).await
                 })?;
                 self.queue.joined = Some(j);
                 (j, true)
@@ -185,15 +183,13 @@ impl Store {
                 // shows our place, which takes every key ahead (etcd's
                 // count ignores the revision filter): read only when
                 // someone watches, so an attempt costs the same at the
-                // back of a long queue as at its head.
-                let mut ahead_of_us = GetOptions::new()
+                // back of a long queue as at its head (a limit of 0 is none).
+                let ahead_of_us = GetOptions::new()
                     .with_prefix()
                     .with_keys_only()
                     .with_max_create_revision(joined.rev - 1)
-                    .with_sort(SortTarget::Create, SortOrder::Descend);
-                if !watched {
-                    ahead_of_us = ahead_of_us.with_limit(1);
-                }
+                    .with_sort(SortTarget::Create, SortOrder::Descend)
+                    .with_limit(if watched { 0 } else { 1 });
                 let ahead = c.get(prefix.clone(), Some(ahead_of_us)).await?;
                 let held = c.get(lock.clone(), None).await?;
                 // Ours already: our take's reply was lost (a timeout, a
@@ -309,7 +305,7 @@ impl Store {
                 place,
                 watch,
             } => {
-                if was.map(|j| j.lease) != Some(joined.lease) {
+                if fresh {
                     self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
                 }
                 self.queue.joined = Some(joined);
@@ -319,10 +315,7 @@ impl Store {
                 if watch.is_none() && holder.is_none() {
                     self.refuse_semaphore(keys)?;
                 }
-                self.order(match watch {
-                    Some((key, from)) => Follow::Watch(key, from),
-                    None => Follow::WakeNow,
-                });
+                self.watch(watch);
                 let ahead = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k));
                 Ok(Acquire::Busy {
                     holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
@@ -363,10 +356,7 @@ impl Store {
                     let from = got.header().map_or(0, |h| h.revision()) + 1;
                     Ok((!got.kvs().is_empty()).then_some((lock, from)))
                 })?;
-                self.order(match found {
-                    Some((key, from)) => Follow::Watch(key, from),
-                    None => Follow::WakeNow,
-                });
+                self.watch(found);
             }
             _ => {}
         }
@@ -468,6 +458,12 @@ impl Store {
         Ok(())
     }
 
+    /// Has the subscription wake us when `key` changes from revision
+    /// `from` on, or at once when there is nothing to watch.
+    fn watch(&mut self, key_from: Option<(String, i64)>) {
+        self.order(key_from.map_or(Follow::WakeNow, |(k, from)| Follow::Watch(k, from)));
+    }
+
     fn order(&mut self, f: Follow) {
         if let Some(tx) = &self.queue.follow {
             let _ = tx.send(f);
@@ -514,23 +510,16 @@ pub(super) async fn waiters(
 }
 
 /// The oldest key in the queue under `prefix`, if any: its head.
-async fn queue_head(
-    c: &mut Client,
-    prefix: &str,
-) -> std::result::Result<Option<Vec<u8>>, etcd_client::Error> {
+async fn queue_head(c: &mut Client, prefix: &str) -> Ec<Option<Vec<u8>>> {
     let first = in_line().with_keys_only().with_limit(1);
     let got = c.get(prefix, Some(first)).await?;
     Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
 }
 
-/// Joins the queue: a new lease and our key under it; the key's create
-/// revision.
-async fn join(
-    c: &mut Client,
-    mine: &str,
-    me: &str,
-    ttl: i64,
-) -> std::result::Result<Joined, etcd_client::Error> {
+/// Joins the queue: a new lease (its grant noted in `kept`) and our key
+/// under it; the key's create revision.
+async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) -> Ec<Joined> {
+    let sent = crate::clock::now();
     let lease = super::grant(c, ttl).await?;
     let opts = PutOptions::new().with_lease(lease).with_prev_key();
     let put = c.put(mine, me, Some(opts)).await?;
@@ -543,15 +532,13 @@ async fn join(
             "a put without a revision".into(),
         ));
     }
+    confirmed(kept, sent);
     Ok(Joined { lease, rev, ttl })
 }
 
 /// One keep-alive of `lease`, confirmed by its reply: false when the
 /// lease is gone (TTL 0), and our key with it.
-pub(super) async fn kept_alive(
-    c: &mut Client,
-    lease: i64,
-) -> std::result::Result<bool, etcd_client::Error> {
+pub(super) async fn kept_alive(c: &mut Client, lease: i64) -> Ec<bool> {
     // etcd-client reads the first reply itself and calls a TTL of 0 a
     // LeaseKeepAliveError.
     match c.lease_keep_alive(lease).await {
