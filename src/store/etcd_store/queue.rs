@@ -729,36 +729,30 @@ impl Subscription {
     }
 }
 
+/// What `f` gives, or never without one: a `select!` arm for something
+/// that may not be there.
+async fn maybe<F: std::future::Future>(f: Option<F>) -> F::Output {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn recv(orders: &mut Option<mpsc::UnboundedReceiver<Follow>>) -> Option<Follow> {
-    match orders {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
+    maybe(orders.as_mut().map(|rx| rx.recv())).await
 }
 
-async fn watch_next(
-    watch: &mut Option<WatchStream>,
-) -> std::result::Result<Option<WatchResponse>, etcd_client::Error> {
-    match watch {
-        Some(w) => w.message().await,
-        None => std::future::pending().await,
-    }
+async fn watch_next(watch: &mut Option<WatchStream>) -> Ec<Option<WatchResponse>> {
+    maybe(watch.as_mut().map(|w| w.message())).await
 }
 
-async fn kept_next(
-    keep: &mut Option<Keep>,
-) -> std::result::Result<Option<LeaseKeepAliveResponse>, etcd_client::Error> {
-    match keep.as_mut().and_then(|k| k.stream.as_mut()) {
-        Some((_, s)) => s.message().await,
-        None => std::future::pending().await,
-    }
+async fn kept_next(keep: &mut Option<Keep>) -> Ec<Option<LeaseKeepAliveResponse>> {
+    let stream = keep.as_mut().and_then(|k| k.stream.as_mut());
+    maybe(stream.map(|(_, s)| s.message())).await
 }
 
 async fn at(due: Option<tokio::time::Instant>) {
-    match due {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
-    }
+    maybe(due.map(tokio::time::sleep_until)).await
 }
 
 #[cfg(test)]
