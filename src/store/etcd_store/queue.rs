@@ -142,9 +142,7 @@ impl Store {
             }
             super::record::Look::Free(rev) => rev,
         };
-        let done = keys.done.clone();
         let taking = super::Taking::new(keys, owner, meta);
-        let no_slots = super::semaphore::no_slots(keys);
         let prefix = Self::queue_prefix(keys);
         let mine = format!("{prefix}{owner}");
         let lock = keys.lock.clone();
@@ -167,6 +165,14 @@ impl Store {
                 (j, true)
             }
         };
+        let mut when = vec![
+            Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
+            Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
+            super::semaphore::no_slots(keys),
+        ];
+        when.extend(
+            done_rev.map(|r| Compare::mod_revision(keys.done.clone(), CompareOp::Equal, r)),
+        );
         let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
             // just granted, or kept alive now. Gone (revoked, or run out
@@ -195,12 +201,11 @@ impl Store {
                 // Ours already: our take's reply was lost (a timeout, a
                 // reset connection) and this is its retry. Busy here would
                 // have us wait on ourselves.
-                if let Some(kv) = held.kvs().first() {
-                    if ours(kv.value(), kv.lease(), &me, joined.lease) {
-                        return Ok(Fair::Taken(kv.create_revision()));
-                    }
+                let kv = held.kvs().first();
+                if let Some(kv) = kv.filter(|kv| ours(kv.value(), kv.lease(), &me, joined.lease)) {
+                    return Ok(Fair::Taken(kv.create_revision()));
                 }
-                let holder = held.kvs().first().map(|kv| kv.value().to_vec());
+                let holder = kv.map(|kv| kv.value().to_vec());
                 // The holder's metadata, for a status line: read only when
                 // someone watches (under contention each read on the way
                 // to the lock measured dear) and the lock is held.
@@ -242,15 +247,7 @@ impl Store {
                 // revision is later than that read's). A compare over the
                 // whole queue, as etcd evaluates one on every key in its
                 // range, would cost each hand-off the length of the queue.
-                let mut when = vec![
-                    Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
-                    Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
-                    no_slots.clone(),
-                ];
-                when.extend(
-                    done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)),
-                );
-                let txn = Txn::new().when(when).and_then(ops);
+                let txn = Txn::new().when(when.clone()).and_then(ops);
                 let resp = c.txn(txn).await?;
                 if resp.succeeded() {
                     let rev = resp.header().map_or(0, |h| h.revision());
@@ -308,7 +305,6 @@ impl Store {
                 if fresh {
                     self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
                 }
-                self.queue.joined = Some(joined);
                 // Free, yet not ours after three tries: the name may have
                 // become a semaphore (its slots fail our compare), which is
                 // the usage error it is on Redis, not a reason to spin.
