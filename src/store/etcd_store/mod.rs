@@ -709,9 +709,7 @@ fn list_resume(key: &[u8], at: usize) -> Vec<u8> {
             return semaphore::prefix_end(&key[..at + i + HISTORY.len()]);
         }
     }
-    let mut next = key.to_vec();
-    next.push(0);
-    next
+    [key, &[0]].concat()
 }
 
 /// Whether `meta` is a `run`'s: its lease also carries the run marker.
