@@ -17,7 +17,8 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, TxnOp};
 
 use super::record::EndWrites;
-use super::semaphore::{absent, lease_alive, Ec};
+use super::semaphore::{absent, Ec};
+use super::{lease_now, time_left, AtZero};
 use super::{LockKeys, Result};
 
 /// `P:{N}:hold`.
@@ -72,7 +73,8 @@ impl super::Store {
             };
             // An error here is an error: read as "no hold", it would
             // release the lock before its minimum hold.
-            let Some(left) = lease_alive(&mut c, h.lease()).await? else {
+            let lease = lease_now(&mut c, h.lease()).await?;
+            let Some(left) = lease.and_then(|r| time_left(r.ttl(), AtZero::Gone)) else {
                 return Ok(None);
             };
             let Some(l) = ours(&mut c, &lock, &me).await? else {

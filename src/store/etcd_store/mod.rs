@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions, PutOptions, Txn,
-    TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions,
+    LeaseTimeToLiveResponse, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 
 use super::call::Call;
@@ -44,6 +44,7 @@ use super::{
 
 pub use queue::Subscription;
 use replies::op_responses;
+use semaphore::Ec;
 pub use target::Target;
 
 /// A lazily connected etcd client with a timeout on every call.
@@ -192,11 +193,8 @@ impl Store {
         rt.block_on(call.within(async move {
             for (id, mut c) in leases {
                 let keys = LeaseTimeToLiveOptions::new().with_keys();
-                let unused = match c.lease_time_to_live(id, Some(keys)).await {
-                    Ok(r) => r.ttl() > 0 && r.keys().is_empty(),
-                    Err(_) => false,
-                };
-                if unused {
+                let r = c.lease_time_to_live(id, Some(keys)).await;
+                if matches!(r, Ok(r) if r.ttl() > 0 && r.keys().is_empty()) {
                     let _ = c.lease_revoke(id).await;
                 }
             }
@@ -224,60 +222,35 @@ impl Store {
     fn describe(&self, op: Option<&str>, e: etcd_client::Error, fresh: bool) -> StoreError {
         use etcd_client::Error as E;
         use tonic::Code;
-        let below = match &e {
-            E::GRpcStatus(s) => errors::below_grpc(s, &self.target.seen(fresh)),
-            E::TransportError(t) => errors::below_grpc(t, &self.target.seen(fresh)),
-            E::IoError(io) => errors::below_grpc(io, &self.target.seen(fresh)),
-            _ => None,
-        };
-        if let Some((kind, detail)) = below {
-            return self.failure(kind, op, detail);
-        }
-        match e {
-            E::GRpcStatus(s) => {
+        let below =
+            |e: &(dyn std::error::Error + 'static)| errors::below_grpc(e, &self.target.seen(fresh));
+        let (kind, detail): errors::Said = match e {
+            E::GRpcStatus(s) => below(&s).unwrap_or_else(|| {
                 let detail = one_line(s.message());
+                let auth = detail.contains("authentication failed");
                 let kind: fn(Failure) -> StoreError = match s.code() {
                     Code::Unauthenticated => StoreError::Auth,
-                    Code::PermissionDenied => {
-                        return StoreError::Denied {
-                            failure: Failure {
-                                op: op.map(str::to_owned),
-                                server: self.target.display.clone(),
-                                detail,
-                            },
-                            command: None,
-                        }
-                    }
-                    Code::InvalidArgument if detail.contains("authentication failed") => {
-                        StoreError::Auth
-                    }
-                    Code::FailedPrecondition if detail.contains("authentication failed") => {
-                        StoreError::Auth
-                    }
+                    Code::PermissionDenied => |failure| StoreError::Denied {
+                        failure,
+                        command: None,
+                    },
+                    Code::InvalidArgument | Code::FailedPrecondition if auth => StoreError::Auth,
                     Code::DeadlineExceeded => StoreError::Timeout,
-                    Code::Unavailable => {
-                        if looks_like_tls(&detail) {
-                            StoreError::Tls
-                        } else {
-                            StoreError::Unreachable
-                        }
-                    }
+                    Code::Unavailable => tls_or_unreachable(&detail),
                     _ => StoreError::Server,
                 };
-                self.failure(kind, op, detail)
-            }
-            E::TransportError(t) => {
+                (kind, detail)
+            }),
+            E::TransportError(t) => below(&t).unwrap_or_else(|| {
                 let detail = one_line(&error_chain(&t));
-                let kind: fn(Failure) -> StoreError = if looks_like_tls(&detail) {
-                    StoreError::Tls
-                } else {
-                    StoreError::Unreachable
-                };
-                self.failure(kind, op, detail)
+                (tls_or_unreachable(&detail), detail)
+            }),
+            E::IoError(io) => {
+                below(&io).unwrap_or_else(|| (StoreError::Unreachable, io.to_string()))
             }
-            E::IoError(io) => self.failure(StoreError::Unreachable, op, io.to_string()),
-            other => self.failure(StoreError::Server, op, one_line(&other.to_string())),
-        }
+            other => (StoreError::Server, one_line(&other.to_string())),
+        };
+        self.failure(kind, op, detail)
     }
 
     pub fn acquire(
@@ -332,12 +305,9 @@ impl Store {
                 return Ok((Ok((rev, Some(lease))), false, None));
             }
             let replies = op_responses(&resp)?;
-            let kv = first_kv(&replies);
+            let kv = kv_at(&replies, 0);
             // The done mark is not as judged: judge it again.
-            let mark_rev = match replies.get(1) {
-                Some(TxnOpResponse::Get(g)) => g.kvs().first().map_or(0, KeyValue::mod_revision),
-                _ => 0,
-            };
+            let mark_rev = kv_at(&replies, 1).map_or(0, |kv| kv.mod_revision());
             let done_moved = done_rev.is_some_and(|r| r != mark_rev);
             // Not taken: our new leases are of no use.
             let _ = c.lease_revoke(lease).await;
@@ -359,7 +329,7 @@ impl Store {
                     Kept::Gone => (Err((None, None)), false, None),
                 });
             }
-            let ttl = semaphore::lease_left(&mut c, kv.lease()).await;
+            let ttl = lease_left(&mut c, kv.lease(), AtZero::Gone).await;
             Ok((Err((Some(kv.value().to_vec()), ttl)), done_moved, None))
         })?;
         if let Some(granted) = short {
@@ -370,9 +340,7 @@ impl Store {
         }
         match outcome {
             Ok((rev, lease)) => {
-                if let Some(lease) = lease {
-                    self.granted = Some((lease, ttl));
-                }
+                self.granted = lease.map(|l| (l, ttl)).or(self.granted);
                 Ok(Acquire::Acquired {
                     token: self.token(keys, rev)?,
                 })
@@ -406,18 +374,16 @@ impl Store {
 
     /// A value of ours as text; one that is not UTF-8 is someone else's.
     fn text(&self, _keys: &LockKeys, key: &str, v: Vec<u8>) -> Result<String> {
-        String::from_utf8(v).map_err(|_| {
-            ForeignKey {
-                key: key.to_owned(),
-                kind: "value that is not an owner id,".to_owned(),
-                store: "an etcd",
-            }
-            .into()
-        })
+        String::from_utf8(v).map_err(|_| record::unreadable(key.as_bytes(), "an owner id"))
     }
 
-    pub fn leave(&mut self, _keys: &LockKeys, _owner: &str) -> Result<()> {
-        self.leave_queue()
+    /// The holder a read of the lock key found, as text. None may be a
+    /// name that became a semaphore, which is refused as on Redis.
+    fn holder(&mut self, keys: &LockKeys, h: Option<Vec<u8>>) -> Result<Option<String>> {
+        if h.is_none() {
+            self.refuse_semaphore(keys)?;
+        }
+        h.map(|h| self.text(keys, &keys.lock, h)).transpose()
     }
 
     /// Renews our lease: the key must still hold our owner (deleted or
@@ -434,22 +400,17 @@ impl Store {
         let granted = self.granted;
         let kept = self.call("renewal", |mut c| async move {
             let got = c.get(key, None).await?;
-            let Some(kv) = got.kvs().first() else {
+            let ours = |kv: &&KeyValue| kv.value() == me.as_bytes() && kv.lease() != 0;
+            let Some(kv) = got.kvs().first().filter(ours) else {
                 return Ok(Kept::Gone);
             };
-            if kv.value() != me.as_bytes() || kv.lease() == 0 {
-                return Ok(Kept::Gone);
-            }
             // Under a lease this store granted long enough (a run's own
             // renewals): a keep-alive refreshes it to that TTL, so there is
             // no need to ask etcd what it was granted with. Two round
             // trips instead of three.
             if granted.is_some_and(|(id, secs)| id == kv.lease() && secs >= ttl) {
-                return Ok(if queue::kept_alive(&mut c, kv.lease()).await? {
-                    Kept::Yes
-                } else {
-                    Kept::Gone
-                });
+                let alive = queue::kept_alive(&mut c, kv.lease()).await?;
+                return Ok(if alive { Kept::Yes } else { Kept::Gone });
             }
             keep_alive_for(&mut c, kv.lease(), ttl).await
         })?;
@@ -522,7 +483,7 @@ impl Store {
                 ])
                 .or_else([TxnOp::get(key, None)]);
             let resp = c.txn(txn).await?;
-            let kv = first_kv(&op_responses(&resp)?);
+            let kv = kv_at(&op_responses(&resp)?, 0);
             if resp.succeeded() {
                 if let Some(kv) = &kv {
                     let _ = c.lease_revoke(kv.lease()).await;
@@ -535,13 +496,7 @@ impl Store {
             Ok(()) => Ok(Release::Released(None)),
             // Ours, so the marker failed the compare: a run holds it.
             Err(Some(h)) if unless_run && h == owner.as_bytes() => Ok(Release::HeldByRun),
-            Err(None) => {
-                self.refuse_semaphore(keys)?;
-                Ok(Release::NotOwner(None))
-            }
-            Err(holder) => Ok(Release::NotOwner(
-                holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
-            )),
+            Err(holder) => Ok(Release::NotOwner(self.holder(keys, holder)?)),
         }
     }
 
@@ -564,7 +519,7 @@ impl Store {
             let txn =
                 Txn::new().and_then([TxnOp::get(key.clone(), None), TxnOp::delete(key, None)]);
             let resp = c.txn(txn).await?;
-            let kv = first_kv(&op_responses(&resp)?);
+            let kv = kv_at(&op_responses(&resp)?, 0);
             if let Some(kv) = &kv {
                 if kv.lease() != 0 {
                     let _ = c.lease_revoke(kv.lease()).await;
@@ -572,10 +527,7 @@ impl Store {
             }
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
-        if holder.is_none() {
-            self.refuse_semaphore(keys)?;
-        }
-        holder.map(|h| self.text(keys, &keys.lock, h)).transpose()
+        self.holder(keys, holder)
     }
 
     pub fn inspect(&mut self, keys: &LockKeys) -> Result<LockInfo> {
@@ -587,31 +539,18 @@ impl Store {
             let resp = c.txn(txn).await?;
             let rev = resp.header().map_or(0, |h| h.revision());
             let ops = op_responses(&resp)?;
-            let kv = first_kv(&ops);
-            let fence_rev = ops.get(1).and_then(|r| match r {
-                TxnOpResponse::Get(g) => g.kvs().first().map(KeyValue::mod_revision),
-                _ => None,
-            });
-            let ttl = match &kv {
-                Some(kv) => lease_ttl(&mut c, kv.lease()).await,
-                None => None,
-            };
+            let kv = kv_at(&ops, 0);
+            let fence_rev = kv_at(&ops, 1).map(|kv| kv.mod_revision());
+            let lease = kv.as_ref().map_or(0, KeyValue::lease);
+            let ttl = lease_left(&mut c, lease, AtZero::Shown).await;
             let waiters = match ops.get(2) {
                 Some(TxnOpResponse::Get(g)) => queue::waiters(&mut c, &prefix, g).await,
                 _ => None,
             };
-            Ok((
-                kv.map(|kv| kv.value().to_vec()),
-                fence_rev,
-                ttl,
-                rev,
-                waiters,
-            ))
+            let lock = kv.map(|kv| kv.value().to_vec());
+            Ok((lock, fence_rev, ttl, rev, waiters))
         })?;
-        let holder = lock.map(|h| self.text(keys, &keys.lock, h)).transpose()?;
-        if holder.is_none() {
-            self.refuse_semaphore(keys)?;
-        }
+        let holder = self.holder(keys, lock)?;
         let token = fence_rev.map(|r| self.token(keys, r)).transpose()?;
         let (meta, last_run, done) = self.records_at(keys, rev, holder.is_some())?;
         Ok(LockInfo {
@@ -643,11 +582,6 @@ impl Store {
         self.read_history(keys, n)
     }
 
-    /// Each attempt says what to watch.
-    pub fn subscribe(&mut self) -> Result<Subscription> {
-        self.subscribe_waiter()
-    }
-
     /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores
     /// by their slot keys (range reads of the prefix, keys only); other
     /// keys under it are not locks.
@@ -664,31 +598,24 @@ impl Store {
         loop {
             let range = (from.clone(), end.clone());
             let (keys, more) = self.call("list", |mut c| async move {
-                let got = c
-                    .get(
-                        range.0,
-                        Some(
-                            GetOptions::new()
-                                .with_range(range.1)
-                                .with_keys_only()
-                                .with_limit(LIST_PAGE),
-                        ),
-                    )
-                    .await?;
+                let page = GetOptions::new().with_range(range.1).with_keys_only();
+                let got = c.get(range.0, Some(page.with_limit(LIST_PAGE))).await?;
                 let keys: Vec<Vec<u8>> = got.kvs().iter().map(|kv| kv.key().to_vec()).collect();
                 Ok((keys, got.more()))
             })?;
-            found.extend(
-                keys.iter()
-                    .filter_map(|k| std::str::from_utf8(k).ok())
-                    .filter_map(|k| {
-                        let (name, semaphore) = match lock_name(prefix, k) {
-                            Some(name) => (name, false),
-                            None => (semaphore::slot_name(prefix, k)?, true),
-                        };
-                        Some(Found { name, semaphore })
-                    }),
-            );
+            for k in keys.iter().filter_map(|k| std::str::from_utf8(k).ok()) {
+                if let Some(name) = lock_name(prefix, k) {
+                    found.push(Found {
+                        name,
+                        semaphore: false,
+                    });
+                } else if let Some(name) = semaphore::slot_name(prefix, k) {
+                    found.push(Found {
+                        name,
+                        semaphore: true,
+                    });
+                }
+            }
             match keys.last() {
                 Some(last) if more => from = list_resume(last, start.len()),
                 _ => break,
@@ -700,15 +627,37 @@ impl Store {
     }
 }
 
-/// What is left of lease `id` (None: no lease, or it is gone).
-async fn lease_ttl(c: &mut Client, id: i64) -> Option<Duration> {
+/// What etcd says of lease `id` now; None for no lease (0). Every read
+/// of a lease's time left goes through here: its TTL is whole seconds
+/// rounded down, -1 once the lease is gone (see [`AtZero`] for 0).
+async fn lease_now(c: &mut Client, id: i64) -> Ec<Option<LeaseTimeToLiveResponse>> {
     if id == 0 {
-        return None;
+        return Ok(None);
     }
-    match c.lease_time_to_live(id, None).await {
-        Ok(r) if r.ttl() >= 0 => Some(Duration::from_secs(r.ttl() as u64)),
-        _ => None,
-    }
+    c.lease_time_to_live(id, None).await.map(Some)
+}
+
+/// Time left on lease `id`, to show; None for no lease, one gone, or no
+/// answer. A decision reads [`lease_now`], for its errors.
+async fn lease_left(c: &mut Client, id: i64, zero: AtZero) -> Option<Duration> {
+    time_left(lease_now(c, id).await.ok()??.ttl(), zero)
+}
+
+/// What a lease's TTL of 0 is to its reader: etcd rounds the time left
+/// down, so 0 is a lease in its last second (or just past its end and
+/// not yet revoked).
+#[derive(Clone, Copy)]
+enum AtZero {
+    /// Alive with 0s left: `inspect` shows the holder and each waiter so.
+    Shown,
+    /// Gone: to a busy line, a semaphore's list of holders and the minimum
+    /// hold (whose release then goes ahead).
+    Gone,
+}
+
+fn time_left(ttl: i64, zero: AtZero) -> Option<Duration> {
+    let alive = ttl > 0 || ttl == 0 && matches!(zero, AtZero::Shown);
+    alive.then(|| Duration::from_secs(ttl as u64))
 }
 
 /// The leases granted during one call, with the client that granted each.
@@ -725,17 +674,14 @@ const REVOKE_WITHIN: Duration = Duration::from_secs(1);
 /// Grants a lease of `ttl` seconds within a store call, which revokes it
 /// if the call then fails (`Store::revoke`). Every lease distlock grants
 /// goes through here.
-async fn grant(c: &mut Client, ttl: i64) -> std::result::Result<i64, etcd_client::Error> {
+async fn grant(c: &mut Client, ttl: i64) -> Ec<i64> {
     Ok(grant_with_term(c, ttl).await?.0)
 }
 
 /// [`grant`], and the raft term etcd granted the lease in: a done mark
 /// keeps it, since a new term means a new leader, which refreshed every
 /// lease (record.rs dates a mark by its lease only within its term).
-async fn grant_with_term(
-    c: &mut Client,
-    ttl: i64,
-) -> std::result::Result<(i64, Option<u64>), etcd_client::Error> {
+async fn grant_with_term(c: &mut Client, ttl: i64) -> Ec<(i64, Option<u64>)> {
     let reply = c.lease_grant(ttl, None).await?;
     let id = reply.id();
     let _ = GRANTED.try_with(|g| {
@@ -763,9 +709,7 @@ fn list_resume(key: &[u8], at: usize) -> Vec<u8> {
             return semaphore::prefix_end(&key[..at + i + HISTORY.len()]);
         }
     }
-    let mut next = key.to_vec();
-    next.push(0);
-    next
+    [key, &[0]].concat()
 }
 
 /// Whether `meta` is a `run`'s: its lease also carries the run marker.
@@ -836,20 +780,13 @@ enum Kept {
 /// the `--min-hold` lease a kept lock moved to) would expire before the
 /// deadline distlock counts from `--ttl`: two holders. Redis extends to
 /// the longer of the two instead; etcd cannot.
-async fn keep_alive_for(
-    c: &mut Client,
-    id: i64,
-    ttl: i64,
-) -> std::result::Result<Kept, etcd_client::Error> {
+async fn keep_alive_for(c: &mut Client, id: i64, ttl: i64) -> Ec<Kept> {
     if !queue::kept_alive(c, id).await? {
         return Ok(Kept::Gone);
     }
     let granted = c.lease_time_to_live(id, None).await?.granted_ttl();
-    Ok(if granted >= ttl {
-        Kept::Yes
-    } else {
-        Kept::Short(granted)
-    })
+    let short = Some(granted).filter(|&g| g < ttl);
+    Ok(short.map_or(Kept::Yes, Kept::Short))
 }
 
 /// The usage error for a lease held under a shorter TTL than asked.
@@ -869,12 +806,13 @@ fn lock_name(prefix: &str, key: &str) -> Option<String> {
     (!name.is_empty() && !name.contains(['{', '}'])).then(|| name.to_owned())
 }
 
-/// The first key-value of the first Get among a transaction's responses.
-fn first_kv(ops: &[TxnOpResponse]) -> Option<KeyValue> {
-    ops.iter().find_map(|r| match r {
-        TxnOpResponse::Get(g) => Some(g.kvs().first().cloned()),
+/// The first key-value that the `i`th of a transaction's responses, a
+/// Get, found.
+fn kv_at(ops: &[TxnOpResponse], i: usize) -> Option<KeyValue> {
+    match ops.get(i)? {
+        TxnOpResponse::Get(g) => g.kvs().first().cloned(),
         _ => None,
-    })?
+    }
 }
 
 /// A lease TTL in etcd's whole seconds; anything else is the user's to
@@ -889,31 +827,24 @@ fn lease_secs(ttl_ms: u64) -> Result<i64> {
     i64::try_from(ttl_ms / 1000).map_err(|_| StoreError::Unsupported("--ttl too long".into()))
 }
 
-fn looks_like_tls(detail: &str) -> bool {
+/// A connection that failed: over TLS if its error's words say so.
+fn tls_or_unreachable(detail: &str) -> fn(Failure) -> StoreError {
     let d = detail.to_ascii_lowercase();
-    [
-        "tls",
-        "certificate",
-        "handshake",
-        "invalidcontenttype",
-        "corrupt message",
-    ]
-    .iter()
-    .any(|w| d.contains(w))
+    let tls = "tls|certificate|handshake|invalidcontenttype|corrupt message";
+    match tls.split('|').any(|w| d.contains(w)) {
+        true => StoreError::Tls,
+        false => StoreError::Unreachable,
+    }
 }
 
 /// An error and its sources, joined: tonic's transport errors say only
 /// "transport error" at the top.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let s_text = s.to_string();
-        if !out.contains(&s_text) {
-            out.push_str(": ");
-            out.push_str(&s_text);
+    for s in std::iter::successors(e.source(), |s| s.source()).map(|s| s.to_string()) {
+        if !out.contains(&s) {
+            out = format!("{out}: {s}");
         }
-        src = s.source();
     }
     out
 }
@@ -961,6 +892,17 @@ mod tests {
         assert_eq!(lock_name("distlock", "distlock:{a}:fence"), None);
         assert_eq!(lock_name("distlock", "other:{a}"), None);
         assert_eq!(lock_name("distlock", "distlock:{}"), None);
+    }
+
+    #[test]
+    fn a_lease_ttl_of_zero_is_shown_by_inspect_and_gone_to_every_decision() {
+        let s = |n| Some(Duration::from_secs(n));
+        assert_eq!(time_left(0, AtZero::Shown), s(0));
+        assert_eq!(time_left(0, AtZero::Gone), None);
+        for zero in [AtZero::Shown, AtZero::Gone] {
+            assert_eq!(time_left(3, zero), s(3));
+            assert_eq!(time_left(-1, zero), None, "gone");
+        }
     }
 
     #[test]

@@ -49,6 +49,7 @@ use etcd_client::{
 };
 use tokio::sync::mpsc;
 
+use super::semaphore::Ec;
 use super::{lease_secs, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
 use crate::store::{Notice, Waiter, Waiters};
 
@@ -138,9 +139,7 @@ impl Store {
             }
             super::record::Look::Free(rev) => rev,
         };
-        let done = keys.done.clone();
         let taking = super::Taking::new(keys, owner, meta);
-        let no_slots = super::semaphore::no_slots(keys);
         let prefix = Self::queue_prefix(keys);
         let mine = format!("{prefix}{owner}");
         let lock = keys.lock.clone();
@@ -152,29 +151,33 @@ impl Store {
         // fail: a waiter interrupted (or timed out) later in its first
         // attempt still revokes its lease when it leaves, so its key does
         // not block the one behind it for a whole TTL.
-        let (start, fresh) = match was {
+        let (joined, fresh) = match was {
             Some(j) => (j, false),
             None => {
                 let (mine, me, kept) = (mine.clone(), me.clone(), kept.clone());
                 let j = self.call("acquire", |mut c| async move {
-                    let sent = crate::clock::now();
-                    let j = join(&mut c, &mine, &me, ttl).await?;
-                    confirmed(&kept, sent);
-                    Ok(j)
+                    join(&mut c, &mine, &me, ttl, &kept).await
                 })?;
                 self.queue.joined = Some(j);
                 (j, true)
             }
         };
-        let (joined, found) = self.call("acquire", |mut c| async move {
+        let mut when = vec![
+            Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
+            Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
+            super::semaphore::no_slots(keys),
+        ];
+        when.extend(
+            done_rev.map(|r| Compare::mod_revision(keys.done.clone(), CompareOp::Equal, r)),
+        );
+        let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
             // just granted, or kept alive now. Gone (revoked, or run out
             // while we were stopped): our place is gone with it.
-            let joined = start;
             if !fresh {
                 let sent = crate::clock::now();
                 if !kept_alive(&mut c, joined.lease).await? {
-                    return Ok((joined, Fair::LeaseGone));
+                    return Ok(Fair::LeaseGone);
                 }
                 confirmed(&kept, sent);
             }
@@ -183,26 +186,23 @@ impl Store {
                 // shows our place, which takes every key ahead (etcd's
                 // count ignores the revision filter): read only when
                 // someone watches, so an attempt costs the same at the
-                // back of a long queue as at its head.
-                let mut ahead_of_us = GetOptions::new()
+                // back of a long queue as at its head (a limit of 0 is none).
+                let ahead_of_us = GetOptions::new()
                     .with_prefix()
                     .with_keys_only()
                     .with_max_create_revision(joined.rev - 1)
-                    .with_sort(SortTarget::Create, SortOrder::Descend);
-                if !watched {
-                    ahead_of_us = ahead_of_us.with_limit(1);
-                }
+                    .with_sort(SortTarget::Create, SortOrder::Descend)
+                    .with_limit(if watched { 0 } else { 1 });
                 let ahead = c.get(prefix.clone(), Some(ahead_of_us)).await?;
                 let held = c.get(lock.clone(), None).await?;
                 // Ours already: our take's reply was lost (a timeout, a
                 // reset connection) and this is its retry. Busy here would
                 // have us wait on ourselves.
-                if let Some(kv) = held.kvs().first() {
-                    if ours(kv.value(), kv.lease(), &me, joined.lease) {
-                        return Ok((joined, Fair::Taken(kv.create_revision())));
-                    }
+                let kv = held.kvs().first();
+                if let Some(kv) = kv.filter(|kv| ours(kv.value(), kv.lease(), &me, joined.lease)) {
+                    return Ok(Fair::Taken(kv.create_revision()));
                 }
-                let holder = held.kvs().first().map(|kv| kv.value().to_vec());
+                let holder = kv.map(|kv| kv.value().to_vec());
                 // The holder's metadata, for a status line: read only when
                 // someone watches (under contention each read on the way
                 // to the lock measured dear) and the lock is held.
@@ -213,37 +213,28 @@ impl Store {
                     }
                     _ => None,
                 };
-                if let Some(next) = ahead.kvs().first() {
-                    let from = ahead.header().map_or(0, |h| h.revision()) + 1;
-                    let next = String::from_utf8_lossy(next.key()).into_owned();
+                // The key ahead, else the lock if held: watched from just
+                // after the read that found it.
+                let watch = match ahead.kvs().first() {
+                    Some(next) => Some((String::from_utf8_lossy(next.key()).into_owned(), &ahead)),
+                    None => holder.as_ref().map(|_| (lock.clone(), &held)),
+                };
+                if let Some((key, read)) = watch {
+                    let from = read.header().map_or(0, |h| h.revision()) + 1;
                     // Free, and so promised to the head: named, as on Redis.
                     let head = match holder {
                         None => queue_head(&mut c, &prefix).await?,
                         Some(_) => None,
                     };
-                    return Ok((
-                        joined,
-                        Fair::Busy {
-                            holder,
-                            meta,
-                            head,
-                            place: ahead.kvs().len() as u64,
-                            watch: Some((next, from)),
-                        },
-                    ));
-                }
-                if holder.is_some() {
-                    let from = held.header().map_or(0, |h| h.revision()) + 1;
-                    return Ok((
-                        joined,
-                        Fair::Busy {
-                            holder,
-                            meta,
-                            head: None,
-                            place: 0,
-                            watch: Some((lock, from)),
-                        },
-                    ));
+                    let place = ahead.kvs().len() as u64;
+                    let watch = Some((key, from));
+                    return Ok(Fair::Busy {
+                        holder,
+                        meta,
+                        head,
+                        place,
+                        watch,
+                    });
                 }
                 let hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
                 let mut ops = taking.ops(joined.lease, hold);
@@ -253,19 +244,11 @@ impl Store {
                 // revision is later than that read's). A compare over the
                 // whole queue, as etcd evaluates one on every key in its
                 // range, would cost each hand-off the length of the queue.
-                let mut when = vec![
-                    Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
-                    Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
-                    no_slots.clone(),
-                ];
-                when.extend(
-                    done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)),
-                );
-                let txn = Txn::new().when(when).and_then(ops);
+                let txn = Txn::new().when(when.clone()).and_then(ops);
                 let resp = c.txn(txn).await?;
                 if resp.succeeded() {
                     let rev = resp.header().map_or(0, |h| h.revision());
-                    return Ok((joined, Fair::Taken(rev)));
+                    return Ok(Fair::Taken(rev));
                 }
                 if let Some(h) = hold {
                     let _ = c.lease_revoke(h).await;
@@ -274,31 +257,23 @@ impl Store {
                 // (deleted by hand or by `release --force`).
                 let ours = c.get(mine.clone(), None).await?;
                 if ours.kvs().first().map(|kv| kv.create_revision()) != Some(joined.rev) {
-                    return Ok((joined, Fair::Evicted));
+                    return Ok(Fair::Evicted);
                 }
             }
-            Ok((
-                joined,
-                Fair::Busy {
-                    holder: None,
-                    meta: None,
-                    head: None,
-                    place: 0,
-                    watch: None,
-                },
-            ))
+            Ok(Fair::Busy {
+                holder: None,
+                meta: None,
+                head: None,
+                place: 0,
+                watch: None,
+            })
         })?;
+        let last_kept = Duration::from_millis(self.queue.kept.load(Ordering::Relaxed));
         match found {
             // Run out while we were away (stopped, partitioned): nobody
             // meant to end our wait, so we join again at the back, as a
             // waiter whose key expired does on Redis.
-            Fair::LeaseGone
-                if ran_out(
-                    Duration::from_millis(self.queue.kept.load(Ordering::Relaxed)),
-                    crate::clock::now(),
-                    joined.ttl,
-                ) =>
-            {
+            Fair::LeaseGone if ran_out(last_kept, crate::clock::now(), joined.ttl) => {
                 self.queue.joined = None;
                 self.acquire_fair(keys, owner, ttl_ms, meta)
             }
@@ -306,7 +281,7 @@ impl Store {
             // again at the back would run CMD after whoever cleared the
             // queue meant it not to. What is left of our lease goes now.
             Fair::Evicted | Fair::LeaseGone => {
-                let _ = self.leave_queue();
+                let _ = self.leave(keys, owner);
                 Ok(Acquire::Evicted)
             }
             Fair::Taken(rev) => {
@@ -324,20 +299,16 @@ impl Store {
                 place,
                 watch,
             } => {
-                if was.map(|j| j.lease) != Some(joined.lease) {
+                if fresh {
                     self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
                 }
-                self.queue.joined = Some(joined);
                 // Free, yet not ours after three tries: the name may have
                 // become a semaphore (its slots fail our compare), which is
                 // the usage error it is on Redis, not a reason to spin.
                 if watch.is_none() && holder.is_none() {
                     self.refuse_semaphore(keys)?;
                 }
-                self.order(match watch {
-                    Some((key, from)) => Follow::Watch(key, from),
-                    None => Follow::WakeNow,
-                });
+                self.watch(watch);
                 let ahead = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k));
                 Ok(Acquire::Busy {
                     holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
@@ -357,26 +328,20 @@ impl Store {
         &mut self,
         keys: &LockKeys,
         mode: Mode,
-        busy: Acquire,
+        mut busy: Acquire,
     ) -> Result<Acquire> {
-        let Acquire::Busy {
-            holder,
-            ttl,
-            ahead,
-            watched,
-        } = busy
-        else {
+        let Acquire::Busy { holder, ahead, .. } = &mut busy else {
             return Ok(busy);
         };
-        let prefix = Self::queue_prefix(keys);
-        let lock = keys.lock.clone();
-        let ahead = match mode {
+        let (prefix, lock) = (Self::queue_prefix(keys), keys.lock.clone());
+        match mode {
             Mode::Once if holder.is_none() => {
                 let head = self.call("acquire", |mut c| async move {
                     queue_head(&mut c, &prefix).await
                 })?;
-                head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k))
-                    .or(ahead)
+                if let Some(o) = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k)) {
+                    *ahead = Some(o);
+                }
             }
             Mode::Any => {
                 let found = self.call("acquire", |mut c| async move {
@@ -384,20 +349,11 @@ impl Store {
                     let from = got.header().map_or(0, |h| h.revision()) + 1;
                     Ok((!got.kvs().is_empty()).then_some((lock, from)))
                 })?;
-                self.order(match found {
-                    Some((key, from)) => Follow::Watch(key, from),
-                    None => Follow::WakeNow,
-                });
-                ahead
+                self.watch(found);
             }
-            _ => ahead,
-        };
-        Ok(Acquire::Busy {
-            holder,
-            ttl,
-            ahead,
-            watched,
-        })
+            _ => {}
+        }
+        Ok(busy)
     }
 
     /// `release --force`'s clearing of the queue: one transaction reads
@@ -408,12 +364,8 @@ impl Store {
     pub fn clear_queue(&mut self, keys: &LockKeys) -> Result<Vec<String>> {
         let prefix = Self::queue_prefix(keys);
         self.call("release --force", |mut c| async move {
-            let all = || Some(GetOptions::new().with_prefix());
             let txn = Txn::new().and_then([
-                TxnOp::get(
-                    prefix.clone(),
-                    all().map(|o| o.with_sort(SortTarget::Create, SortOrder::Ascend)),
-                ),
+                TxnOp::get(prefix.clone(), Some(in_line())),
                 TxnOp::delete(prefix.clone(), Some(DeleteOptions::new().with_prefix())),
             ]);
             let resp = c.txn(txn).await?;
@@ -421,11 +373,8 @@ impl Store {
                 Some(TxnOpResponse::Get(g)) => g.kvs().to_vec(),
                 _ => Vec::new(),
             };
-            let mut leases: Vec<i64> = kvs
-                .iter()
-                .map(KeyValue::lease)
-                .filter(|&l| l != 0)
-                .collect();
+            let mut leases: Vec<i64> = kvs.iter().map(KeyValue::lease).collect();
+            leases.retain(|&l| l != 0);
             leases.dedup();
             for l in leases {
                 let _ = c.lease_revoke(l).await;
@@ -442,7 +391,7 @@ impl Store {
 
     /// Leaves the queue: revoking our waiter lease deletes our key at
     /// once, so the one behind us is woken now, not when the lease ends.
-    pub(super) fn leave_queue(&mut self) -> Result<()> {
+    pub fn leave(&mut self, _keys: &LockKeys, _owner: &str) -> Result<()> {
         self.queue.follow = None;
         let Some(j) = self.queue.joined.take() else {
             return Ok(());
@@ -456,8 +405,9 @@ impl Store {
     /// queued already (a subscription made again after a lost connection).
     /// On a connection of its own: one made again after its connection was
     /// lost must connect afresh, while the store's client may be that same
-    /// lost connection until one of the store's calls fails on it.
-    pub(super) fn subscribe_waiter(&mut self) -> Result<Subscription> {
+    /// lost connection until one of the store's calls fails on it. Each
+    /// attempt says what to watch.
+    pub fn subscribe(&mut self) -> Result<Subscription> {
         let runtime = self.runtime()?;
         let call = Call::start_async(self.timeout, self.interrupt_on);
         let client = match runtime.block_on(call.within(self.target.connect(self.timeout))) {
@@ -488,12 +438,8 @@ impl Store {
     /// is free already.
     pub(super) fn watch_slots(&mut self, prefix: String, n: u32) -> Result<()> {
         let (free, from) = self.call("acquire", |mut c| async move {
-            let got = c
-                .get(
-                    prefix.clone(),
-                    Some(GetOptions::new().with_prefix().with_count_only()),
-                )
-                .await?;
+            let count = GetOptions::new().with_prefix().with_count_only();
+            let got = c.get(prefix.clone(), Some(count)).await?;
             let from = got.header().map_or(0, |h| h.revision()) + 1;
             Ok((got.count() < i64::from(n), (prefix, from)))
         })?;
@@ -503,6 +449,12 @@ impl Store {
             Follow::WatchPrefix(from.0, from.1)
         });
         Ok(())
+    }
+
+    /// Has the subscription wake us when `key` changes from revision
+    /// `from` on, or at once when there is nothing to watch.
+    fn watch(&mut self, key_from: Option<(String, i64)>) {
+        self.order(key_from.map_or(Follow::WakeNow, |(k, from)| Follow::Watch(k, from)));
     }
 
     fn order(&mut self, f: Follow) {
@@ -518,15 +470,16 @@ const WAITERS_SHOWN: i64 = 10;
 /// The read of a name's queue for `inspect`: the first waiters in the
 /// order they are served, and (the reply's count) how many there are.
 pub(super) fn first_waiters(keys: &LockKeys) -> TxnOp {
-    TxnOp::get(
-        Store::queue_prefix(keys),
-        Some(
-            GetOptions::new()
-                .with_prefix()
-                .with_sort(SortTarget::Create, SortOrder::Ascend)
-                .with_limit(WAITERS_SHOWN),
-        ),
-    )
+    let first = in_line().with_limit(WAITERS_SHOWN);
+    TxnOp::get(Store::queue_prefix(keys), Some(first))
+}
+
+/// A read of the keys under a prefix in the order they were created: a
+/// queue's in the order its waiters are served.
+fn in_line() -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
 }
 
 /// The queue [`first_waiters`] read, with each waiter's lease left.
@@ -541,51 +494,28 @@ pub(super) async fn waiters(
             let key = String::from_utf8_lossy(kv.key());
             key.strip_prefix(prefix).unwrap_or(&key).to_owned()
         });
-        let ttl = super::lease_ttl(c, kv.lease()).await;
+        let ttl = super::lease_left(c, kv.lease(), super::AtZero::Shown).await;
         first.push(Waiter { owner, ttl });
     }
-    let count = u64::try_from(got.count())
-        .unwrap_or(0)
-        .max(first.len() as u64);
+    let shown = first.len() as u64;
+    let count = u64::try_from(got.count()).unwrap_or(0).max(shown);
     Some(Waiters { count, first })
 }
 
 /// The oldest key in the queue under `prefix`, if any: its head.
-async fn queue_head(
-    c: &mut Client,
-    prefix: &str,
-) -> std::result::Result<Option<Vec<u8>>, etcd_client::Error> {
-    let got = c
-        .get(
-            prefix,
-            Some(
-                GetOptions::new()
-                    .with_prefix()
-                    .with_keys_only()
-                    .with_sort(SortTarget::Create, SortOrder::Ascend)
-                    .with_limit(1),
-            ),
-        )
-        .await?;
+async fn queue_head(c: &mut Client, prefix: &str) -> Ec<Option<Vec<u8>>> {
+    let first = in_line().with_keys_only().with_limit(1);
+    let got = c.get(prefix, Some(first)).await?;
     Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
 }
 
-/// Joins the queue: a new lease and our key under it; the key's create
-/// revision.
-async fn join(
-    c: &mut Client,
-    mine: &str,
-    me: &str,
-    ttl: i64,
-) -> std::result::Result<Joined, etcd_client::Error> {
+/// Joins the queue: a new lease (its grant noted in `kept`) and our key
+/// under it; the key's create revision.
+async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) -> Ec<Joined> {
+    let sent = crate::clock::now();
     let lease = super::grant(c, ttl).await?;
-    let put = c
-        .put(
-            mine,
-            me,
-            Some(PutOptions::new().with_lease(lease).with_prev_key()),
-        )
-        .await?;
+    let opts = PutOptions::new().with_lease(lease).with_prev_key();
+    let put = c.put(mine, me, Some(opts)).await?;
     let rev = match put.prev_key() {
         Some(kv) => kv.create_revision(),
         None => put.header().map_or(0, |h| h.revision()),
@@ -595,15 +525,13 @@ async fn join(
             "a put without a revision".into(),
         ));
     }
+    confirmed(kept, sent);
     Ok(Joined { lease, rev, ttl })
 }
 
 /// One keep-alive of `lease`, confirmed by its reply: false when the
 /// lease is gone (TTL 0), and our key with it.
-pub(super) async fn kept_alive(
-    c: &mut Client,
-    lease: i64,
-) -> std::result::Result<bool, etcd_client::Error> {
+pub(super) async fn kept_alive(c: &mut Client, lease: i64) -> Ec<bool> {
     // etcd-client reads the first reply itself and calls a TTL of 0 a
     // LeaseKeepAliveError.
     match c.lease_keep_alive(lease).await {
@@ -794,36 +722,30 @@ impl Subscription {
     }
 }
 
+/// What `f` gives, or never without one: a `select!` arm for something
+/// that may not be there.
+async fn maybe<F: std::future::Future>(f: Option<F>) -> F::Output {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn recv(orders: &mut Option<mpsc::UnboundedReceiver<Follow>>) -> Option<Follow> {
-    match orders {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
+    maybe(orders.as_mut().map(|rx| rx.recv())).await
 }
 
-async fn watch_next(
-    watch: &mut Option<WatchStream>,
-) -> std::result::Result<Option<WatchResponse>, etcd_client::Error> {
-    match watch {
-        Some(w) => w.message().await,
-        None => std::future::pending().await,
-    }
+async fn watch_next(watch: &mut Option<WatchStream>) -> Ec<Option<WatchResponse>> {
+    maybe(watch.as_mut().map(|w| w.message())).await
 }
 
-async fn kept_next(
-    keep: &mut Option<Keep>,
-) -> std::result::Result<Option<LeaseKeepAliveResponse>, etcd_client::Error> {
-    match keep.as_mut().and_then(|k| k.stream.as_mut()) {
-        Some((_, s)) => s.message().await,
-        None => std::future::pending().await,
-    }
+async fn kept_next(keep: &mut Option<Keep>) -> Ec<Option<LeaseKeepAliveResponse>> {
+    let stream = keep.as_mut().and_then(|k| k.stream.as_mut());
+    maybe(stream.map(|(_, s)| s.message())).await
 }
 
 async fn at(due: Option<tokio::time::Instant>) {
-    match due {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
-    }
+    maybe(due.map(tokio::time::sleep_until)).await
 }
 
 #[cfg(test)]

@@ -257,7 +257,7 @@ fn fields(v: &[u8]) -> Option<Fields> {
         .collect()
 }
 
-fn unreadable(key: &[u8], what: &str) -> StoreError {
+pub(super) fn unreadable(key: &[u8], what: &str) -> StoreError {
     ForeignKey {
         key: String::from_utf8_lossy(key).into_owned(),
         kind: format!("value that is not {what},"),
@@ -407,11 +407,7 @@ async fn puts(c: &mut Client, writes: Vec<Write>, done: &str) -> Ec<(Vec<TxnOp>,
 /// `term` is the raft term of the read that found the mark, for an answer
 /// without a header.
 async fn lease_seen(c: &mut Client, id: i64, term: u64) -> Ec<Option<LeaseSeen>> {
-    if id == 0 {
-        return Ok(None);
-    }
-    let r = c.lease_time_to_live(id, None).await?;
-    Ok(Some(LeaseSeen {
+    Ok(super::lease_now(c, id).await?.map(|r| LeaseSeen {
         granted: r.granted_ttl(),
         left: r.ttl(),
         term: r.header().map_or(term, |h| h.raft_term()),

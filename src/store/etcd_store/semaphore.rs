@@ -26,7 +26,10 @@ use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, Txn, TxnOp,
 };
 
-use super::{Acquire, Kept, LockKeys, Release, Result, RunRecord, SlotsInfo, StoreError, Watched};
+use super::{
+    lease_left, Acquire, AtZero, Kept, LockKeys, Release, Result, RunRecord, SlotsInfo, StoreError,
+    Watched,
+};
 
 /// What a call to etcd gives back.
 pub(super) type Ec<T> = std::result::Result<T, etcd_client::Error>;
@@ -365,7 +368,7 @@ impl super::Store {
             let seen = Self::seen(&mut c, &k, &s).await?;
             let mut holders = Vec::new();
             for kv in &seen.slots {
-                if let Some(left) = lease_left(&mut c, kv.lease()).await {
+                if let Some(left) = lease_left(&mut c, kv.lease(), AtZero::Gone).await {
                     holders.push((kv.value().to_vec(), left, kv.create_revision()));
                 }
             }
@@ -406,22 +409,6 @@ async fn finish<T>(c: &mut Client, lease: Option<i64>, out: T) -> Ec<T> {
     Ok(out)
 }
 
-/// Time left on a lease; None when it is gone (or cannot be read), for
-/// what is only shown. A decision (the minimum hold) uses `lease_alive`.
-pub(super) async fn lease_left(c: &mut Client, lease: i64) -> Option<Duration> {
-    lease_alive(c, lease).await.ok().flatten()
-}
-
-/// Time left on a lease; None when it is gone, an error when etcd did not
-/// say.
-pub(super) async fn lease_alive(c: &mut Client, lease: i64) -> Ec<Option<Duration>> {
-    if lease == 0 {
-        return Ok(None);
-    }
-    let r = c.lease_time_to_live(lease, None).await?;
-    Ok((r.ttl() > 0).then(|| Duration::from_secs(r.ttl() as u64)))
-}
-
 /// The holder whose slot expires first, and its time left, for the busy
 /// line (the one a waiter would see go first; one whose time left cannot
 /// be read only when none can, the first of equals).
@@ -429,7 +416,7 @@ async fn soonest(c: &mut Client, slots: &[KeyValue]) -> Option<(String, Option<D
     let mut all = Vec::new();
     for kv in slots {
         let owner = String::from_utf8_lossy(kv.value()).into_owned();
-        all.push((owner, lease_left(c, kv.lease()).await));
+        all.push((owner, lease_left(c, kv.lease(), AtZero::Gone).await));
     }
     all.into_iter()
         .min_by_key(|(_, left)| (left.is_none(), *left))
