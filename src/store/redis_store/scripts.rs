@@ -120,89 +120,15 @@ impl Invocation {
     }
 }
 
-/// SHA-1 (FIPS 180-4) in lower-case hex, for the compiler to run.
+/// SHA-1 in lower-case hex, for the compiler to run.
 const fn sha1_hex(data: &[u8]) -> [u8; 40] {
-    // The message, a 0x80 byte, zeros, then its length in bits (64-bit
-    // big-endian), in whole 64-byte blocks.
-    const fn padded(data: &[u8], i: usize, total: usize) -> u8 {
-        let len = data.len();
-        if i < len {
-            data[i]
-        } else if i == len {
-            0x80
-        } else if i >= total - 8 {
-            ((len as u64 * 8) >> (8 * (total - 1 - i))) as u8
-        } else {
-            0
-        }
-    }
-    let total = (data.len() + 9).div_ceil(64) * 64;
-    let mut h: [u32; 5] = [
-        0x6745_2301,
-        0xEFCD_AB89,
-        0x98BA_DCFE,
-        0x1032_5476,
-        0xC3D2_E1F0,
-    ];
-    let mut block = 0;
-    while block < total {
-        let mut w = [0u32; 80];
-        let mut t = 0;
-        while t < 16 {
-            let i = block + 4 * t;
-            w[t] = u32::from_be_bytes([
-                padded(data, i, total),
-                padded(data, i + 1, total),
-                padded(data, i + 2, total),
-                padded(data, i + 3, total),
-            ]);
-            t += 1;
-        }
-        while t < 80 {
-            w[t] = (w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]).rotate_left(1);
-            t += 1;
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        t = 0;
-        while t < 80 {
-            let (f, k) = if t < 20 {
-                ((b & c) | (!b & d), 0x5A82_7999)
-            } else if t < 40 {
-                (b ^ c ^ d, 0x6ED9_EBA1)
-            } else if t < 60 {
-                ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
-            } else {
-                (b ^ c ^ d, 0xCA62_C1D6)
-            };
-            let next = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(w[t]);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = next;
-            t += 1;
-        }
-        h = [
-            h[0].wrapping_add(a),
-            h[1].wrapping_add(b),
-            h[2].wrapping_add(c),
-            h[3].wrapping_add(d),
-            h[4].wrapping_add(e),
-        ];
-        block += 64;
-    }
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = const_sha1::sha1(data).as_bytes();
     let mut out = [0u8; 40];
     let mut i = 0;
     while i < 20 {
-        let byte = (h[i / 4] >> (24 - 8 * (i % 4))) as u8;
-        out[2 * i] = HEX[(byte >> 4) as usize];
-        out[2 * i + 1] = HEX[(byte & 0xf) as usize];
+        out[2 * i] = HEX[(digest[i] >> 4) as usize];
+        out[2 * i + 1] = HEX[(digest[i] & 0xf) as usize];
         i += 1;
     }
     out
