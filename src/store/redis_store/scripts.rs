@@ -222,33 +222,15 @@ end
 
 /// Lua shared by the scripts that can hand the lock on: drop waiters whose
 /// keep-alive deadline (server clock) has passed or who let their turn go
-/// by, then wake the oldest live waiter through its own channel. PUBLISH
-/// returns how many subscribers got the message, and a waiter is subscribed
-/// for as long as it waits, so 0 means that waiter is gone: drop it and try
-/// the next. Only one waiter is woken per release: no thundering herd.
-///
-/// Nothing here loops over the queue: a hand-off costs the same
-/// with 1,000 waiters as with 10, and no call blocks the server for long.
-/// Each loop is bounded by a constant or by the waiters it drops, each of
-/// which is dropped once.
-///
-/// Turns (guarantees.md §5; the whole protocol in docs/queue.md): a stopped
-/// (Ctrl-Z) or frozen waiter keeps its connection, so PUBLISH cannot tell
-/// it from a live one. A wake-up is a claim window of `CLAIM_MS` (server
-/// clock); the `AHEAD` waiters behind the head are promised the windows
-/// that follow (`turn MS`), topped up one waiter at a time by each script
-/// that finds the lock free; a claim tells them `claimed`. Past `AHEAD`
-/// stopped waiters in a row the releaser acts (`RELAY`): it reads `settled`
-/// past the entry its release saw until `schedule_end`, and goes as soon as
-/// the claim, or a script that finds nobody left to wake, adds an entry
-/// (`settle`). A stream, not a list: each reader sees every entry after the
-/// one it names, so no releaser loses its hand-off's entry to another, nor
-/// ends on an earlier hand-off's.
+/// by, then wake the oldest live waiter, and only it (no thundering herd),
+/// through its own channel (PUBLISH counts its subscribers: 0 means that
+/// waiter is gone, so the next is tried); promise turns to the `AHEAD`
+/// behind it. The protocol (claim windows, `turn MS`, `claimed`, `settled`
+/// and `RELAY`), why nothing here loops over the queue, and why `settled`
+/// is a stream: docs/queue.md.
 ///
 /// The keys are `LockKeys`' (`turns` holds at most `AHEAD` + 1 waiters);
-/// `chan` is the wake channel prefix. Messages on a waiter's channel:
-/// `wake` (try now), `turn MS` (try in MS unless told `claimed`),
-/// `claimed` (forget the turn).
+/// `chan` is the wake channel prefix.
 macro_rules! wake_next {
     () => {
         r"
