@@ -538,10 +538,8 @@ end
 /// `--once-per` the done mark and the history. ARGV: owner, ttl ms, mode
 /// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
 /// queue), wake channel prefix, history keep count and record for a
-/// skipped run ('' '' for none), then metadata field/value pairs.
-/// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false,
-/// host, pid, command, held ms, place}`, or `{-1, N}` when the name is in
-/// use as a semaphore of N.
+/// skipped run ('' '' for none), then metadata field/value pairs. Its
+/// reply: `Acquire` in `replies.rs`.
 ///
 /// The busy reply's tail is what a waiter's status line shows, so that
 /// the line costs no command of its own: the holder's host, pid and
@@ -809,12 +807,8 @@ end
 /// wake channel prefix, release channel, last-run keep ms ('' for no
 /// record), caller (`holder` or `owner`), history keep count ('' for no
 /// record), duration ms, history record (see `record_history!`), then the
-/// last-run record's field/value pairs. Returns `{1}` when deleted, `{1,
-/// ms, id}` when deleted and a waiter woken, whose hand-off the releaser
-/// is to see through: `RELAY` in ms unless `settled` gets an entry after
-/// `id` first; `{2, ms}` when kept for the minimum
-/// hold, `{3}` when refused because a run holds it, `{-1, N}` when the
-/// name is in use as a semaphore of N, else `{0, holder|false}`.
+/// last-run record's field/value pairs. Its reply: `Release` in
+/// `replies.rs`.
 ///
 /// `run --once-per` whose CMD exited 0 adds KEYS[12], the done mark: it is
 /// written from the lease's metadata (see `done_mark!`) only if the lease is
@@ -909,9 +903,7 @@ return mark
 /// `release --force`: delete whoever holds the lock, leave the fencing
 /// counter alone, wake the next waiter. KEYS: lock, meta, queue,
 /// deadlines, slots, limit, turns, fence (type check only); ARGV: wake
-/// channel prefix, release channel.
-/// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
-/// as a semaphore of N.
+/// channel prefix, release channel. Its reply: `Evicted` in `replies.rs`.
 pub(super) static FORCE_RELEASE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
@@ -989,9 +981,8 @@ end
 
 /// `acquire --limit N`: take a free slot, or refresh ours.
 /// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N,
-/// `run` when a `run` takes it (else '').
-/// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
-/// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
+/// `run` when a `run` takes it (else ''). Its reply: `Acquire` in
+/// `replies.rs`, the holder whose slot expires first when busy.
 pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
@@ -1062,10 +1053,8 @@ return 0
 /// `release --limit N`: free our slot and tell waiters.
 /// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
 /// owner, release channel, N, caller (`holder` or `owner`, as for
-/// `RELEASE`: a slot a `run` holds is released only by that run).
-/// Returns `{1}`, `{0}`, `{3}` when a run holds it, or `{-1, the N in
-/// use}` when users disagree on N (`{-1, 0}`: a plain lock); then nothing
-/// is released.
+/// `RELEASE`: a slot a `run` holds is released only by that run). Its
+/// reply: `Release` in `replies.rs`.
 pub(super) static RELEASE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
