@@ -311,36 +311,30 @@ impl Sentinel {
     /// sentinel code connects without timeouts.
     fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
         let asking = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        let ask = |host: &str, port: u16| -> redis::RedisResult<Connection> {
+            let (mhost, mport) = open(tcp_info(host, port, &asking), timeout)
+                .and_then(|mut c| {
+                    redis::cmd("SENTINEL")
+                        .arg("get-master-addr-by-name")
+                        .arg(&self.master)
+                        .query::<Option<(String, u16)>>(&mut c)
+                })?
+                .ok_or_else(|| io_error("sentinel knows no master by that name"))?;
+            // A master that cannot be reached or is no longer one means
+            // this sentinel is behind: ask the next.
+            let mut conn = open(tcp_info(&mhost, mport, &self.redis), timeout)?;
+            let role: Vec<Value> = redis::cmd("ROLE").query(&mut conn)?;
+            match role.first() {
+                Some(Value::BulkString(b)) if b == b"master" => Ok(conn),
+                _ => Err(io_error(
+                    "the sentinels' master is not a master (failover in progress)",
+                )),
+            }
+        };
         let mut last = None;
         for (host, port) in &self.nodes {
-            let asked = open(tcp_info(host, *port, &asking), timeout).and_then(|mut c| {
-                redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(&self.master)
-                    .query::<Option<(String, u16)>>(&mut c)
-            });
-            match asked {
-                Ok(Some((mhost, mport))) => {
-                    // A master that cannot be reached or is no longer one
-                    // means this sentinel is behind: ask the next.
-                    let checked =
-                        open(tcp_info(&mhost, mport, &self.redis), timeout).and_then(|mut conn| {
-                            let role: Vec<Value> = redis::cmd("ROLE").query(&mut conn)?;
-                            Ok((conn, role))
-                        });
-                    match checked {
-                        Ok((conn, role)) if matches!(role.first(), Some(Value::BulkString(b)) if b == b"master") => {
-                            return Ok(conn)
-                        }
-                        Ok(_) => {
-                            last = Some(io_error(
-                                "the sentinels' master is not a master (failover in progress)",
-                            ))
-                        }
-                        Err(e) => last = Some(e),
-                    }
-                }
-                Ok(None) => last = Some(io_error("sentinel knows no master by that name")),
+            match ask(host, *port) {
+                Ok(conn) => return Ok(conn),
                 Err(e) => last = Some(e),
             }
         }
@@ -404,34 +398,35 @@ impl Cluster {
                     .arg("SLOTS")
                     .query::<Vec<Value>>(&mut c)
             });
-            let ranges = match map {
-                Ok(ranges) => ranges,
-                Err(e) => {
-                    last = Some(e);
-                    continue;
+            match map {
+                Ok(ranges) => {
+                    return Ok(ranges.iter().filter_map(|r| slot_range(r, seed)).collect())
                 }
-            };
-            let mut out = Vec::new();
-            for r in ranges {
-                let Value::Array(r) = r else { continue };
-                let [start, end, Value::Array(master), ..] = r.as_slice() else {
-                    continue;
-                };
-                let (Ok(start), Ok(end)) = (int(start), int(end)) else {
-                    continue;
-                };
-                let host = master.first().and_then(|h| string(h).ok().flatten());
-                let port = master.get(1).and_then(|p| int(p).ok()).unwrap_or(0);
-                // An empty host means "the node you asked".
-                let host = host
-                    .filter(|h| !h.is_empty())
-                    .unwrap_or_else(|| seed.clone());
-                out.push((start as u16, end as u16, host, port as u16));
+                Err(e) => last = Some(e),
             }
-            return Ok(out);
         }
         Err(last.unwrap_or_else(|| io_error("no seed node answered")))
     }
+}
+
+/// One range of a CLUSTER SLOTS reply, on the node `seed` when its host
+/// is empty ("the node you asked"); None for one that cannot be read.
+fn slot_range(r: &Value, seed: &str) -> Option<SlotRange> {
+    let Value::Array(r) = r else { return None };
+    let [start, end, Value::Array(master), ..] = r.as_slice() else {
+        return None;
+    };
+    let host = master.first().and_then(|h| string(h).ok().flatten());
+    let port = master.get(1).and_then(|p| int(p).ok()).unwrap_or(0);
+    let host = host
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| seed.to_owned());
+    Some((
+        int(start).ok()? as u16,
+        int(end).ok()? as u16,
+        host,
+        port as u16,
+    ))
 }
 
 /// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, the

@@ -120,89 +120,15 @@ impl Invocation {
     }
 }
 
-/// SHA-1 (FIPS 180-4) in lower-case hex, for the compiler to run.
+/// SHA-1 in lower-case hex, for the compiler to run.
 const fn sha1_hex(data: &[u8]) -> [u8; 40] {
-    // The message, a 0x80 byte, zeros, then its length in bits (64-bit
-    // big-endian), in whole 64-byte blocks.
-    const fn padded(data: &[u8], i: usize, total: usize) -> u8 {
-        let len = data.len();
-        if i < len {
-            data[i]
-        } else if i == len {
-            0x80
-        } else if i >= total - 8 {
-            ((len as u64 * 8) >> (8 * (total - 1 - i))) as u8
-        } else {
-            0
-        }
-    }
-    let total = (data.len() + 9).div_ceil(64) * 64;
-    let mut h: [u32; 5] = [
-        0x6745_2301,
-        0xEFCD_AB89,
-        0x98BA_DCFE,
-        0x1032_5476,
-        0xC3D2_E1F0,
-    ];
-    let mut block = 0;
-    while block < total {
-        let mut w = [0u32; 80];
-        let mut t = 0;
-        while t < 16 {
-            let i = block + 4 * t;
-            w[t] = u32::from_be_bytes([
-                padded(data, i, total),
-                padded(data, i + 1, total),
-                padded(data, i + 2, total),
-                padded(data, i + 3, total),
-            ]);
-            t += 1;
-        }
-        while t < 80 {
-            w[t] = (w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]).rotate_left(1);
-            t += 1;
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        t = 0;
-        while t < 80 {
-            let (f, k) = if t < 20 {
-                ((b & c) | (!b & d), 0x5A82_7999)
-            } else if t < 40 {
-                (b ^ c ^ d, 0x6ED9_EBA1)
-            } else if t < 60 {
-                ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
-            } else {
-                (b ^ c ^ d, 0xCA62_C1D6)
-            };
-            let next = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(w[t]);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = next;
-            t += 1;
-        }
-        h = [
-            h[0].wrapping_add(a),
-            h[1].wrapping_add(b),
-            h[2].wrapping_add(c),
-            h[3].wrapping_add(d),
-            h[4].wrapping_add(e),
-        ];
-        block += 64;
-    }
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = const_sha1::sha1(data).as_bytes();
     let mut out = [0u8; 40];
     let mut i = 0;
     while i < 20 {
-        let byte = (h[i / 4] >> (24 - 8 * (i % 4))) as u8;
-        out[2 * i] = HEX[(byte >> 4) as usize];
-        out[2 * i + 1] = HEX[(byte & 0xf) as usize];
+        out[2 * i] = HEX[(digest[i] >> 4) as usize];
+        out[2 * i + 1] = HEX[(digest[i] & 0xf) as usize];
         i += 1;
     }
     out
@@ -296,33 +222,15 @@ end
 
 /// Lua shared by the scripts that can hand the lock on: drop waiters whose
 /// keep-alive deadline (server clock) has passed or who let their turn go
-/// by, then wake the oldest live waiter through its own channel. PUBLISH
-/// returns how many subscribers got the message, and a waiter is subscribed
-/// for as long as it waits, so 0 means that waiter is gone: drop it and try
-/// the next. Only one waiter is woken per release: no thundering herd.
-///
-/// Nothing here loops over the queue: a hand-off costs the same
-/// with 1,000 waiters as with 10, and no call blocks the server for long.
-/// Each loop is bounded by a constant or by the waiters it drops, each of
-/// which is dropped once.
-///
-/// Turns (guarantees.md §5; the whole protocol in docs/queue.md): a stopped
-/// (Ctrl-Z) or frozen waiter keeps its connection, so PUBLISH cannot tell
-/// it from a live one. A wake-up is a claim window of `CLAIM_MS` (server
-/// clock); the `AHEAD` waiters behind the head are promised the windows
-/// that follow (`turn MS`), topped up one waiter at a time by each script
-/// that finds the lock free; a claim tells them `claimed`. Past `AHEAD`
-/// stopped waiters in a row the releaser acts (`RELAY`): it reads `settled`
-/// past the entry its release saw until `schedule_end`, and goes as soon as
-/// the claim, or a script that finds nobody left to wake, adds an entry
-/// (`settle`). A stream, not a list: each reader sees every entry after the
-/// one it names, so no releaser loses its hand-off's entry to another, nor
-/// ends on an earlier hand-off's.
+/// by, then wake the oldest live waiter, and only it (no thundering herd),
+/// through its own channel (PUBLISH counts its subscribers: 0 means that
+/// waiter is gone, so the next is tried); promise turns to the `AHEAD`
+/// behind it. The protocol (claim windows, `turn MS`, `claimed`, `settled`
+/// and `RELAY`), why nothing here loops over the queue, and why `settled`
+/// is a stream: docs/queue.md.
 ///
 /// The keys are `LockKeys`' (`turns` holds at most `AHEAD` + 1 waiters);
-/// `chan` is the wake channel prefix. Messages on a waiter's channel:
-/// `wake` (try now), `turn MS` (try in MS unless told `claimed`),
-/// `claimed` (forget the turn).
+/// `chan` is the wake channel prefix.
 macro_rules! wake_next {
     () => {
         r"
@@ -630,10 +538,8 @@ end
 /// `--once-per` the done mark and the history. ARGV: owner, ttl ms, mode
 /// (`once`: do not queue; `fair`: queue in arrival order; `any`: ignore the
 /// queue), wake channel prefix, history keep count and record for a
-/// skipped run ('' '' for none), then metadata field/value pairs.
-/// Returns `{1, token}`, `{0, holder|false, pttl, waiter ahead|false,
-/// host, pid, command, held ms, place}`, or `{-1, N}` when the name is in
-/// use as a semaphore of N.
+/// skipped run ('' '' for none), then metadata field/value pairs. Its
+/// reply: `Acquire` in `replies.rs`.
 ///
 /// The busy reply's tail is what a waiter's status line shows, so that
 /// the line costs no command of its own: the holder's host, pid and
@@ -901,12 +807,8 @@ end
 /// wake channel prefix, release channel, last-run keep ms ('' for no
 /// record), caller (`holder` or `owner`), history keep count ('' for no
 /// record), duration ms, history record (see `record_history!`), then the
-/// last-run record's field/value pairs. Returns `{1}` when deleted, `{1,
-/// ms, id}` when deleted and a waiter woken, whose hand-off the releaser
-/// is to see through: `RELAY` in ms unless `settled` gets an entry after
-/// `id` first; `{2, ms}` when kept for the minimum
-/// hold, `{3}` when refused because a run holds it, `{-1, N}` when the
-/// name is in use as a semaphore of N, else `{0, holder|false}`.
+/// last-run record's field/value pairs. Its reply: `Release` in
+/// `replies.rs`.
 ///
 /// `run --once-per` whose CMD exited 0 adds KEYS[12], the done mark: it is
 /// written from the lease's metadata (see `done_mark!`) only if the lease is
@@ -1001,9 +903,7 @@ return mark
 /// `release --force`: delete whoever holds the lock, leave the fencing
 /// counter alone, wake the next waiter. KEYS: lock, meta, queue,
 /// deadlines, slots, limit, turns, fence (type check only); ARGV: wake
-/// channel prefix, release channel.
-/// Returns the evicted holder or nil, or `{-1, N}` when the name is in use
-/// as a semaphore of N.
+/// channel prefix, release channel. Its reply: `Evicted` in `replies.rs`.
 pub(super) static FORCE_RELEASE: Script = Script::new(concat!(
     foreign_key!(),
     wake_next!(),
@@ -1081,9 +981,8 @@ end
 
 /// `acquire --limit N`: take a free slot, or refresh ours.
 /// KEYS: slots, limit, tokens, fence, plain lock. ARGV: owner, ttl ms, N,
-/// `run` when a `run` takes it (else '').
-/// Returns `{1, token}`, `{0, holder expiring first, its pttl}`, or
-/// `{-1, the N in use}` when users disagree on N (`{-1, 0}`: a plain lock).
+/// `run` when a `run` takes it (else ''). Its reply: `Acquire` in
+/// `replies.rs`, the holder whose slot expires first when busy.
 pub(super) static ACQUIRE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
@@ -1154,10 +1053,8 @@ return 0
 /// `release --limit N`: free our slot and tell waiters.
 /// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
 /// owner, release channel, N, caller (`holder` or `owner`, as for
-/// `RELEASE`: a slot a `run` holds is released only by that run).
-/// Returns `{1}`, `{0}`, `{3}` when a run holds it, or `{-1, the N in
-/// use}` when users disagree on N (`{-1, 0}`: a plain lock); then nothing
-/// is released.
+/// `RELEASE`: a slot a `run` holds is released only by that run). Its
+/// reply: `Release` in `replies.rs`.
 pub(super) static RELEASE_SLOT: Script = Script::new(concat!(
     foreign_key!(),
     slots!(),
