@@ -86,8 +86,8 @@ impl Nemesis<'_> {
         let mut leader = self.etcd.leader(self.net);
         let mut order: Vec<&str> = Vec::new();
         // Let the clients settle into their loop before the first fault.
-        std::thread::sleep(rng.millis(1000, 2000));
-        while Instant::now() + Duration::from_secs(4) < until {
+        std::thread::sleep(rng.millis(500, 1000));
+        while Instant::now() + Duration::from_secs(3) < until {
             if order.is_empty() {
                 order = KINDS.to_vec();
                 for i in (1..order.len()).rev() {
@@ -100,7 +100,8 @@ impl Nemesis<'_> {
                 report.failovers += 1;
             }
             leader = now.or(leader);
-            let hold = rng.millis(2500, 4000);
+            // Pauses outlast the TTL (2 s), so the lease can expire under them.
+            let hold = rng.millis(2200, 3200);
             let start = now_us();
             let target = self.inject(kind, hold, &mut rng, leader);
             self.net.heal();
@@ -117,7 +118,7 @@ impl Nemesis<'_> {
                 (start - t0) as f64 / 1e6,
                 (end - start) as f64 / 1e6
             );
-            std::thread::sleep(rng.millis(1000, 2000));
+            std::thread::sleep(rng.millis(500, 1500));
         }
         self.net.heal();
         report
