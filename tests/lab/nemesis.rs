@@ -55,6 +55,9 @@ pub const SHORT_HOLD: &str = "0.05";
 /// Longer than the TTL (2 s): a CMD that holds this long while its
 /// distlock is stopped outlives its lease.
 const LONG_HOLD: &str = "3";
+/// Long enough to be found holding; a paused host's CMD then writes soon
+/// after it resumes.
+const MID_HOLD: &str = "0.5";
 
 /// What the nemesis saw: leader changes between faults.
 #[derive(Default)]
@@ -106,6 +109,10 @@ impl Nemesis<'_> {
             let target = self.inject(kind, hold, &mut rng, leader);
             self.net.heal();
             let end = now_us();
+            if target == "none" {
+                eprintln!("lab: {kind}: no client held within 5 s; not counted");
+                continue;
+            }
             let line = format!("F {start} {end} {kind} {target}\n");
             std::fs::OpenOptions::new()
                 .append(true)
@@ -127,14 +134,14 @@ impl Nemesis<'_> {
     /// Makes the next CMD hold long and returns its client once it is
     /// holding (in its sleep between the two writes); later CMDs hold
     /// short again.
-    fn holder(&self) -> Option<usize> {
-        std::fs::write(self.hold, LONG_HOLD).unwrap();
+    fn holder(&self, long: &str) -> Option<usize> {
+        std::fs::write(self.hold, long).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let found = loop {
             let sleeping = (0..self.clients_n).find(|c| {
                 self.net.pids(&format!("c{}", c + 1)).iter().any(|p| {
                     std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                        .is_ok_and(|c| c == format!("sleep\0{LONG_HOLD}\0"))
+                        .is_ok_and(|c| c == format!("sleep\0{long}\0"))
                 })
             });
             if sleeping.is_some() || Instant::now() > deadline {
@@ -209,7 +216,7 @@ impl Nemesis<'_> {
             // The holder's distlock stops while its CMD runs on past the
             // lease (longer than the TTL): fencing's case.
             "pause-distlock" => {
-                let Some(c) = self.holder() else {
+                let Some(c) = self.holder(LONG_HOLD) else {
                     return "none".into();
                 };
                 let pid: Vec<i32> = self.clients.pid(c).into_iter().collect();
@@ -218,15 +225,24 @@ impl Nemesis<'_> {
                 signal(&pid, Signal::SIGCONT);
                 format!("c{}", c + 1)
             }
-            // The holder's whole host stops: distlock, its guardian, CMD.
+            // The holder's whole host stops (distlock, its guardian, CMD)
+            // past its lease; on resume CMD runs a second before distlock
+            // and its guardian (`dl-guard`) do, as a host's processes resume in any order: CMD's next
+            // write carries a stale token, and only fencing refuses it.
             "pause-client" => {
-                let Some(c) = self.holder() else {
+                let Some(c) = self.holder(MID_HOLD) else {
                     return "none".into();
                 };
                 let pids = net.pids(&format!("c{}", c + 1));
                 signal(&pids, Signal::SIGSTOP);
                 std::thread::sleep(hold);
-                signal(&pids, Signal::SIGCONT);
+                let (ours, cmd): (Vec<i32>, Vec<i32>) = pids.iter().partition(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| ["distlock", "dl-guard"].contains(&c.trim()))
+                });
+                signal(&cmd, Signal::SIGCONT);
+                std::thread::sleep(Duration::from_secs(1));
+                signal(&ours, Signal::SIGCONT);
                 format!("c{}", c + 1)
             }
             "loss" => {
