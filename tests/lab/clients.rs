@@ -53,6 +53,8 @@ pub struct Clients {
 pub struct Setup {
     pub distlock: PathBuf,
     pub url: String,
+    /// The store's own options (`--min-replicas 1` for Sentinel).
+    pub options: Vec<String>,
     pub history: PathBuf,
     pub db: PathBuf,
     /// The file CMD reads its hold time from (seconds).
@@ -128,9 +130,9 @@ fn client(i: usize, host: &str, ns: &str, s: &Setup, stop: &AtomicBool, pids: &M
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", ns])
             .arg(&s.distlock)
-            .args([
-                "--url", &s.url, "-q", "run", "--wait", "30s", "--ttl", "2s", "lab",
-            ])
+            .args(["--url", &s.url])
+            .args(&s.options)
+            .args(["-q", "run", "--wait", "30s", "--ttl", "2s", "lab"])
             .args(["--", "bash", "-c", CMD])
             .env("LAB_RUN", &run)
             .env("LAB_HISTORY", &s.history)

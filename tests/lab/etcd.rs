@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cluster::{Cluster, MEMBERS};
 use crate::net::Net;
-
-pub const MEMBERS: [&str; 3] = ["m1", "m2", "m3"];
 
 pub struct Etcd {
     dir: PathBuf,
@@ -45,60 +44,12 @@ impl Etcd {
         etcd
     }
 
-    /// `etcd://10.77.0.11:2379,…`.
-    pub fn url(&self, net: &Net) -> String {
-        format!("etcd://{}", self.endpoints(net))
-    }
-
     fn endpoints(&self, net: &Net) -> String {
         MEMBERS
             .iter()
             .map(|m| format!("{}:2379", net.addr(m)))
             .collect::<Vec<_>>()
             .join(",")
-    }
-
-    pub fn pid(&self, i: usize) -> Option<i32> {
-        self.children[i].as_ref().map(|c| c.id() as i32)
-    }
-
-    /// SIGKILLs member `i` and reaps it.
-    pub fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.children[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Starts member `i` again on its data dir.
-    pub fn restart(&mut self, net: &Net, i: usize) {
-        if self.children[i].is_none() {
-            self.spawn(net, i);
-        }
-    }
-
-    /// The leader's index, as the members a client in `c1` reaches see it.
-    pub fn leader(&self, net: &Net) -> Option<usize> {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &net.ns("c1"), "etcdctl"])
-            .arg(format!("--endpoints={}", self.endpoints(net)))
-            .args(["--dial-timeout=1s", "--command-timeout=2s"])
-            .args(["endpoint", "status", "-w", "json"])
-            .env("ETCDCTL_API", "3")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        let rows = v.as_array()?;
-        let leader = rows.first()?["Status"]["leader"].as_u64()?;
-        let row = rows
-            .iter()
-            .find(|r| r["Status"]["header"]["member_id"].as_u64() == Some(leader))?;
-        let endpoint = row["Endpoint"].as_str()?;
-        MEMBERS
-            .iter()
-            .position(|m| endpoint.starts_with(&net.addr(m)))
     }
 
     fn logs(&self) -> String {
@@ -146,6 +97,58 @@ impl Etcd {
             });
         }
         self.children[i] = Some(cmd.spawn().expect("cannot start etcd in its namespace"));
+    }
+}
+
+impl Cluster for Etcd {
+    /// `etcd://10.77.0.11:2379,…`.
+    fn url(&self, net: &Net) -> String {
+        format!("etcd://{}", self.endpoints(net))
+    }
+
+    fn pid(&self, i: usize) -> Option<i32> {
+        self.children[i].as_ref().map(|c| c.id() as i32)
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.children[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn restart(&mut self, net: &Net, i: usize) {
+        if self.children[i].is_none() {
+            self.spawn(net, i);
+        }
+    }
+
+    /// The leader's index, as the members a client in `c1` reaches see it.
+    fn leader(&self, net: &Net) -> Option<usize> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &net.ns("c1"), "etcdctl"])
+            .arg(format!("--endpoints={}", self.endpoints(net)))
+            .args(["--dial-timeout=1s", "--command-timeout=2s"])
+            .args(["endpoint", "status", "-w", "json"])
+            .env("ETCDCTL_API", "3")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let rows = v.as_array()?;
+        let leader = rows.first()?["Status"]["leader"].as_u64()?;
+        let row = rows
+            .iter()
+            .find(|r| r["Status"]["header"]["member_id"].as_u64() == Some(leader))?;
+        let endpoint = row["Endpoint"].as_str()?;
+        MEMBERS
+            .iter()
+            .position(|m| endpoint.starts_with(&net.addr(m)))
+    }
+
+    fn options(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 

@@ -1,27 +1,32 @@
-//! The nemesis lab (issue 41): a three-member etcd cluster and three
-//! client hosts, each in its own network namespace, clients contending
-//! for one lock through `distlock run` while a seeded nemesis partitions,
-//! kills and pauses; then a checker reads the whole history. Needs root
-//! (network namespaces); elsewhere it says why in one line and passes.
+//! The nemesis lab (issue 41): three server members (etcd; or Redis with
+//! a sentinel beside each data node) and three client hosts, each in its
+//! own network namespace, clients contending for one lock through
+//! `distlock run` while a seeded nemesis partitions, kills and pauses;
+//! then a checker reads the whole history. Needs root (network
+//! namespaces); elsewhere it says why in one line and passes.
 //!
-//! `cargo test --test lab` is the short run (about 35 s). The long run is
-//! `scripts/lab.sh --minutes 30 --seed S`, the same test with
-//! DISTLOCK_LAB_SECONDS and DISTLOCK_LAB_SEED.
+//! `cargo test --test lab` is the short run (both stores side by side,
+//! about 45 s). The long run is `scripts/lab.sh --minutes 30 --seed S`,
+//! the same tests with DISTLOCK_LAB_SECONDS and DISTLOCK_LAB_SEED.
 
 mod checker;
 mod clients;
+mod cluster;
 mod etcd;
 mod nemesis;
 mod net;
+mod redis;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use checker::now_us;
 use clients::{Clients, Setup};
+use cluster::Cluster;
 use etcd::Etcd;
 use net::{sh, Net};
+use redis::Sentinels;
 
 const CLIENTS: usize = 3;
 
@@ -53,6 +58,17 @@ fn commits(db: &Path) -> Vec<(u64, String)> {
 
 #[test]
 fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
+    lab("etcd", |net, dir| Box::new(Etcd::start(net, dir)));
+}
+
+#[test]
+fn sentinel_with_min_replicas_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
+    lab("redis", |net, dir| Box::new(Sentinels::start(net, dir)));
+}
+
+/// One run: the network, the store's cluster, the clients, the nemesis
+/// for DISTLOCK_LAB_SECONDS, then the checker's verdicts, asserted.
+fn lab(store: &str, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) {
     // .ci/run sets DISTLOCK_LAB=require (as root): there a skip is a failure.
     let required = std::env::var("DISTLOCK_LAB").is_ok_and(|v| v == "require");
     if let Some(why) = Net::unavailable() {
@@ -62,16 +78,16 @@ fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
     }
     let seconds = env_u64("DISTLOCK_LAB_SECONDS").unwrap_or(40);
     let seed = env_u64("DISTLOCK_LAB_SEED").unwrap_or(now_us() % 1_000_000);
-    eprintln!("lab: seed {seed}, {seconds} s (replay: DISTLOCK_LAB_SEED={seed})");
+    eprintln!("lab {store}: seed {seed}, {seconds} s (replay: DISTLOCK_LAB_SEED={seed})");
     let dir = tempfile::tempdir().unwrap();
-    let mut nodes: Vec<(String, u8)> = etcd::MEMBERS
+    let mut nodes: Vec<(String, u8)> = cluster::MEMBERS
         .iter()
         .enumerate()
         .map(|(i, m)| (m.to_string(), 11 + i as u8))
         .collect();
     nodes.extend((1..=CLIENTS).map(|c| (format!("c{c}"), 20 + c as u8)));
     let refs: Vec<(&str, u8)> = nodes.iter().map(|(n, o)| (n.as_str(), *o)).collect();
-    let net = match Net::build(&refs) {
+    let net = match Net::build(store, &refs) {
         Ok(net) => net,
         Err(e) => {
             assert!(!required, "lab required but cannot build its network: {e}");
@@ -80,9 +96,9 @@ fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
         }
     };
     let names = net.names();
-    std::fs::create_dir(dir.path().join("etcd")).unwrap();
-    let mut etcd = Etcd::start(&net, dir.path().join("etcd"));
-    let etcd_pids: Vec<i32> = (0..3).filter_map(|i| etcd.pid(i)).collect();
+    std::fs::create_dir(dir.path().join(store)).unwrap();
+    let mut cluster = start(&net, dir.path().join(store));
+    let server_pids: Vec<i32> = (0..3).filter_map(|i| cluster.pid(i)).collect();
     let db = dir.path().join("fence.db");
     sh("sqlite3", &[db.to_str().unwrap(), clients::SCHEMA]).unwrap();
     let history = dir.path().join("history");
@@ -91,7 +107,8 @@ fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
     std::fs::write(&hold, nemesis::SHORT_HOLD).unwrap();
     let setup = Arc::new(Setup {
         distlock: env!("CARGO_BIN_EXE_distlock").into(),
-        url: etcd.url(&net),
+        url: cluster.url(&net),
+        options: cluster.options(),
         history: history.clone(),
         db: db.clone(),
         hold: hold.clone(),
@@ -104,7 +121,7 @@ fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
     let t0 = now_us();
     let report = nemesis::Nemesis {
         net: &net,
-        etcd: &mut etcd,
+        cluster: cluster.as_mut(),
         clients: &clients,
         clients_n: CLIENTS,
         history: &history,
@@ -120,12 +137,12 @@ fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
         t1,
     );
     eprintln!(
-        "lab: seed {seed}, {:.1} s, {} failovers\n{}",
+        "lab {store}: seed {seed}, {:.1} s, {} failovers\n{}",
         (t1 - t0) as f64 / 1e6,
         report.failovers,
         verdict.table
     );
-    drop(etcd);
+    drop(cluster);
     drop(net);
     let violations = verdict.violations();
     // DISTLOCK_LAB_KEEP=1 keeps the history, the store and the logs.
@@ -137,11 +154,11 @@ fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
         !names.iter().any(|n| left.contains(n.as_str())),
         "namespaces left behind: {left}"
     );
-    let alive: Vec<_> = etcd_pids
+    let alive: Vec<_> = server_pids
         .iter()
         .filter(|p| Path::new(&format!("/proc/{p}")).exists())
         .collect();
-    assert!(alive.is_empty(), "etcd processes left behind: {alive:?}");
+    assert!(alive.is_empty(), "servers left behind: {alive:?}");
     assert!(violations.is_empty(), "seed {seed}: {violations:?}");
     assert!(
         verdict.exit_124 + verdict.writes_refused_paused + report.failovers > 0,

@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 
 use crate::checker::now_us;
 use crate::clients::Clients;
-use crate::etcd::{Etcd, MEMBERS};
+use crate::cluster::{Cluster, MEMBERS};
 use crate::net::Net;
 
 /// xorshift64*: enough for a replayable schedule, no crate needed.
@@ -59,7 +59,7 @@ const LONG_HOLD: &str = "3";
 /// after it resumes.
 const MID_HOLD: &str = "0.5";
 
-/// What the nemesis saw: leader changes between faults.
+/// What the nemesis saw: leader (master) changes between faults.
 #[derive(Default)]
 pub struct Report {
     pub failovers: usize,
@@ -67,7 +67,7 @@ pub struct Report {
 
 pub struct Nemesis<'a> {
     pub net: &'a Net,
-    pub etcd: &'a mut Etcd,
+    pub cluster: &'a mut dyn Cluster,
     pub clients: &'a Clients,
     pub clients_n: usize,
     pub history: &'a Path,
@@ -86,7 +86,7 @@ impl Nemesis<'_> {
         let mut rng = Rng::new(seed);
         let t0 = now_us();
         let mut report = Report::default();
-        let mut leader = self.etcd.leader(self.net);
+        let mut leader = self.cluster.leader(self.net);
         let mut order: Vec<&str> = Vec::new();
         // Let the clients settle into their loop before the first fault.
         std::thread::sleep(rng.millis(500, 1000));
@@ -98,7 +98,7 @@ impl Nemesis<'_> {
                 }
             }
             let kind = order.pop().unwrap();
-            let now = self.etcd.leader(self.net);
+            let now = self.cluster.leader(self.net);
             if now.is_some() && leader.is_some() && now != leader {
                 report.failovers += 1;
             }
@@ -201,13 +201,13 @@ impl Nemesis<'_> {
                 MEMBERS[m].to_string()
             }
             "kill-member" => {
-                self.etcd.kill(member);
+                self.cluster.kill(member);
                 std::thread::sleep(hold);
-                self.etcd.restart(net, member);
+                self.cluster.restart(net, member);
                 MEMBERS[member].to_string()
             }
             "pause-member" => {
-                let pid: Vec<i32> = self.etcd.pid(member).into_iter().collect();
+                let pid: Vec<i32> = self.cluster.pid(member).into_iter().collect();
                 signal(&pid, Signal::SIGSTOP);
                 std::thread::sleep(hold);
                 signal(&pid, Signal::SIGCONT);

@@ -43,7 +43,16 @@ impl Net {
         if unsafe { libc::geteuid() } != 0 {
             return Some("not root: network namespaces need CAP_SYS_ADMIN".into());
         }
-        for p in ["ip", "nft", "etcd", "etcdctl", "sqlite3", "bash"] {
+        for p in [
+            "ip",
+            "nft",
+            "etcd",
+            "etcdctl",
+            "redis-server",
+            "redis-cli",
+            "sqlite3",
+            "bash",
+        ] {
             let found = Command::new("sh")
                 .args(["-c", "command -v \"$0\" >/dev/null", p])
                 .status()
@@ -57,8 +66,8 @@ impl Net {
 
     /// The switch namespace and one namespace per `(name, octet)`, joined
     /// to the bridge, each with an empty `inet lab` nftables table.
-    pub fn build(nodes: &[(&str, u8)]) -> Result<Net, String> {
-        let prefix = format!("dlab{}-", std::process::id());
+    pub fn build(store: &str, nodes: &[(&str, u8)]) -> Result<Net, String> {
+        let prefix = format!("dlab{}{store}-", std::process::id());
         let mut net = Net {
             prefix,
             nodes: nodes.iter().map(|(n, o)| (n.to_string(), *o)).collect(),
