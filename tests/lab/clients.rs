@@ -163,5 +163,11 @@ fn client(i: usize, host: &str, ns: &str, s: &Setup, stop: &AtomicBool, pids: &M
             .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
         let line = format!("R {start} {} {run} {rc}\n", now_us());
         log(&s.history).write_all(line.as_bytes()).unwrap();
+        // A store that fails at once (a master Sentinel names but that is
+        // a replica for a moment) would turn the loop into a busy one, as
+        // it would a cron job's retry loop: pause as such a loop does.
+        if rc == 125 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
 }
