@@ -58,17 +58,23 @@ fn commits(db: &Path) -> Vec<(u64, String)> {
 
 #[test]
 fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
-    lab("etcd", |net, dir| Box::new(Etcd::start(net, dir)));
+    lab("etcd", true, |net, dir| Box::new(Etcd::start(net, dir)));
 }
 
 #[test]
-fn sentinel_with_min_replicas_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
-    lab("redis", |net, dir| Box::new(Sentinels::start(net, dir)));
+fn sentinel_with_min_replicas_refuses_every_stale_write_under_the_nemesis() {
+    // Not exclusive: a lease that one replica acknowledged is lost when
+    // Sentinel promotes the other one, as it did in the long run with
+    // seed 7 (docs/guarantees.md, "How we test it"); fencing must hold.
+    lab("redis", false, |net, dir| {
+        Box::new(Sentinels::start(net, dir))
+    });
 }
 
 /// One run: the network, the store's cluster, the clients, the nemesis
-/// for DISTLOCK_LAB_SECONDS, then the checker's verdicts, asserted.
-fn lab(store: &str, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) {
+/// for DISTLOCK_LAB_SECONDS, then the checker's verdicts, asserted
+/// (overlaps only where the store is `exclusive`).
+fn lab(store: &str, exclusive: bool, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) {
     // .ci/run sets DISTLOCK_LAB=require (as root): there a skip is a failure.
     let required = std::env::var("DISTLOCK_LAB").is_ok_and(|v| v == "require");
     if let Some(why) = Net::unavailable() {
@@ -98,7 +104,6 @@ fn lab(store: &str, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) {
     let names = net.names();
     std::fs::create_dir(dir.path().join(store)).unwrap();
     let mut cluster = start(&net, dir.path().join(store));
-    let server_pids: Vec<i32> = (0..3).filter_map(|i| cluster.pid(i)).collect();
     let db = dir.path().join("fence.db");
     sh("sqlite3", &[db.to_str().unwrap(), clients::SCHEMA]).unwrap();
     let history = dir.path().join("history");
@@ -142,9 +147,10 @@ fn lab(store: &str, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) {
         report.failovers,
         verdict.table
     );
+    let inside: Vec<i32> = nodes.iter().flat_map(|(n, _)| net.pids(n)).collect();
     drop(cluster);
     drop(net);
-    let violations = verdict.violations();
+    let violations = verdict.violations(exclusive);
     // DISTLOCK_LAB_KEEP=1 keeps the history, the store and the logs.
     if !violations.is_empty() || std::env::var_os("DISTLOCK_LAB_KEEP").is_some() {
         eprintln!("lab: history kept in {}", dir.keep().display());
@@ -154,11 +160,22 @@ fn lab(store: &str, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) {
         !names.iter().any(|n| left.contains(n.as_str())),
         "namespaces left behind: {left}"
     );
-    let alive: Vec<_> = server_pids
-        .iter()
-        .filter(|p| Path::new(&format!("/proc/{p}")).exists())
-        .collect();
-    assert!(alive.is_empty(), "servers left behind: {alive:?}");
+    // Killed, they may linger a moment as zombies until init reaps them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let alive = loop {
+        let alive: Vec<_> = inside
+            .iter()
+            .filter(|p| Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        if alive.is_empty() || Instant::now() > deadline {
+            break alive;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        alive.is_empty(),
+        "processes of the lab left behind: {alive:?}"
+    );
     assert!(violations.is_empty(), "seed {seed}: {violations:?}");
     assert!(
         verdict.exit_124 + verdict.writes_refused_paused + report.failovers > 0,
