@@ -33,6 +33,8 @@ flock           util-linux         cargo bench compares with flock(1)
 chrt            util-linux         cargo bench's scale rounds
 dpkg            dpkg               tests/it/package.rs installs the .deb
 dpkg-deb        dpkg               tests/it/package.rs reads the .deb
+ip              iproute2           tests/lab: network namespaces, veth, bridge
+nft             nftables           tests/lab: partitions and packet loss
 EOF
 )
 # Files, not programs, that a test reads: path, package.
