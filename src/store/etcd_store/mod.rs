@@ -38,8 +38,8 @@ use etcd_client::{
 
 use super::call::Call;
 use super::{
-    Acquire, DoneMark, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result,
-    RunRecord, SlotsInfo, StoreError, Watched,
+    Acquire, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result, RunRecord,
+    SlotsInfo, StoreError, Watched,
 };
 
 pub use queue::Subscription;
@@ -500,14 +500,6 @@ impl Store {
         }
     }
 
-    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
-        self.write_records(keys, record)
-    }
-
-    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
-        self.delete_done(keys)
-    }
-
     /// Deletes the key whoever holds it and revokes its lease; the holder
     /// evicted, if any. The fence key is left as it is.
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
@@ -576,10 +568,6 @@ impl Store {
                 Err(e) => Err(e),
             })
             .collect()
-    }
-
-    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<super::History> {
-        self.read_history(keys, n)
     }
 
     /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores

@@ -550,7 +550,7 @@ impl Store {
 
     /// The last-run and history records on their own, in one transaction,
     /// for a lost lease: no release to carry them.
-    pub(super) fn write_records(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
+    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
         if record.last.is_none() && record.history.is_none() {
             return Ok(());
         }
@@ -566,7 +566,7 @@ impl Store {
     /// `release --forget-done`: deletes the mark only, and its lease; the
     /// mark that was there (one distlock cannot read is deleted all the
     /// same, and shown as unreadable).
-    pub(super) fn delete_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
         let done = keys.done.clone();
         let prev = self.call("forgetting the done mark", |mut c| async move {
             let resp = c
@@ -628,7 +628,7 @@ impl Store {
     /// under the history prefix that is not a distlock record (another
     /// client wrote it) is counted and skipped, as on Redis: one stray key
     /// must not hide every run from the operator.
-    pub(super) fn read_history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
         if n == 0 {
             return Ok(History::default());
         }
