@@ -114,7 +114,7 @@ impl Store {
         })?;
         let by_url = answers.split_off(listed.len());
         let by_url = by_url.into_iter().map(|a| a.map(|(_, id)| id));
-        let clusters = self.target.hosts().map(str::to_owned).zip(by_url).collect();
+        let clusters = self.target.addrs.iter().cloned().zip(by_url).collect();
         let members = listed
             .into_iter()
             .zip(answers)

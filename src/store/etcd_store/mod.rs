@@ -349,7 +349,7 @@ impl Store {
             Err((None, _)) if done_moved => self.acquire(keys, owner, ttl_ms, mode, meta),
             Err((holder, ttl)) => {
                 let busy = Acquire::Busy {
-                    holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                    holder: holder.map(|h| text(&keys.lock, h)).transpose()?,
                     ttl,
                     ahead: None,
                     watched: Watched::default(),
@@ -372,18 +372,13 @@ impl Store {
         }
     }
 
-    /// A value of ours as text; one that is not UTF-8 is someone else's.
-    fn text(&self, _keys: &LockKeys, key: &str, v: Vec<u8>) -> Result<String> {
-        String::from_utf8(v).map_err(|_| record::unreadable(key.as_bytes(), "an owner id"))
-    }
-
     /// The holder a read of the lock key found, as text. None may be a
     /// name that became a semaphore, which is refused as on Redis.
     fn holder(&mut self, keys: &LockKeys, h: Option<Vec<u8>>) -> Result<Option<String>> {
         if h.is_none() {
             self.refuse_semaphore(keys)?;
         }
-        h.map(|h| self.text(keys, &keys.lock, h)).transpose()
+        h.map(|h| text(&keys.lock, h)).transpose()
     }
 
     /// Renews our lease: the key must still hold our owner (deleted or
@@ -592,16 +587,10 @@ impl Store {
                 Ok((keys, got.more()))
             })?;
             for k in keys.iter().filter_map(|k| std::str::from_utf8(k).ok()) {
-                if let Some(name) = lock_name(prefix, k) {
-                    found.push(Found {
-                        name,
-                        semaphore: false,
-                    });
-                } else if let Some(name) = semaphore::slot_name(prefix, k) {
-                    found.push(Found {
-                        name,
-                        semaphore: true,
-                    });
+                let lock = lock_name(prefix, k).map(|name| (name, false));
+                let hit = lock.or_else(|| semaphore::slot_name(prefix, k).map(|name| (name, true)));
+                if let Some((name, semaphore)) = hit {
+                    found.push(Found { name, semaphore });
                 }
             }
             match keys.last() {
@@ -698,6 +687,11 @@ fn list_resume(key: &[u8], at: usize) -> Vec<u8> {
         }
     }
     [key, &[0]].concat()
+}
+
+/// A value of ours as text; one that is not UTF-8 is someone else's.
+fn text(key: &str, v: Vec<u8>) -> Result<String> {
+    String::from_utf8(v).map_err(|_| record::unreadable(key.as_bytes(), "an owner id"))
 }
 
 /// Whether `meta` is a `run`'s: its lease also carries the run marker.

@@ -50,7 +50,7 @@ use etcd_client::{
 use tokio::sync::mpsc;
 
 use super::semaphore::Ec;
-use super::{lease_secs, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
+use super::{lease_secs, text, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
 use crate::store::{Notice, Waiter, Waiters};
 
 /// What this process knows of its place in a queue.
@@ -311,7 +311,7 @@ impl Store {
                 self.watch(watch);
                 let ahead = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k));
                 Ok(Acquire::Busy {
-                    holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                    holder: holder.map(|h| text(&keys.lock, h)).transpose()?,
                     ttl: None,
                     ahead,
                     watched: super::record::holder_watched(meta.as_deref(), place),

@@ -27,8 +27,8 @@ use etcd_client::{
 };
 
 use super::{
-    lease_left, Acquire, AtZero, Kept, LockKeys, Release, Result, RunRecord, SlotsInfo, StoreError,
-    Watched,
+    lease_left, text, Acquire, AtZero, Kept, LockKeys, Release, Result, RunRecord, SlotsInfo,
+    StoreError, Watched,
 };
 
 /// What a call to etcd gives back.
@@ -176,8 +176,12 @@ impl super::Store {
             let opts = GetOptions::new().with_prefix().with_keys_only();
             Ok(c.get(prefix, Some(opts)).await?.kvs().to_vec())
         })?;
-        let plain = false;
-        match (Seen { slots, plain }).limit(&all) {
+        match (Seen {
+            slots,
+            plain: false,
+        })
+        .limit(&all)
+        {
             Some(n) => Err(Self::limit_mismatch(keys, n)),
             None => Ok(()),
         }
@@ -354,7 +358,7 @@ impl super::Store {
         })??;
         let owners = evicted
             .into_iter()
-            .map(|o| self.text(keys, &keys.slots, o))
+            .map(|o| text(&keys.slots, o))
             .collect::<Result<Vec<_>>>()?;
         Ok((!owners.is_empty()).then(|| owners.join(", ")))
     }
@@ -383,13 +387,7 @@ impl super::Store {
         }
         let mut out = holders
             .into_iter()
-            .map(|(owner, left, rev)| {
-                Ok((
-                    self.text(keys, &keys.slots, owner)?,
-                    left,
-                    self.token(keys, rev)?,
-                ))
-            })
+            .map(|(owner, left, rev)| Ok((text(&keys.slots, owner)?, left, self.token(keys, rev)?)))
             .collect::<Result<Vec<_>>>()?;
         out.sort_by_key(|h| h.1);
         Ok(SlotsInfo {

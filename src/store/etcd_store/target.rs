@@ -22,7 +22,7 @@ pub struct Target {
     /// The URL with any password replaced by `***`, for messages.
     pub display: String,
     /// `host:port`, one per member named.
-    addrs: Vec<String>,
+    pub(super) addrs: Vec<String>,
     /// User and password for etcd's authentication.
     user: Option<(String, String)>,
     /// etcds://: the CA to trust (None: the system's roots are not loaded
@@ -240,11 +240,6 @@ impl Target {
     pub(super) fn endpoints(&self) -> impl Iterator<Item = String> + '_ {
         let http = if self.tls.is_some() { "https" } else { "http" };
         self.addrs.iter().map(move |a| format!("{http}://{a}"))
-    }
-
-    /// The URL's endpoints, as `host:port`.
-    pub(super) fn hosts(&self) -> impl Iterator<Item = &str> {
-        self.addrs.iter().map(String::as_str)
     }
 
     /// The error that refuses a URL whose members `a` and `b` are in
