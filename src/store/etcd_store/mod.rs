@@ -310,10 +310,7 @@ impl Store {
             let mark_rev = kv_at(&replies, 1).map_or(0, |kv| kv.mod_revision());
             let done_moved = done_rev.is_some_and(|r| r != mark_rev);
             // Not taken: our new leases are of no use.
-            let _ = c.lease_revoke(lease).await;
-            if let Some(h) = hold {
-                let _ = c.lease_revoke(h).await;
-            }
+            revoke_leases(&mut c, [lease].into_iter().chain(hold)).await;
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
                 return Ok((Err((None, None)), done_moved, None));
@@ -507,11 +504,7 @@ impl Store {
                 Txn::new().and_then([TxnOp::get(key.clone(), None), TxnOp::delete(key, None)]);
             let resp = c.txn(txn).await?;
             let kv = kv_at(&op_responses(&resp)?, 0);
-            if let Some(kv) = &kv {
-                if kv.lease() != 0 {
-                    let _ = c.lease_revoke(kv.lease()).await;
-                }
-            }
+            revoke_leases(&mut c, kv.as_ref().map(KeyValue::lease)).await;
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
         self.holder(keys, holder)
@@ -635,6 +628,14 @@ enum AtZero {
 fn time_left(ttl: i64, zero: AtZero) -> Option<Duration> {
     let alive = ttl > 0 || ttl == 0 && matches!(zero, AtZero::Shown);
     alive.then(|| Duration::from_secs(ttl as u64))
+}
+
+/// Revokes each of `ids` but 0 (no lease), best effort: what the caller
+/// did stands whatever the revocations say.
+async fn revoke_leases(c: &mut Client, ids: impl IntoIterator<Item = i64>) {
+    for id in ids.into_iter().filter(|&id| id != 0) {
+        let _ = c.lease_revoke(id).await;
+    }
 }
 
 /// The leases granted during one call, with the client that granted each.

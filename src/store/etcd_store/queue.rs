@@ -250,9 +250,7 @@ impl Store {
                     let rev = resp.header().map_or(0, |h| h.revision());
                     return Ok(Fair::Taken(rev));
                 }
-                if let Some(h) = hold {
-                    let _ = c.lease_revoke(h).await;
-                }
+                super::revoke_leases(&mut c, hold).await;
                 // Taken by someone else (look again), or our key is gone
                 // (deleted by hand or by `release --force`).
                 let ours = c.get(mine.clone(), None).await?;
@@ -376,9 +374,7 @@ impl Store {
             let mut leases: Vec<i64> = kvs.iter().map(KeyValue::lease).collect();
             leases.retain(|&l| l != 0);
             leases.dedup();
-            for l in leases {
-                let _ = c.lease_revoke(l).await;
-            }
+            super::revoke_leases(&mut c, leases).await;
             Ok(kvs
                 .iter()
                 .map(|kv| {

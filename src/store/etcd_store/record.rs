@@ -368,9 +368,7 @@ impl Settle {
         } else {
             self.granted
         };
-        for id in revoke {
-            let _ = c.lease_revoke(id).await;
-        }
+        super::revoke_leases(c, revoke).await;
         match self.trim {
             Some((prefix, keep)) if written => trim(c, prefix, keep).await,
             _ => Ok(()),
@@ -572,9 +570,7 @@ impl Store {
                 .delete(done, Some(DeleteOptions::new().with_prev_key()))
                 .await?;
             let kv = resp.prev_kvs().first().cloned();
-            if let Some(l) = kv.as_ref().map(KeyValue::lease).filter(|&l| l != 0) {
-                let _ = c.lease_revoke(l).await;
-            }
+            super::revoke_leases(&mut c, kv.as_ref().map(KeyValue::lease)).await;
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
         let blank = || done_mark(u64::MAX, String::new(), 0, None);

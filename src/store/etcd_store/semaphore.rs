@@ -347,18 +347,12 @@ impl super::Store {
             }
             let opts = DeleteOptions::new().with_prefix().with_prev_key();
             let gone = c.delete(s.ours.clone(), Some(opts)).await?;
-            let mut owners = Vec::new();
-            for kv in gone.prev_kvs() {
-                if kv.lease() != 0 {
-                    let _ = c.lease_revoke(kv.lease()).await;
-                }
-                owners.push(kv.value().to_vec());
-            }
-            Ok(Ok(owners))
+            super::revoke_leases(&mut c, gone.prev_kvs().iter().map(KeyValue::lease)).await;
+            Ok(Ok(gone.prev_kvs().to_vec()))
         })??;
         let owners = evicted
             .into_iter()
-            .map(|o| text(&keys.slots, o))
+            .map(|kv| text(&keys.slots, kv.value().to_vec()))
             .collect::<Result<Vec<_>>>()?;
         Ok((!owners.is_empty()).then(|| owners.join(", ")))
     }
@@ -401,9 +395,7 @@ impl super::Store {
 
 /// Revokes a lease granted for a slot that was not taken, then answers.
 async fn finish<T>(c: &mut Client, lease: Option<i64>, out: T) -> Ec<T> {
-    if let Some(id) = lease {
-        let _ = c.lease_revoke(id).await;
-    }
+    super::revoke_leases(c, lease).await;
     Ok(out)
 }
 
