@@ -318,11 +318,10 @@ impl Store {
             if kv.value() == me.as_bytes() {
                 // A retry after a lost reply (or another call with our
                 // owner id): ours already, same token, if its lease lasts.
+                let ours = Ok((kv.create_revision(), None));
                 return Ok(match keep_alive_for(&mut c, kv.lease(), ttl).await? {
-                    Kept::Yes => (Ok((kv.create_revision(), None)), false, None),
-                    Kept::Short(granted) => {
-                        (Ok((kv.create_revision(), None)), false, Some(granted))
-                    }
+                    Kept::Yes => (ours, false, None),
+                    Kept::Short(granted) => (ours, false, Some(granted)),
                     Kept::Gone => (Err((None, None)), false, None),
                 });
             }
