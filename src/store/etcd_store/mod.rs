@@ -44,7 +44,7 @@ use super::{
 
 pub use queue::Subscription;
 use replies::op_responses;
-use semaphore::Ec;
+use semaphore::{absent, Ec};
 pub use target::Target;
 
 /// A lazily connected etcd client with a timeout on every call.
@@ -282,10 +282,7 @@ impl Store {
         };
         let done = keys.done.clone();
         let taking = Taking::new(keys, owner, meta);
-        let mut when = vec![
-            Compare::create_revision(keys.lock.clone(), CompareOp::Equal, 0),
-            semaphore::no_slots(keys),
-        ];
+        let mut when = vec![absent(keys.lock.clone()), semaphore::no_slots(keys)];
         // A single attempt yields to the queue; `any` ignores it.
         if mode == Mode::Once {
             when.push(Self::nobody_waits(keys));
@@ -464,15 +461,11 @@ impl Store {
         let found = self.call("release", |mut c| async move {
             let mut when = vec![Compare::value(key.clone(), CompareOp::Equal, me)];
             if unless_run {
-                when.push(Compare::create_revision(marker, CompareOp::Equal, 0));
+                when.push(absent(marker));
             }
-            let txn = Txn::new()
-                .when(when)
-                .and_then([
-                    TxnOp::get(key.clone(), None),
-                    TxnOp::delete(key.clone(), None),
-                ])
-                .or_else([TxnOp::get(key, None)]);
+            let get = || TxnOp::get(key.clone(), None);
+            let ops = [get(), TxnOp::delete(key.clone(), None)];
+            let txn = Txn::new().when(when).and_then(ops).or_else([get()]);
             let resp = c.txn(txn).await?;
             let kv = kv_at(&op_responses(&resp)?, 0);
             if resp.succeeded() {

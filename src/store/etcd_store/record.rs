@@ -423,9 +423,8 @@ async fn last_lease(c: &mut Client, last: &str) -> Ec<Option<i64>> {
 async fn trim(c: &mut Client, prefix: String, keep: u32) -> Ec<()> {
     let mut end = prefix_end(&prefix);
     if keep > 0 {
-        let got = c
-            .get(prefix.clone(), Some(newest(keep).with_keys_only()))
-            .await?;
+        let kept = newest(keep).with_keys_only();
+        let got = c.get(prefix.clone(), Some(kept)).await?;
         match got.kvs().last() {
             Some(oldest_kept) if got.count() > i64::from(keep) => end = oldest_kept.key().to_vec(),
             _ => return Ok(()),
@@ -566,9 +565,8 @@ impl Store {
     pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
         let done = keys.done.clone();
         let prev = self.call("forgetting the done mark", |mut c| async move {
-            let resp = c
-                .delete(done, Some(DeleteOptions::new().with_prev_key()))
-                .await?;
+            let with_prev = DeleteOptions::new().with_prev_key();
+            let resp = c.delete(done, Some(with_prev)).await?;
             let kv = resp.prev_kvs().first().cloned();
             super::revoke_leases(&mut c, kv.as_ref().map(KeyValue::lease)).await;
             Ok(kv.map(|kv| kv.value().to_vec()))

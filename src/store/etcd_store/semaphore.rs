@@ -136,9 +136,8 @@ impl Seen {
 impl super::Store {
     /// The slots and the plain key, at one revision.
     async fn seen(c: &mut Client, keys: &LockKeys, s: &Slots) -> Ec<Seen> {
-        let got = c
-            .get(s.all.as_str(), Some(GetOptions::new().with_prefix()))
-            .await?;
+        let every = GetOptions::new().with_prefix();
+        let got = c.get(s.all.as_str(), Some(every)).await?;
         let rev = got.header().map_or(0, |h| h.revision());
         let at_rev = GetOptions::new().with_revision(rev).with_count_only();
         let plain = c.get(keys.lock.as_str(), Some(at_rev)).await?.count() > 0;
@@ -370,9 +369,8 @@ impl super::Store {
                     holders.push((kv.value().to_vec(), left, kv.create_revision()));
                 }
             }
-            let f = c
-                .get(fence, Some(GetOptions::new().with_keys_only()))
-                .await?;
+            let keys_only = GetOptions::new().with_keys_only();
+            let f = c.get(fence, Some(keys_only)).await?;
             let fence_rev = f.kvs().first().map(KeyValue::mod_revision);
             Ok((seen.plain, seen.limit(&s.all), holders, fence_rev))
         })?;
