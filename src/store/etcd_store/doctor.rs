@@ -51,10 +51,7 @@ impl Store {
     /// that `checks` can show them as a danger of its own.
     pub fn ping(&mut self) -> Result<()> {
         self.target.one_cluster = false;
-        self.call(
-            "status",
-            |mut c| async move { c.status().await.map(|_| ()) },
-        )
+        self.call("status", |mut c| async move { c.status().await.map(drop) })
     }
 
     /// `doctor`'s checks of the cluster.

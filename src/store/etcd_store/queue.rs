@@ -172,9 +172,8 @@ impl Store {
             Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
             super::semaphore::no_slots(keys),
         ];
-        when.extend(
-            done_rev.map(|r| Compare::mod_revision(keys.done.clone(), CompareOp::Equal, r)),
-        );
+        let unchanged = |r| Compare::mod_revision(keys.done.clone(), CompareOp::Equal, r);
+        when.extend(done_rev.map(unchanged));
         let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
             // just granted, or kept alive now. Gone (revoked, or run out

@@ -186,14 +186,13 @@ impl Target {
     /// within that; one that is down costs at most that, once per
     /// connection.
     pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
-        if self.addrs.len() == 1 {
-            return self
-                .connect_to(&Vec::from_iter(self.endpoints()), timeout)
-                .await;
+        let endpoints = Vec::from_iter(self.endpoints());
+        if endpoints.len() == 1 {
+            return self.connect_to(&endpoints, timeout).await;
         }
         let started = tokio::time::Instant::now();
         let mut race = tokio::task::JoinSet::new();
-        for (i, endpoint) in self.endpoints().enumerate() {
+        for (i, endpoint) in endpoints.into_iter().enumerate() {
             let target = self.clone();
             race.spawn(async move {
                 let mut c = target.connect_to(&[endpoint], timeout).await?;
