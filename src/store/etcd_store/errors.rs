@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 
 use super::{Failure, StoreError};
 
+/// A kind of failure.
+pub(super) type Kind = fn(Failure) -> StoreError;
+
 /// What distlock says for a failure, and its kind.
-pub(super) type Said = (fn(Failure) -> StoreError, String);
+pub(super) type Said = (Kind, String);
 
 /// What a target is, for the words.
 pub(super) struct Seen<'a> {
@@ -50,7 +53,7 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
     if errs.len() < 2 {
         return None;
     }
-    let said = |kind: fn(Failure) -> StoreError, why: &str| Some((kind, why.to_owned()));
+    let said = |kind: Kind, why: &str| Some((kind, why.to_owned()));
     if let Some(r) = errs.iter().find_map(|x| x.downcast_ref::<rustls::Error>()) {
         if let rustls::Error::InvalidMessage(_) = r {
             return said(StoreError::Tls, NO_TLS);

@@ -201,12 +201,7 @@ impl Store {
         }));
     }
 
-    fn failure(
-        &self,
-        kind: fn(Failure) -> StoreError,
-        op: Option<&str>,
-        detail: String,
-    ) -> StoreError {
+    fn failure(&self, kind: errors::Kind, op: Option<&str>, detail: String) -> StoreError {
         kind(Failure {
             op: op.map(str::to_owned),
             server: self.target.display.clone(),
@@ -228,7 +223,7 @@ impl Store {
             E::GRpcStatus(s) => below(&s).unwrap_or_else(|| {
                 let detail = one_line(s.message());
                 let auth = detail.contains("authentication failed");
-                let kind: fn(Failure) -> StoreError = match s.code() {
+                let kind: errors::Kind = match s.code() {
                     Code::Unauthenticated => StoreError::Auth,
                     Code::PermissionDenied => |failure| StoreError::Denied {
                         failure,
@@ -803,7 +798,7 @@ fn lease_secs(ttl_ms: u64) -> Result<i64> {
 }
 
 /// A connection that failed: over TLS if its error's words say so.
-fn tls_or_unreachable(detail: &str) -> fn(Failure) -> StoreError {
+fn tls_or_unreachable(detail: &str) -> errors::Kind {
     let d = detail.to_ascii_lowercase();
     let tls = "tls|certificate|handshake|invalidcontenttype|corrupt message";
     match tls.split('|').any(|w| d.contains(w)) {
