@@ -521,14 +521,10 @@ impl Store {
             }
             let (mut ops, settle) = end.prepare(&mut c).await?;
             ops.extend(deletes.into_iter().map(|k| TxnOp::delete(k, None)));
-            let rev = kv.mod_revision();
-            let txn = Txn::new()
-                .when([Compare::mod_revision(lock.clone(), CompareOp::Equal, rev)])
-                .and_then(ops);
+            let unmoved = Compare::mod_revision(lock.clone(), CompareOp::Equal, kv.mod_revision());
+            let txn = Txn::new().when([unmoved]).and_then(ops);
             let written = c.txn(txn).await?.succeeded();
-            if written && kv.lease() != 0 {
-                let _ = c.lease_revoke(kv.lease()).await;
-            }
+            super::revoke_leases(&mut c, Some(kv.lease()).filter(|_| written)).await;
             settle.after(&mut c, written).await?;
             if written {
                 return Ok(Ok(()));
