@@ -175,12 +175,8 @@ impl super::Store {
             let opts = GetOptions::new().with_prefix().with_keys_only();
             Ok(c.get(prefix, Some(opts)).await?.kvs().to_vec())
         })?;
-        match (Seen {
-            slots,
-            plain: false,
-        })
-        .limit(&all)
-        {
+        let plain = false;
+        match (Seen { slots, plain }).limit(&all) {
             Some(n) => Err(Self::limit_mismatch(keys, n)),
             None => Ok(()),
         }
