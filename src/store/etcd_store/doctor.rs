@@ -51,10 +51,7 @@ impl Store {
     /// that `checks` can show them as a danger of its own.
     pub fn ping(&mut self) -> Result<()> {
         self.target.one_cluster = false;
-        self.call(
-            "status",
-            |mut c| async move { c.status().await.map(|_| ()) },
-        )
+        self.call("status", |mut c| async move { c.status().await.map(drop) })
     }
 
     /// `doctor`'s checks of the cluster.
@@ -114,7 +111,7 @@ impl Store {
         })?;
         let by_url = answers.split_off(listed.len());
         let by_url = by_url.into_iter().map(|a| a.map(|(_, id)| id));
-        let clusters = self.target.hosts().map(str::to_owned).zip(by_url).collect();
+        let clusters = self.target.addrs.iter().cloned().zip(by_url).collect();
         let members = listed
             .into_iter()
             .zip(answers)

@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 
 use super::{Failure, StoreError};
 
+/// A kind of failure.
+pub(super) type Kind = fn(Failure) -> StoreError;
+
 /// What distlock says for a failure, and its kind.
-pub(super) type Said = (fn(Failure) -> StoreError, String);
+pub(super) type Said = (Kind, String);
 
 /// What a target is, for the words.
 pub(super) struct Seen<'a> {
@@ -50,7 +53,7 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
     if errs.len() < 2 {
         return None;
     }
-    let said = |kind: fn(Failure) -> StoreError, why: &str| Some((kind, why.to_owned()));
+    let said = |kind: Kind, why: &str| Some((kind, why.to_owned()));
     if let Some(r) = errs.iter().find_map(|x| x.downcast_ref::<rustls::Error>()) {
         if let rustls::Error::InvalidMessage(_) = r {
             return said(StoreError::Tls, NO_TLS);
@@ -69,10 +72,8 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
         return said(StoreError::Tls, NO_TLS);
     }
     if says("dns error") {
-        return said(
-            StoreError::Unreachable,
-            &format!("cannot resolve the host name{io_text}"),
-        );
+        let why = format!("cannot resolve the host name{io_text}");
+        return said(StoreError::Unreachable, &why);
     }
     if says("tcp connect error") {
         return said(StoreError::Unreachable, &format!("cannot connect{io_text}"));
@@ -141,20 +142,16 @@ fn speaks_tls(addrs: &[String]) -> Option<bool> {
         if left.is_zero() {
             break;
         }
-        match probe(a, left) {
-            Some(true) => return Some(true),
-            Some(false) => reached = true,
-            None => {}
+        let Ok(s) = connect(a, left) else {
+            continue;
+        };
+        let got = ask(s, Instant::now() + left, &CLIENT_HELLO, 1);
+        if got.is_ok_and(|g| matches!(g.first(), Some(0x15 | 0x16))) {
+            return Some(true);
         }
+        reached = true;
     }
     reached.then_some(false)
-}
-
-/// One member's answer to the hello; None if it cannot be reached.
-fn probe(addr: &str, within: Duration) -> Option<bool> {
-    let s = connect(addr, within).ok()?;
-    let got = ask(s, Instant::now() + within, &CLIENT_HELLO, 1);
-    Some(got.is_ok_and(|g| matches!(g.first(), Some(0x15 | 0x16))))
 }
 
 /// How the first of `addrs` answers an HTTP/1 `GET /version`, which

@@ -44,11 +44,8 @@ pub(super) async fn grant(c: &mut Client, secs: Option<i64>) -> Ec<Option<i64>> 
 
 /// The put of `P:{N}:hold` for the acquiring transaction.
 pub(super) fn put(keys: &LockKeys, owner: &str, lease: i64) -> TxnOp {
-    TxnOp::put(
-        hold_key(keys),
-        owner,
-        Some(PutOptions::new().with_lease(lease)),
-    )
+    let under = PutOptions::new().with_lease(lease);
+    TxnOp::put(hold_key(keys), owner, Some(under))
 }
 
 impl super::Store {

@@ -38,13 +38,13 @@ use etcd_client::{
 
 use super::call::Call;
 use super::{
-    Acquire, DoneMark, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result,
-    RunRecord, SlotsInfo, StoreError, Watched,
+    Acquire, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result, RunRecord,
+    SlotsInfo, StoreError, Watched,
 };
 
 pub use queue::Subscription;
 use replies::op_responses;
-use semaphore::Ec;
+use semaphore::{absent, Ec};
 pub use target::Target;
 
 /// A lazily connected etcd client with a timeout on every call.
@@ -201,12 +201,7 @@ impl Store {
         }));
     }
 
-    fn failure(
-        &self,
-        kind: fn(Failure) -> StoreError,
-        op: Option<&str>,
-        detail: String,
-    ) -> StoreError {
+    fn failure(&self, kind: errors::Kind, op: Option<&str>, detail: String) -> StoreError {
         kind(Failure {
             op: op.map(str::to_owned),
             server: self.target.display.clone(),
@@ -228,7 +223,7 @@ impl Store {
             E::GRpcStatus(s) => below(&s).unwrap_or_else(|| {
                 let detail = one_line(s.message());
                 let auth = detail.contains("authentication failed");
-                let kind: fn(Failure) -> StoreError = match s.code() {
+                let kind: errors::Kind = match s.code() {
                     Code::Unauthenticated => StoreError::Auth,
                     Code::PermissionDenied => |failure| StoreError::Denied {
                         failure,
@@ -282,10 +277,7 @@ impl Store {
         };
         let done = keys.done.clone();
         let taking = Taking::new(keys, owner, meta);
-        let mut when = vec![
-            Compare::create_revision(keys.lock.clone(), CompareOp::Equal, 0),
-            semaphore::no_slots(keys),
-        ];
+        let mut when = vec![absent(keys.lock.clone()), semaphore::no_slots(keys)];
         // A single attempt yields to the queue; `any` ignores it.
         if mode == Mode::Once {
             when.push(Self::nobody_waits(keys));
@@ -310,10 +302,7 @@ impl Store {
             let mark_rev = kv_at(&replies, 1).map_or(0, |kv| kv.mod_revision());
             let done_moved = done_rev.is_some_and(|r| r != mark_rev);
             // Not taken: our new leases are of no use.
-            let _ = c.lease_revoke(lease).await;
-            if let Some(h) = hold {
-                let _ = c.lease_revoke(h).await;
-            }
+            revoke_leases(&mut c, [lease].into_iter().chain(hold)).await;
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
                 return Ok((Err((None, None)), done_moved, None));
@@ -321,11 +310,10 @@ impl Store {
             if kv.value() == me.as_bytes() {
                 // A retry after a lost reply (or another call with our
                 // owner id): ours already, same token, if its lease lasts.
+                let ours = Ok((kv.create_revision(), None));
                 return Ok(match keep_alive_for(&mut c, kv.lease(), ttl).await? {
-                    Kept::Yes => (Ok((kv.create_revision(), None)), false, None),
-                    Kept::Short(granted) => {
-                        (Ok((kv.create_revision(), None)), false, Some(granted))
-                    }
+                    Kept::Yes => (ours, false, None),
+                    Kept::Short(granted) => (ours, false, Some(granted)),
                     Kept::Gone => (Err((None, None)), false, None),
                 });
             }
@@ -349,7 +337,7 @@ impl Store {
             Err((None, _)) if done_moved => self.acquire(keys, owner, ttl_ms, mode, meta),
             Err((holder, ttl)) => {
                 let busy = Acquire::Busy {
-                    holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                    holder: holder.map(|h| text(&keys.lock, h)).transpose()?,
                     ttl,
                     ahead: None,
                     watched: Watched::default(),
@@ -372,18 +360,13 @@ impl Store {
         }
     }
 
-    /// A value of ours as text; one that is not UTF-8 is someone else's.
-    fn text(&self, _keys: &LockKeys, key: &str, v: Vec<u8>) -> Result<String> {
-        String::from_utf8(v).map_err(|_| record::unreadable(key.as_bytes(), "an owner id"))
-    }
-
     /// The holder a read of the lock key found, as text. None may be a
     /// name that became a semaphore, which is refused as on Redis.
     fn holder(&mut self, keys: &LockKeys, h: Option<Vec<u8>>) -> Result<Option<String>> {
         if h.is_none() {
             self.refuse_semaphore(keys)?;
         }
-        h.map(|h| self.text(keys, &keys.lock, h)).transpose()
+        h.map(|h| text(&keys.lock, h)).transpose()
     }
 
     /// Renews our lease: the key must still hold our owner (deleted or
@@ -473,15 +456,11 @@ impl Store {
         let found = self.call("release", |mut c| async move {
             let mut when = vec![Compare::value(key.clone(), CompareOp::Equal, me)];
             if unless_run {
-                when.push(Compare::create_revision(marker, CompareOp::Equal, 0));
+                when.push(absent(marker));
             }
-            let txn = Txn::new()
-                .when(when)
-                .and_then([
-                    TxnOp::get(key.clone(), None),
-                    TxnOp::delete(key.clone(), None),
-                ])
-                .or_else([TxnOp::get(key, None)]);
+            let get = || TxnOp::get(key.clone(), None);
+            let ops = [get(), TxnOp::delete(key.clone(), None)];
+            let txn = Txn::new().when(when).and_then(ops).or_else([get()]);
             let resp = c.txn(txn).await?;
             let kv = kv_at(&op_responses(&resp)?, 0);
             if resp.succeeded() {
@@ -500,14 +479,6 @@ impl Store {
         }
     }
 
-    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
-        self.write_records(keys, record)
-    }
-
-    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
-        self.delete_done(keys)
-    }
-
     /// Deletes the key whoever holds it and revokes its lease; the holder
     /// evicted, if any. The fence key is left as it is.
     pub fn force_release(&mut self, keys: &LockKeys) -> Result<Option<String>> {
@@ -520,11 +491,7 @@ impl Store {
                 Txn::new().and_then([TxnOp::get(key.clone(), None), TxnOp::delete(key, None)]);
             let resp = c.txn(txn).await?;
             let kv = kv_at(&op_responses(&resp)?, 0);
-            if let Some(kv) = &kv {
-                if kv.lease() != 0 {
-                    let _ = c.lease_revoke(kv.lease()).await;
-                }
-            }
+            revoke_leases(&mut c, kv.as_ref().map(KeyValue::lease)).await;
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
         self.holder(keys, holder)
@@ -578,10 +545,6 @@ impl Store {
             .collect()
     }
 
-    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<super::History> {
-        self.read_history(keys, n)
-    }
-
     /// Every held lock under `prefix`: the keys `P:{N}`, and semaphores
     /// by their slot keys (range reads of the prefix, keys only); other
     /// keys under it are not locks.
@@ -604,16 +567,10 @@ impl Store {
                 Ok((keys, got.more()))
             })?;
             for k in keys.iter().filter_map(|k| std::str::from_utf8(k).ok()) {
-                if let Some(name) = lock_name(prefix, k) {
-                    found.push(Found {
-                        name,
-                        semaphore: false,
-                    });
-                } else if let Some(name) = semaphore::slot_name(prefix, k) {
-                    found.push(Found {
-                        name,
-                        semaphore: true,
-                    });
+                let lock = lock_name(prefix, k).map(|name| (name, false));
+                let hit = lock.or_else(|| semaphore::slot_name(prefix, k).map(|name| (name, true)));
+                if let Some((name, semaphore)) = hit {
+                    found.push(Found { name, semaphore });
                 }
             }
             match keys.last() {
@@ -658,6 +615,14 @@ enum AtZero {
 fn time_left(ttl: i64, zero: AtZero) -> Option<Duration> {
     let alive = ttl > 0 || ttl == 0 && matches!(zero, AtZero::Shown);
     alive.then(|| Duration::from_secs(ttl as u64))
+}
+
+/// Revokes each of `ids` but 0 (no lease), best effort: what the caller
+/// did stands whatever the revocations say.
+async fn revoke_leases(c: &mut Client, ids: impl IntoIterator<Item = i64>) {
+    for id in ids.into_iter().filter(|&id| id != 0) {
+        let _ = c.lease_revoke(id).await;
+    }
 }
 
 /// The leases granted during one call, with the client that granted each.
@@ -710,6 +675,11 @@ fn list_resume(key: &[u8], at: usize) -> Vec<u8> {
         }
     }
     [key, &[0]].concat()
+}
+
+/// A value of ours as text; one that is not UTF-8 is someone else's.
+fn text(key: &str, v: Vec<u8>) -> Result<String> {
+    String::from_utf8(v).map_err(|_| record::unreadable(key.as_bytes(), "an owner id"))
 }
 
 /// Whether `meta` is a `run`'s: its lease also carries the run marker.
@@ -828,7 +798,7 @@ fn lease_secs(ttl_ms: u64) -> Result<i64> {
 }
 
 /// A connection that failed: over TLS if its error's words say so.
-fn tls_or_unreachable(detail: &str) -> fn(Failure) -> StoreError {
+fn tls_or_unreachable(detail: &str) -> errors::Kind {
     let d = detail.to_ascii_lowercase();
     let tls = "tls|certificate|handshake|invalidcontenttype|corrupt message";
     match tls.split('|').any(|w| d.contains(w)) {

@@ -50,7 +50,7 @@ use etcd_client::{
 use tokio::sync::mpsc;
 
 use super::semaphore::Ec;
-use super::{lease_secs, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
+use super::{lease_secs, text, Acquire, Call, LockKeys, Mode, Result, Store, StoreError};
 use crate::store::{Notice, Waiter, Waiters};
 
 /// What this process knows of its place in a queue.
@@ -96,14 +96,19 @@ enum Fair {
     Evicted,
     /// Our waiter lease is gone: revoked, or run out while we were away.
     LeaseGone,
-    Busy {
-        holder: Option<Vec<u8>>,
-        /// The holder's metadata, for the status line.
-        meta: Option<Vec<u8>>,
-        head: Option<Vec<u8>>,
-        place: u64,
-        watch: Option<(String, i64)>,
-    },
+    Busy(Busy),
+}
+
+/// What a fair attempt that did not take the lock saw.
+#[derive(Default)]
+struct Busy {
+    holder: Option<Vec<u8>>,
+    /// The holder's metadata, for the status line.
+    meta: Option<Vec<u8>>,
+    /// The owner at the head of the queue, while the lock is free.
+    head: Option<String>,
+    place: u64,
+    watch: Option<(String, i64)>,
 }
 
 impl Store {
@@ -167,9 +172,8 @@ impl Store {
             Compare::create_revision(mine.clone(), CompareOp::Equal, joined.rev),
             super::semaphore::no_slots(keys),
         ];
-        when.extend(
-            done_rev.map(|r| Compare::mod_revision(keys.done.clone(), CompareOp::Equal, r)),
-        );
+        let unchanged = |r| Compare::mod_revision(keys.done.clone(), CompareOp::Equal, r);
+        when.extend(done_rev.map(unchanged));
         let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
             // just granted, or kept alive now. Gone (revoked, or run out
@@ -226,15 +230,13 @@ impl Store {
                         None => queue_head(&mut c, &prefix).await?,
                         Some(_) => None,
                     };
-                    let place = ahead.kvs().len() as u64;
-                    let watch = Some((key, from));
-                    return Ok(Fair::Busy {
+                    return Ok(Fair::Busy(Busy {
                         holder,
                         meta,
                         head,
-                        place,
-                        watch,
-                    });
+                        place: ahead.kvs().len() as u64,
+                        watch: Some((key, from)),
+                    }));
                 }
                 let hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
                 let mut ops = taking.ops(joined.lease, hold);
@@ -250,9 +252,7 @@ impl Store {
                     let rev = resp.header().map_or(0, |h| h.revision());
                     return Ok(Fair::Taken(rev));
                 }
-                if let Some(h) = hold {
-                    let _ = c.lease_revoke(h).await;
-                }
+                super::revoke_leases(&mut c, hold).await;
                 // Taken by someone else (look again), or our key is gone
                 // (deleted by hand or by `release --force`).
                 let ours = c.get(mine.clone(), None).await?;
@@ -260,13 +260,7 @@ impl Store {
                     return Ok(Fair::Evicted);
                 }
             }
-            Ok(Fair::Busy {
-                holder: None,
-                meta: None,
-                head: None,
-                place: 0,
-                watch: None,
-            })
+            Ok(Fair::Busy(Busy::default()))
         })?;
         let last_kept = Duration::from_millis(self.queue.kept.load(Ordering::Relaxed));
         match found {
@@ -292,29 +286,22 @@ impl Store {
                     token: self.token(keys, rev)?,
                 })
             }
-            Fair::Busy {
-                holder,
-                meta,
-                head,
-                place,
-                watch,
-            } => {
+            Fair::Busy(busy) => {
                 if fresh {
                     self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
                 }
                 // Free, yet not ours after three tries: the name may have
                 // become a semaphore (its slots fail our compare), which is
                 // the usage error it is on Redis, not a reason to spin.
-                if watch.is_none() && holder.is_none() {
+                if busy.watch.is_none() && busy.holder.is_none() {
                     self.refuse_semaphore(keys)?;
                 }
-                self.watch(watch);
-                let ahead = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k));
+                self.watch(busy.watch);
                 Ok(Acquire::Busy {
-                    holder: holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                    holder: busy.holder.map(|h| text(&keys.lock, h)).transpose()?,
                     ttl: None,
-                    ahead,
-                    watched: super::record::holder_watched(meta.as_deref(), place),
+                    ahead: busy.head,
+                    watched: super::record::holder_watched(busy.meta.as_deref(), busy.place),
                 })
             }
         }
@@ -339,9 +326,7 @@ impl Store {
                 let head = self.call("acquire", |mut c| async move {
                     queue_head(&mut c, &prefix).await
                 })?;
-                if let Some(o) = head.and_then(|k| owner_of(&Self::queue_prefix(keys), &k)) {
-                    *ahead = Some(o);
-                }
+                *ahead = head.or(ahead.take());
             }
             Mode::Any => {
                 let found = self.call("acquire", |mut c| async move {
@@ -376,9 +361,7 @@ impl Store {
             let mut leases: Vec<i64> = kvs.iter().map(KeyValue::lease).collect();
             leases.retain(|&l| l != 0);
             leases.dedup();
-            for l in leases {
-                let _ = c.lease_revoke(l).await;
-            }
+            super::revoke_leases(&mut c, leases).await;
             Ok(kvs
                 .iter()
                 .map(|kv| {
@@ -502,11 +485,12 @@ pub(super) async fn waiters(
     Some(Waiters { count, first })
 }
 
-/// The oldest key in the queue under `prefix`, if any: its head.
-async fn queue_head(c: &mut Client, prefix: &str) -> Ec<Option<Vec<u8>>> {
+/// The owner of the oldest key in the queue under `prefix`, if any: its
+/// head.
+async fn queue_head(c: &mut Client, prefix: &str) -> Ec<Option<String>> {
     let first = in_line().with_keys_only().with_limit(1);
     let got = c.get(prefix, Some(first)).await?;
-    Ok(got.kvs().first().map(|kv| kv.key().to_vec()))
+    Ok(got.kvs().first().and_then(|kv| owner_of(prefix, kv.key())))
 }
 
 /// Joins the queue: a new lease (its grant noted in `kept`) and our key
@@ -521,9 +505,8 @@ async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) 
         None => put.header().map_or(0, |h| h.revision()),
     };
     if rev <= 0 {
-        return Err(etcd_client::Error::Internal(
-            "a put without a revision".into(),
-        ));
+        let what = "a put without a revision";
+        return Err(etcd_client::Error::Internal(what.into()));
     }
     confirmed(kept, sent);
     Ok(Joined { lease, rev, ttl })
@@ -543,10 +526,8 @@ pub(super) async fn kept_alive(c: &mut Client, lease: i64) -> Ec<bool> {
 
 /// Notes a keep-alive (or grant) sent at `sent` that etcd confirmed.
 fn confirmed(kept: &AtomicU64, sent: Duration) {
-    kept.fetch_max(
-        u64::try_from(sent.as_millis()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
+    let ms = u64::try_from(sent.as_millis()).unwrap_or(u64::MAX);
+    kept.fetch_max(ms, Ordering::Relaxed);
 }
 
 /// Whether a waiter lease found gone at `now` ran out by itself: at least

@@ -31,10 +31,8 @@ use etcd_client::{
     SortTarget, Txn, TxnOp,
 };
 
-use serde_json::Map;
-
 use super::semaphore::{prefix_end, Ec};
-use super::Store;
+use super::{text, Store};
 use crate::config::fmt_duration;
 use crate::store::{
     DoneMark, ForeignKey, History, HistoryRecord, LastRun, LockKeys, Release, Result, RunRecord,
@@ -162,15 +160,16 @@ impl Stored {
 
 /// The done mark's value, but for its lease's raft term, which `puts`
 /// adds once the lease is granted.
-fn mark_value(mark: &DoneMark, window_ms: u64, age_ms: u64) -> Map<String, serde_json::Value> {
-    let mut m = Map::new();
-    m.insert("at_ms".into(), mark.at_ms.into());
-    m.insert("host".into(), mark.host.clone().into());
-    m.insert("fencing_token".into(), mark.token.into());
-    m.insert("owner".into(), mark.owner.clone().into());
-    m.insert("once_per_ms".into(), window_ms.into());
-    m.insert("age_ms".into(), age_ms.into());
-    m
+fn mark_value(mark: &DoneMark, window_ms: u64, age_ms: u64) -> String {
+    serde_json::json!({
+        "at_ms": mark.at_ms,
+        "host": mark.host,
+        "fencing_token": mark.token,
+        "owner": mark.owner,
+        "once_per_ms": window_ms,
+        "age_ms": age_ms,
+    })
+    .to_string()
 }
 
 fn done_mark(at_ms: u64, host: String, token: u64, owner: Option<&str>) -> DoneMark {
@@ -326,8 +325,8 @@ impl EndWrites {
         if let (Some(window_ms), Some((elapsed, host, token))) = (window_ms, ran) {
             if let Some(ttl) = done_ttl(window_ms, elapsed) {
                 let mark = done_mark(now.saturating_sub(elapsed), host, token, Some(owner));
-                let value = serde_json::Value::Object(mark_value(&mark, window_ms, elapsed));
-                writes.push((keys.done.clone(), value.to_string(), Some(ttl)));
+                let value = mark_value(&mark, window_ms, elapsed);
+                writes.push((keys.done.clone(), value, Some(ttl)));
             }
         }
         EndWrites {
@@ -369,9 +368,7 @@ impl Settle {
         } else {
             self.granted
         };
-        for id in revoke {
-            let _ = c.lease_revoke(id).await;
-        }
+        super::revoke_leases(c, revoke).await;
         match self.trim {
             Some((prefix, keep)) if written => trim(c, prefix, keep).await,
             _ => Ok(()),
@@ -426,9 +423,8 @@ async fn last_lease(c: &mut Client, last: &str) -> Ec<Option<i64>> {
 async fn trim(c: &mut Client, prefix: String, keep: u32) -> Ec<()> {
     let mut end = prefix_end(&prefix);
     if keep > 0 {
-        let got = c
-            .get(prefix.clone(), Some(newest(keep).with_keys_only()))
-            .await?;
+        let kept = newest(keep).with_keys_only();
+        let got = c.get(prefix.clone(), Some(kept)).await?;
         match got.kvs().last() {
             Some(oldest_kept) if got.count() > i64::from(keep) => end = oldest_kept.key().to_vec(),
             _ => return Ok(()),
@@ -525,14 +521,10 @@ impl Store {
             }
             let (mut ops, settle) = end.prepare(&mut c).await?;
             ops.extend(deletes.into_iter().map(|k| TxnOp::delete(k, None)));
-            let rev = kv.mod_revision();
-            let txn = Txn::new()
-                .when([Compare::mod_revision(lock.clone(), CompareOp::Equal, rev)])
-                .and_then(ops);
+            let unmoved = Compare::mod_revision(lock.clone(), CompareOp::Equal, kv.mod_revision());
+            let txn = Txn::new().when([unmoved]).and_then(ops);
             let written = c.txn(txn).await?.succeeded();
-            if written && kv.lease() != 0 {
-                let _ = c.lease_revoke(kv.lease()).await;
-            }
+            super::revoke_leases(&mut c, Some(kv.lease()).filter(|_| written)).await;
             settle.after(&mut c, written).await?;
             if written {
                 return Ok(Ok(()));
@@ -543,14 +535,14 @@ impl Store {
         match found {
             Ok(()) => Ok(Release::Released(None)),
             Err(holder) => Ok(Release::NotOwner(
-                holder.map(|h| self.text(keys, &keys.lock, h)).transpose()?,
+                holder.map(|h| text(&keys.lock, h)).transpose()?,
             )),
         }
     }
 
     /// The last-run and history records on their own, in one transaction,
     /// for a lost lease: no release to carry them.
-    pub(super) fn write_records(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
+    pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
         if record.last.is_none() && record.history.is_none() {
             return Ok(());
         }
@@ -566,16 +558,13 @@ impl Store {
     /// `release --forget-done`: deletes the mark only, and its lease; the
     /// mark that was there (one distlock cannot read is deleted all the
     /// same, and shown as unreadable).
-    pub(super) fn delete_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
+    pub fn forget_done(&mut self, keys: &LockKeys) -> Result<Option<DoneMark>> {
         let done = keys.done.clone();
         let prev = self.call("forgetting the done mark", |mut c| async move {
-            let resp = c
-                .delete(done, Some(DeleteOptions::new().with_prev_key()))
-                .await?;
+            let with_prev = DeleteOptions::new().with_prev_key();
+            let resp = c.delete(done, Some(with_prev)).await?;
             let kv = resp.prev_kvs().first().cloned();
-            if let Some(l) = kv.as_ref().map(KeyValue::lease).filter(|&l| l != 0) {
-                let _ = c.lease_revoke(l).await;
-            }
+            super::revoke_leases(&mut c, kv.as_ref().map(KeyValue::lease)).await;
             Ok(kv.map(|kv| kv.value().to_vec()))
         })?;
         let blank = || done_mark(u64::MAX, String::new(), 0, None);
@@ -628,7 +617,7 @@ impl Store {
     /// under the history prefix that is not a distlock record (another
     /// client wrote it) is counted and skipped, as on Redis: one stray key
     /// must not hide every run from the operator.
-    pub(super) fn read_history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
+    pub fn history(&mut self, keys: &LockKeys, n: u32) -> Result<History> {
         if n == 0 {
             return Ok(History::default());
         }
@@ -743,11 +732,7 @@ mod tests {
             expires_in: None,
         };
         let mut value = mark_value(&mark, 60_000, 1_500);
-        let back = parse_mark(
-            serde_json::Value::Object(value.clone())
-                .to_string()
-                .as_bytes(),
-        );
+        let back = parse_mark(value.as_bytes());
         assert_eq!(
             back.unwrap(),
             Stored {
@@ -757,8 +742,8 @@ mod tests {
                 term: None
             }
         );
-        value.insert("raft_term".into(), 7.into());
-        let back = parse_mark(serde_json::Value::Object(value).to_string().as_bytes()).unwrap();
+        value.insert_str(value.len() - 1, ",\"raft_term\":7");
+        let back = parse_mark(value.as_bytes()).unwrap();
         assert_eq!(back.term, Some(7));
         assert_eq!(parse_mark(b"not a mark"), None);
         assert_eq!(

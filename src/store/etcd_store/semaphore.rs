@@ -27,8 +27,8 @@ use etcd_client::{
 };
 
 use super::{
-    lease_left, Acquire, AtZero, Kept, LockKeys, Release, Result, RunRecord, SlotsInfo, StoreError,
-    Watched,
+    lease_left, text, Acquire, AtZero, Kept, LockKeys, Release, Result, RunRecord, SlotsInfo,
+    StoreError, Watched,
 };
 
 /// What a call to etcd gives back.
@@ -136,9 +136,8 @@ impl Seen {
 impl super::Store {
     /// The slots and the plain key, at one revision.
     async fn seen(c: &mut Client, keys: &LockKeys, s: &Slots) -> Ec<Seen> {
-        let got = c
-            .get(s.all.as_str(), Some(GetOptions::new().with_prefix()))
-            .await?;
+        let every = GetOptions::new().with_prefix();
+        let got = c.get(s.all.as_str(), Some(every)).await?;
         let rev = got.header().map_or(0, |h| h.revision());
         let at_rev = GetOptions::new().with_revision(rev).with_count_only();
         let plain = c.get(keys.lock.as_str(), Some(at_rev)).await?.count() > 0;
@@ -343,18 +342,12 @@ impl super::Store {
             }
             let opts = DeleteOptions::new().with_prefix().with_prev_key();
             let gone = c.delete(s.ours.clone(), Some(opts)).await?;
-            let mut owners = Vec::new();
-            for kv in gone.prev_kvs() {
-                if kv.lease() != 0 {
-                    let _ = c.lease_revoke(kv.lease()).await;
-                }
-                owners.push(kv.value().to_vec());
-            }
-            Ok(Ok(owners))
+            super::revoke_leases(&mut c, gone.prev_kvs().iter().map(KeyValue::lease)).await;
+            Ok(Ok(gone.prev_kvs().to_vec()))
         })??;
         let owners = evicted
             .into_iter()
-            .map(|o| self.text(keys, &keys.slots, o))
+            .map(|kv| text(&keys.slots, kv.value().to_vec()))
             .collect::<Result<Vec<_>>>()?;
         Ok((!owners.is_empty()).then(|| owners.join(", ")))
     }
@@ -372,9 +365,8 @@ impl super::Store {
                     holders.push((kv.value().to_vec(), left, kv.create_revision()));
                 }
             }
-            let f = c
-                .get(fence, Some(GetOptions::new().with_keys_only()))
-                .await?;
+            let keys_only = GetOptions::new().with_keys_only();
+            let f = c.get(fence, Some(keys_only)).await?;
             let fence_rev = f.kvs().first().map(KeyValue::mod_revision);
             Ok((seen.plain, seen.limit(&s.all), holders, fence_rev))
         })?;
@@ -383,13 +375,7 @@ impl super::Store {
         }
         let mut out = holders
             .into_iter()
-            .map(|(owner, left, rev)| {
-                Ok((
-                    self.text(keys, &keys.slots, owner)?,
-                    left,
-                    self.token(keys, rev)?,
-                ))
-            })
+            .map(|(owner, left, rev)| Ok((text(&keys.slots, owner)?, left, self.token(keys, rev)?)))
             .collect::<Result<Vec<_>>>()?;
         out.sort_by_key(|h| h.1);
         Ok(SlotsInfo {
@@ -403,9 +389,7 @@ impl super::Store {
 
 /// Revokes a lease granted for a slot that was not taken, then answers.
 async fn finish<T>(c: &mut Client, lease: Option<i64>, out: T) -> Ec<T> {
-    if let Some(id) = lease {
-        let _ = c.lease_revoke(id).await;
-    }
+    super::revoke_leases(c, lease).await;
     Ok(out)
 }
 

@@ -22,7 +22,7 @@ pub struct Target {
     /// The URL with any password replaced by `***`, for messages.
     pub display: String,
     /// `host:port`, one per member named.
-    addrs: Vec<String>,
+    pub(super) addrs: Vec<String>,
     /// User and password for etcd's authentication.
     user: Option<(String, String)>,
     /// etcds://: the CA to trust (None: the system's roots are not loaded
@@ -186,14 +186,13 @@ impl Target {
     /// within that; one that is down costs at most that, once per
     /// connection.
     pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
-        if self.addrs.len() == 1 {
-            return self
-                .connect_to(&Vec::from_iter(self.endpoints()), timeout)
-                .await;
+        let endpoints = Vec::from_iter(self.endpoints());
+        if endpoints.len() == 1 {
+            return self.connect_to(&endpoints, timeout).await;
         }
         let started = tokio::time::Instant::now();
         let mut race = tokio::task::JoinSet::new();
-        for (i, endpoint) in self.endpoints().enumerate() {
+        for (i, endpoint) in endpoints.into_iter().enumerate() {
             let target = self.clone();
             race.spawn(async move {
                 let mut c = target.connect_to(&[endpoint], timeout).await?;
@@ -240,11 +239,6 @@ impl Target {
     pub(super) fn endpoints(&self) -> impl Iterator<Item = String> + '_ {
         let http = if self.tls.is_some() { "https" } else { "http" };
         self.addrs.iter().map(move |a| format!("{http}://{a}"))
-    }
-
-    /// The URL's endpoints, as `host:port`.
-    pub(super) fn hosts(&self) -> impl Iterator<Item = &str> {
-        self.addrs.iter().map(String::as_str)
     }
 
     /// The error that refuses a URL whose members `a` and `b` are in
