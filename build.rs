@@ -82,11 +82,13 @@ fn link_hot_code_first() {
                 .all(|b| b.is_ascii_alphanumeric() || b"_$.".contains(&b))
         })
         .collect();
+    let mut seen = std::collections::HashSet::new();
     let hashless = names.iter().filter_map(|n| {
         let (path, hash) = n.strip_suffix('E')?.rsplit_once("17h")?;
         let is_hash = hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit());
         is_hash.then(|| format!("{path}17h{}E", "?".repeat(16)))
     });
+    let hashless: Vec<String> = hashless.filter(|p| seen.insert(p.clone())).collect();
     let mut script = String::from("SECTIONS\n{\n  .text.hot : {\n");
     for pattern in names.iter().map(|n| n.to_string()).chain(hashless) {
         script += &format!("    *(.text.{pattern} .text.unlikely.{pattern})\n");
