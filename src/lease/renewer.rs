@@ -1,6 +1,7 @@
 //! The renewer thread, which keeps a held lease alive while CMD runs.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::panic::resume_unwind;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -82,10 +83,8 @@ impl Renewer {
     /// means no renewal: the supervisor's deadline then stops CMD; the
     /// error is returned for the user.
     pub fn start_if_due(&mut self, now: Duration) -> Option<std::io::Error> {
-        if self.start_at().is_some_and(|at| now >= at) {
-            return self.start();
-        }
-        None
+        let due = self.start_at().is_some_and(|at| now >= at);
+        due.then(|| self.start()).flatten()
     }
 
     /// Starts renewing every `renew_every`, retrying failures quickly (no
@@ -97,27 +96,23 @@ impl Renewer {
         self.idle.as_ref()?;
         let (wake, wake_tx) = pipe().ok()?;
         // A thread that could not be started leaves neither idle nor running.
-        let (mut store, spec) = self.idle.take()?;
+        let (store, spec) = self.idle.take()?;
         let (orders, order_rx) = mpsc::channel();
         let (event_tx, events) = mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("renewer".into())
-            .spawn(move || {
-                renew_loop(&mut store, &spec, &order_rx, &event_tx, &wake_tx);
-                store
-            });
-        match spawned {
-            Ok(handle) => {
-                self.running = Some(Running {
-                    orders,
-                    events,
-                    wake,
-                    handle,
-                });
-                None
-            }
-            Err(e) => Some(e),
-        }
+            .spawn(move || renew_loop(store, &spec, &order_rx, &event_tx, &wake_tx));
+        let handle = match spawned {
+            Ok(handle) => handle,
+            Err(e) => return Some(e),
+        };
+        self.running = Some(Running {
+            orders,
+            events,
+            wake,
+            handle,
+        });
+        None
     }
 
     /// The fd that becomes readable when events are waiting.
@@ -152,25 +147,22 @@ impl Renewer {
             return (self.idle.map(|(store, _)| store), Vec::new());
         };
         drop(r.orders);
-        let store = r
-            .handle
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let store = r.handle.join().unwrap_or_else(|e| resume_unwind(e));
         (Some(store), r.events.try_iter().collect())
     }
 }
 
 /// The renewer thread: sends renewals when [`RenewalPolicy`] says so (or
-/// when told to after a SIGCONT) and reports each outcome.
+/// when told to after a SIGCONT) and reports each outcome; hands the store
+/// back when told to stop.
 fn renew_loop(
-    store: &mut Store,
+    mut store: Store,
     spec: &LeaseSpec,
     orders: &mpsc::Receiver<()>,
     events: &mpsc::Sender<Event>,
     wake: &OwnedFd,
-) {
-    let t = spec.timings;
-    let mut policy = RenewalPolicy::new(t, spec.t0);
+) -> Store {
+    let mut policy = RenewalPolicy::new(spec.timings, spec.t0);
     let send = |e: Event| {
         let _ = events.send(e);
         poke(wake);
@@ -182,7 +174,7 @@ fn renew_loop(
             .next_due()
             .map_or(Duration::MAX, |next| next.saturating_sub(now()));
         if let Err(mpsc::RecvTimeoutError::Disconnected) = orders.recv_timeout(idle) {
-            return;
+            return store;
         }
         let sent_at = now();
         // Too late to matter; the supervisor is stopping CMD.
@@ -190,7 +182,7 @@ fn renew_loop(
             continue;
         };
         store.set_timeout(timeout);
-        match store.renew(&spec.keys, &spec.owner, t.ttl_ms()) {
+        match store.renew(&spec.keys, &spec.owner, spec.timings.ttl_ms()) {
             Ok(true) => {
                 let after_failures = policy.failures();
                 policy.confirmed(sent_at);
