@@ -153,7 +153,6 @@ pub fn acquire(
     let mut fallback = Duration::from_millis(20);
     let mut retry = RETRY_FIRST;
     let outcome = loop {
-        // The first attempt neither subscribes nor joins the queue.
         let this = first.unwrap_or(mode);
         let subscribed = match first {
             Some(_) => Ok(()),
