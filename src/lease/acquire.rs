@@ -133,12 +133,6 @@ pub fn acquire(
     sleep: &dyn Sleep,
     watch: &dyn Watch,
 ) -> Result<Acquired> {
-    let a = Attempts {
-        keys,
-        owner,
-        ttl_ms,
-        meta,
-    };
     store.set_watched(watch.every().is_some());
     let since = now();
     // A wait too long for the clock to count to is a wait without limit.
@@ -159,51 +153,28 @@ pub fn acquire(
     let mut fallback = Duration::from_millis(20);
     let mut retry = RETRY_FIRST;
     let outcome = loop {
-        let attempt = match first {
-            Some(once) => {
-                let sent_at = now();
-                let reply = store.acquire(keys, owner, ttl_ms, once, meta);
-                reply.map(|reply| (reply, sent_at))
-            }
-            None => try_once(store, &a, mode, &mut subscriber, &mut queued),
+        let this = first.unwrap_or(mode);
+        let subscribed = match first {
+            Some(_) => Ok(()),
+            None => subscribe(store, keys, owner, mode, &mut subscriber),
         };
+        let sent_at = now();
+        queued |= subscribed.is_ok() && this == Mode::Fair;
+        let attempt = subscribed.and_then(|()| store.acquire(keys, owner, ttl_ms, this, meta));
         let seen_at = now();
-        let (waiting, ttl) = match attempt {
-            Ok((Acquire::Acquired { token }, sent_at)) => {
-                break Ok(Acquired::Yes { token, sent_at })
-            }
+        let (holder, ahead, unacked, watched, ttl) = match attempt {
+            Ok(Acquire::Acquired { token }) => break Ok(Acquired::Yes { token, sent_at }),
             // The store left the queue and woke the next waiter itself.
-            Ok((Acquire::Done(mark), _)) => break Ok(Acquired::Done(mark)),
-            Ok((Acquire::Evicted, _)) => break Ok(Acquired::Evicted),
-            Ok((
-                Acquire::Busy {
-                    holder,
-                    ttl,
-                    ahead,
-                    watched,
-                },
-                _,
-            )) => {
-                let w = Waiting {
-                    holder,
-                    ahead,
-                    unacked: false,
-                    watched,
-                    seen_at,
-                    since,
-                };
-                (w, ttl)
-            }
+            Ok(Acquire::Done(mark)) => break Ok(Acquired::Done(mark)),
+            Ok(Acquire::Evicted) => break Ok(Acquired::Evicted),
+            Ok(Acquire::Busy {
+                holder,
+                ttl,
+                ahead,
+                watched,
+            }) => (holder, ahead, false, watched, ttl),
             // Taken but not acknowledged (and released): wait as if busy.
-            Ok((Acquire::Unacknowledged, _)) => {
-                let w = Waiting {
-                    unacked: true,
-                    seen_at,
-                    since,
-                    ..Waiting::default()
-                };
-                (w, None)
-            }
+            Ok(Acquire::Unacknowledged) => (None, None, true, Watched::default(), None),
             Err(e) => {
                 if let Some(sig) = sleep.interrupted() {
                     break Ok(Acquired::Interrupted(sig));
@@ -234,7 +205,6 @@ pub fn acquire(
             }
         };
         if give_up_at.is_some_and(|t| t <= seen_at) {
-            let (holder, ahead, unacked) = (waiting.holder, waiting.ahead, waiting.unacked);
             break Ok(Acquired::Busy {
                 holder,
                 ahead,
@@ -249,13 +219,21 @@ pub fn acquire(
             + ttl.map_or(Duration::from_millis(ttl_ms), |t| {
                 t + Duration::from_millis(1)
             });
-        if waiting.unacked {
+        if unacked {
             // Replicas lagging: try again soon, with backoff.
             wake_at = wake_at.min(seen_at + jitter(fallback));
             fallback = (fallback * 2).min(Duration::from_secs(1));
         }
         wake_at = give_up_at.map_or(wake_at, |t| wake_at.min(t));
-        let s = subscriber.as_ref().expect("try_once subscribed");
+        let waiting = Waiting {
+            holder,
+            ahead,
+            unacked,
+            watched,
+            seen_at,
+            since,
+        };
+        let s = subscriber.as_ref().expect("subscribed before the attempt");
         match sleep_until(sleep, wake_at, s.fd(), Some((watch, &waiting))) {
             Wakeup::Interrupted(sig) => break Ok(Acquired::Interrupted(sig)),
             Wakeup::Readable => s.drain(),
@@ -287,14 +265,6 @@ const RETRY_FIRST: Duration = Duration::from_millis(100);
 /// The longest pause between two attempts while no server answers.
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// What each attempt of one acquisition sends.
-struct Attempts<'a> {
-    keys: &'a LockKeys,
-    owner: &'a str,
-    ttl_ms: u64,
-    meta: &'a [(&'a str, &'a str)],
-}
-
 /// Sleeps until `until` (then `Nothing`), `fd` is readable or a signal
 /// ends the wait. A watcher is shown the wait from what the last reply
 /// said, redrawn between sleeps of at most `every`: no command of its own.
@@ -321,22 +291,19 @@ fn sleep_until(
     }
 }
 
-/// One attempt of the wait loop: subscribes first when there is no live
-/// subscription (so that no release after the attempt is missed), then
-/// tries to acquire (which re-checks the lock and joins or keeps the
-/// queue). Returns the reply and when the attempt was sent.
-fn try_once(
+/// Before each attempt of the wait loop: subscribes when there is no live
+/// subscription, so that no release after the attempt (which re-checks the
+/// lock and joins or keeps the queue) is missed.
+fn subscribe(
     store: &mut Store,
-    a: &Attempts<'_>,
+    keys: &LockKeys,
+    owner: &str,
     mode: Mode,
     subscriber: &mut Option<Subscriber>,
-    queued: &mut bool,
-) -> std::result::Result<(Acquire, Duration), StoreError> {
+) -> std::result::Result<(), StoreError> {
+    // A dead subscriber's thread has ended: replacing it is all it takes.
     if subscriber.as_ref().is_none_or(Subscriber::is_dead) {
-        if let Some(old) = subscriber.take() {
-            old.stop();
-        }
-        let sub = store.subscribe(a.keys, a.owner, mode)?;
+        let sub = store.subscribe(keys, owner, mode)?;
         *subscriber = Some(Subscriber::start(sub).map_err(|e| {
             StoreError::Unreachable(crate::store::Failure {
                 op: Some("subscribe".into()),
@@ -349,10 +316,7 @@ fn try_once(
         // The attempt itself tells us again if we still have a turn.
         s.forget_turn();
     }
-    let sent_at = now();
-    *queued |= mode == Mode::Fair;
-    let reply = store.acquire(a.keys, a.owner, a.ttl_ms, mode, a.meta)?;
-    Ok((reply, sent_at))
+    Ok(())
 }
 
 /// A uniformly random duration in [d/2, d], so waiters spread out.

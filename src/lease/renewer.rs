@@ -1,6 +1,7 @@
 //! The renewer thread, which keeps a held lease alive while CMD runs.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::panic::resume_unwind;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -34,32 +35,20 @@ pub enum Event {
     },
 }
 
-enum Order {
-    /// Renew at once (after a SIGCONT).
-    RenewNow,
-    /// Stop and hand the store back.
-    Stop,
-}
-
 /// The renewer: a thread with its own channels once started. It is
 /// started lazily, when the first renewal is due (or on `renew_now`), so a
 /// short CMD never pays for a thread. Events come with a byte on a pipe so
 /// the supervisor sleeps in one poll on signals and events.
 pub struct Renewer {
-    state: State,
-}
-
-enum State {
-    /// Not started: the store and what it will need.
-    Idle(Box<(Store, LeaseSpec)>),
-    /// The thread is running.
-    Running(Running),
-    /// Only while switching from one to the other.
-    Gone,
+    /// Before the thread starts: the store and what it will need.
+    idle: Option<(Store, LeaseSpec)>,
+    running: Option<Running>,
 }
 
 struct Running {
-    orders: mpsc::Sender<Order>,
+    /// A `()` asks for a renewal at once (after a SIGCONT); dropping the
+    /// sender stops the thread, which hands the store back.
+    orders: mpsc::Sender<()>,
     events: mpsc::Receiver<Event>,
     wake: OwnedFd,
     handle: JoinHandle<Store>,
@@ -67,11 +56,8 @@ struct Running {
 
 /// Everything the renewer needs to know about the lease.
 pub struct LeaseSpec {
-    /// The lock's keys.
     pub keys: LockKeys,
-    /// Our owner id.
     pub owner: String,
-    /// Timings (ttl, period, grace, margin).
     pub timings: Timings,
     /// When the last confirmed request was sent.
     pub t0: Duration,
@@ -81,63 +67,49 @@ impl Renewer {
     /// A renewer for the lease in `spec`; no thread yet.
     pub fn new(store: Store, spec: LeaseSpec) -> Renewer {
         Renewer {
-            state: State::Idle(Box::new((store, spec))),
+            idle: Some((store, spec)),
+            running: None,
         }
     }
 
     /// When the thread must be running (the first renewal is due), while
     /// it is not started.
     pub fn start_at(&self) -> Option<Duration> {
-        match &self.state {
-            State::Idle(b) => Some(b.1.t0 + b.1.timings.renew_every),
-            _ => None,
-        }
+        let spec = &self.idle.as_ref()?.1;
+        Some(spec.t0 + spec.timings.renew_every)
     }
 
     /// Starts the thread if it is due. A thread that cannot be started
     /// means no renewal: the supervisor's deadline then stops CMD; the
     /// error is returned for the user.
     pub fn start_if_due(&mut self, now: Duration) -> Option<std::io::Error> {
-        if self.start_at().is_some_and(|at| now >= at) {
-            return self.start();
-        }
-        None
+        let due = self.start_at().is_some_and(|at| now >= at);
+        due.then(|| self.start()).flatten()
     }
 
-    /// Starts renewing every `renew_every`, retrying failures quickly. The
-    /// thread never sends a renewal once the kill deadline has passed: by
-    /// then the supervisor is stopping CMD and a late "renewed" would be a
-    /// lie.
+    /// Starts renewing every `renew_every`, retrying failures quickly (no
+    /// error when already started, or when no pipe could be made: then it
+    /// tries again next time). The thread never sends a renewal once the
+    /// kill deadline has passed: by then the supervisor is stopping CMD and
+    /// a late "renewed" would be a lie.
     fn start(&mut self) -> Option<std::io::Error> {
-        let (mut store, spec) = match std::mem::replace(&mut self.state, State::Gone) {
-            State::Idle(b) => *b,
-            // Running (or gone): put it back untouched.
-            other => {
-                self.state = other;
-                return None;
-            }
-        };
-        let (order_tx, order_rx) = mpsc::channel();
-        let (event_tx, event_rx) = mpsc::channel();
-        let Ok((wake_rx, wake_tx)) = pipe() else {
-            self.state = State::Idle(Box::new((store, spec)));
-            return None;
-        };
+        self.idle.as_ref()?;
+        let (wake, wake_tx) = pipe().ok()?;
+        // A thread that could not be started leaves neither idle nor running.
+        let (store, spec) = self.idle.take()?;
+        let (orders, order_rx) = mpsc::channel();
+        let (event_tx, events) = mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("renewer".into())
-            .spawn(move || {
-                renew_loop(&mut store, &spec, &order_rx, &event_tx, &wake_tx);
-                store
-            });
-        // A thread that could not be started leaves the state Gone.
+            .spawn(move || renew_loop(store, &spec, &order_rx, &event_tx, &wake_tx));
         let handle = match spawned {
             Ok(handle) => handle,
             Err(e) => return Some(e),
         };
-        self.state = State::Running(Running {
-            orders: order_tx,
-            events: event_rx,
-            wake: wake_rx,
+        self.running = Some(Running {
+            orders,
+            events,
+            wake,
             handle,
         });
         None
@@ -145,29 +117,24 @@ impl Renewer {
 
     /// The fd that becomes readable when events are waiting.
     pub fn wake_fd(&self) -> Option<RawFd> {
-        match &self.state {
-            State::Running(r) => Some(r.wake.as_raw_fd()),
-            _ => None,
-        }
+        Some(self.running.as_ref()?.wake.as_raw_fd())
     }
 
     /// Takes every waiting event (and the wake-up bytes with them).
     pub fn events(&self) -> Vec<Event> {
-        match &self.state {
-            State::Running(r) => {
-                drain_pipe(&r.wake);
-                r.events.try_iter().collect()
-            }
-            _ => Vec::new(),
-        }
+        let Some(r) = &self.running else {
+            return Vec::new();
+        };
+        drain_pipe(&r.wake);
+        r.events.try_iter().collect()
     }
 
     /// Asks for a renewal now, starting the thread if need be; the error
     /// if it could not be started.
     pub fn renew_now(&mut self) -> Option<std::io::Error> {
         let failed = self.start();
-        if let State::Running(r) = &self.state {
-            let _ = r.orders.send(Order::RenewNow);
+        if let Some(r) = &self.running {
+            let _ = r.orders.send(());
         }
         failed
     }
@@ -176,32 +143,26 @@ impl Renewer {
     /// timeout) and returns the store for the release, None only if the
     /// thread could not be started at all, with the events not taken yet.
     pub fn stop(self) -> (Option<Store>, Vec<Event>) {
-        match self.state {
-            State::Idle(b) => (Some(b.0), Vec::new()),
-            State::Running(r) => {
-                let _ = r.orders.send(Order::Stop);
-                let store = r
-                    .handle
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
-                (Some(store), r.events.try_iter().collect())
-            }
-            State::Gone => (None, Vec::new()),
-        }
+        let Some(r) = self.running else {
+            return (self.idle.map(|(store, _)| store), Vec::new());
+        };
+        drop(r.orders);
+        let store = r.handle.join().unwrap_or_else(|e| resume_unwind(e));
+        (Some(store), r.events.try_iter().collect())
     }
 }
 
 /// The renewer thread: sends renewals when [`RenewalPolicy`] says so (or
-/// when told to after a SIGCONT) and reports each outcome.
+/// when told to after a SIGCONT) and reports each outcome; hands the store
+/// back when told to stop.
 fn renew_loop(
-    store: &mut Store,
+    mut store: Store,
     spec: &LeaseSpec,
-    orders: &mpsc::Receiver<Order>,
+    orders: &mpsc::Receiver<()>,
     events: &mpsc::Sender<Event>,
     wake: &OwnedFd,
-) {
-    let t = spec.timings;
-    let mut policy = RenewalPolicy::new(t, spec.t0);
+) -> Store {
+    let mut policy = RenewalPolicy::new(spec.timings, spec.t0);
     let send = |e: Event| {
         let _ = events.send(e);
         poke(wake);
@@ -212,10 +173,8 @@ fn renew_loop(
         let idle = policy
             .next_due()
             .map_or(Duration::MAX, |next| next.saturating_sub(now()));
-        if let Ok(Order::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) =
-            orders.recv_timeout(idle)
-        {
-            return;
+        if let Err(mpsc::RecvTimeoutError::Disconnected) = orders.recv_timeout(idle) {
+            return store;
         }
         let sent_at = now();
         // Too late to matter; the supervisor is stopping CMD.
@@ -223,7 +182,7 @@ fn renew_loop(
             continue;
         };
         store.set_timeout(timeout);
-        match store.renew(&spec.keys, &spec.owner, t.ttl_ms()) {
+        match store.renew(&spec.keys, &spec.owner, spec.timings.ttl_ms()) {
             Ok(true) => {
                 let after_failures = policy.failures();
                 policy.confirmed(sent_at);

@@ -38,16 +38,12 @@ impl Subscriber {
                 let turn = || turn2.lock().unwrap_or_else(PoisonError::into_inner);
                 while !stop2.load(Ordering::Relaxed) {
                     let timeout = turn().read_timeout(now(), Self::TICK);
-                    let attempt = match sub.next_message(timeout) {
-                        Ok(Some(notice)) => turn().take(notice, now()),
-                        Ok(None) => false,
-                        Err(_) => {
-                            dead2.store(true, Ordering::Relaxed);
-                            poke(&notify);
-                            break;
-                        }
+                    let Ok(notice) = sub.next_message(timeout) else {
+                        dead2.store(true, Ordering::Relaxed);
+                        poke(&notify);
+                        break;
                     };
-                    if attempt || turn().has_come(now()) {
+                    if notice.is_some_and(|n| turn().take(n, now())) || turn().has_come(now()) {
                         poke(&notify);
                     }
                 }
