@@ -38,8 +38,8 @@ use etcd_client::{
 
 use super::call::Call;
 use super::{
-    Acquire, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result, RunRecord,
-    SlotsInfo, StoreError, Watched,
+    secs, Acquire, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result,
+    RunRecord, SlotsInfo, StoreError, Watched,
 };
 
 pub use queue::Subscription;
@@ -170,7 +170,10 @@ impl Store {
         let detail = if interrupted {
             "interrupted by a signal".to_owned()
         } else {
-            format!("no complete answer within {}{hint}", secs(self.timeout))
+            format!(
+                "no complete answer within {}{hint}",
+                secs(self.timeout, false)
+            )
         };
         self.failure(StoreError::Timeout, Some(what), detail)
     }
@@ -821,14 +824,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
-}
-
-fn secs(d: Duration) -> String {
-    if d.as_millis().is_multiple_of(1000) {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
 }
 
 #[cfg(test)]

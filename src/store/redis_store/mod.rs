@@ -39,7 +39,7 @@ use redis::{Connection, FromRedisValue, Value};
 
 use crate::config::Timings;
 
-use super::call::Call;
+use super::{call::Call, secs};
 use connection::{key_slot, SlotRange};
 use error::{describe, timed_out};
 use replies::{foreign_key, int};
@@ -249,7 +249,7 @@ impl Store {
                     op: None,
                     server: self.target.display.clone(),
                     detail: timed_out(
-                        &format!("no complete answer within {}", secs(self.timeout)),
+                        &format!("no complete answer within {}", secs(self.timeout, true)),
                         &self.target,
                     ),
                 })
@@ -312,17 +312,6 @@ impl Store {
             ours: keys.limit.unwrap_or(1),
             in_use,
         }
-    }
-}
-
-/// A timeout in words: `5s`, `1.5s`, `200ms`.
-fn secs(d: Duration) -> String {
-    if d.as_millis().is_multiple_of(1000) {
-        format!("{}s", d.as_secs())
-    } else if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
     }
 }
 
