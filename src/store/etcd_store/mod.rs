@@ -205,11 +205,7 @@ impl Store {
     }
 
     fn failure(&self, kind: errors::Kind, op: Option<&str>, detail: String) -> StoreError {
-        kind(Failure {
-            op: op.map(str::to_owned),
-            server: self.target.display.clone(),
-            detail,
-        })
+        kind(Failure::new(op, &self.target.display, detail))
     }
 
     /// An etcd-client error as a [`StoreError`] of the right kind. The

@@ -146,11 +146,12 @@ impl Store {
             .map(|r| (r.2.clone(), r.3));
         let Some(node) = node else {
             self.slot_map = None;
-            return Err(StoreError::Unreachable(Failure {
-                op: None,
-                server: self.target.display.clone(),
-                detail: format!("no node serves slot {slot}"),
-            }));
+            let detail = format!("no node serves slot {slot}");
+            return Err(StoreError::Unreachable(Failure::new(
+                None,
+                &self.target.display,
+                detail,
+            )));
         };
         if self.node.as_ref() != Some(&node) {
             self.conn = None;
@@ -245,15 +246,9 @@ impl Store {
             self.conn = None;
             self.slot_map = None;
             if ran_out {
-                StoreError::Timeout(Failure {
-                    op: None,
-                    server: self.target.display.clone(),
-                    detail: timed_out(
-                        &format!("no complete answer within {}", secs(self.timeout, true)),
-                        &self.target,
-                    ),
-                })
-                .during(what)
+                let words = format!("no complete answer within {}", secs(self.timeout, true));
+                let detail = timed_out(&words, &self.target);
+                StoreError::Timeout(Failure::new(None, &self.target.display, detail)).during(what)
             } else {
                 e
             }
@@ -302,16 +297,6 @@ impl Store {
             return Err(fk.into());
         }
         Ok((self.parse(what, v)?, acks))
-    }
-
-    /// The error for a call whose `--limit` disagrees with the one in use
-    /// (`in_use` ≤ 1: a plain lock).
-    fn limit_mismatch(keys: &LockKeys, in_use: i64) -> StoreError {
-        StoreError::LimitMismatch {
-            name: keys.name.clone(),
-            ours: keys.limit.unwrap_or(1),
-            in_use,
-        }
     }
 }
 
