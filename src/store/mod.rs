@@ -368,17 +368,27 @@ impl Store {
         }
     }
 
+    /// Makes every call from now on (an acquisition, a wait) end at once
+    /// when one of `sigs` arrives (the call then fails, and the signal is
+    /// left pending for the caller to read); `&[]` ends that. Returns the
+    /// previous set.
     pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
-        each!(self, s => s.set_interrupt_signals(sigs))
+        each!(self, s => std::mem::replace(&mut s.interrupt_on, sigs))
     }
 
+    /// The URL for messages, password redacted.
     pub fn display(&self) -> &str {
-        each!(self, s => s.display())
+        each!(self, s => &s.target.display)
+    }
+
+    /// Changes the per-call timeout, e.g. to the time left before a
+    /// deadline. Applied at the next call.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        each!(self, s => s.timeout = timeout.max(Duration::from_millis(1)))
     }
 
     pass! {
         fn set_min_replicas(n: u32);
-        fn set_timeout(timeout: Duration);
         /// Whether someone watches this wait (a status line): a store whose
         /// busy reply does not carry the holder's details reads them then,
         /// and only then.

@@ -84,9 +84,9 @@ impl RunRecord<'_> {
 
 /// A lazily (re)connected Redis connection with a timeout on every call.
 pub struct Store {
-    target: Target,
+    pub(super) target: Target,
     conn: Option<Connection>,
-    timeout: Duration,
+    pub(super) timeout: Duration,
     /// `--min-replicas`: acquisitions and renewals count only once this
     /// many replicas have them (WAIT, in the same round trip).
     min_replicas: u32,
@@ -99,7 +99,7 @@ pub struct Store {
     loaded: Vec<&'static str>,
     /// Signals that end a call at once (see `store/call.rs`): those that
     /// end an acquisition, while there is one; else none.
-    interrupt_on: &'static [i32],
+    pub(super) interrupt_on: &'static [i32],
 }
 
 impl Store {
@@ -114,13 +114,6 @@ impl Store {
             loaded: Vec::new(),
             interrupt_on: &[],
         }
-    }
-
-    /// Makes every call from now on end at once when one of `sigs`
-    /// arrives (the call then fails, and the signal is left pending for
-    /// the caller to read); `&[]` ends that. Returns the previous set.
-    pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
-        std::mem::replace(&mut self.interrupt_on, sigs)
     }
 
     /// Redis Cluster: points the connection at the master that owns the
@@ -166,17 +159,6 @@ impl Store {
 
     pub fn set_min_replicas(&mut self, n: u32) {
         self.min_replicas = n;
-    }
-
-    /// Changes the per-call timeout, e.g. to the time left before a
-    /// deadline. Applied at the next call.
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout.max(Duration::from_millis(1));
-    }
-
-    /// The URL for messages, password redacted.
-    pub fn display(&self) -> &str {
-        &self.target.display
     }
 
     /// The connection, opened if need be, its socket timeouts set to what
