@@ -59,6 +59,13 @@ pub struct Failure {
     pub detail: String,
 }
 
+impl Failure {
+    pub(super) fn new(op: Option<&str>, server: &str, detail: impl Into<String>) -> Failure {
+        let (op, server, detail) = (op.map(str::to_owned), server.to_owned(), detail.into());
+        Failure { op, server, detail }
+    }
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(op) = &self.op {
@@ -76,11 +83,17 @@ impl fmt::Display for Failure {
 impl StoreError {
     /// A reply that does not have the shape distlock's scripts give it.
     pub(super) fn protocol(server: &str, detail: impl Into<String>) -> StoreError {
-        StoreError::Protocol(Failure {
-            op: None,
-            server: server.to_owned(),
-            detail: detail.into(),
-        })
+        StoreError::Protocol(Failure::new(None, server, detail))
+    }
+
+    /// The error for a call whose `--limit` disagrees with the one in use
+    /// (`in_use` ≤ 1: a plain lock).
+    pub(super) fn limit_mismatch(keys: &super::LockKeys, in_use: impl Into<i64>) -> StoreError {
+        StoreError::LimitMismatch {
+            name: keys.name.clone(),
+            ours: keys.limit.unwrap_or(1),
+            in_use: in_use.into(),
+        }
     }
 
     /// Names the request that failed, unless a name is already there

@@ -27,7 +27,7 @@ mod etcd_store;
 
 use std::time::Duration;
 
-use crate::config::Security;
+use crate::config::{Security, UsageError};
 
 pub use check::{Check, Verdict};
 pub use error::{Failure, ForeignKey, StoreError};
@@ -261,7 +261,7 @@ impl Target {
     /// feature is a usage error that says so.
     pub fn parse(url: &str, sec: &Security) -> anyhow::Result<Target> {
         if url::password_needs_escaping(url) {
-            return Err(crate::config::UsageError(format!(
+            return Err(UsageError(format!(
                 "invalid URL {}: its password holds an unescaped /, ? or #: percent-encode them (%2F, %3F, %23, and @ as %40)",
                 url::redact(url)
             ))
@@ -272,7 +272,7 @@ impl Target {
             #[cfg(feature = "etcd")]
             return Ok(Target::Etcd(etcd_store::Target::parse(url, sec)?));
             #[cfg(not(feature = "etcd"))]
-            return Err(crate::config::UsageError(format!(
+            return Err(UsageError(format!(
                 "{scheme}:// URLs need distlock built with its `etcd` feature; this one is Redis-only"
             ))
             .into());
@@ -316,12 +316,45 @@ macro_rules! pass {
     };
 }
 
-/// Whether a `--tls-ca` file holds a PEM certificate: one that holds none
-/// (an empty file, a key by mistake) is refused up front on both stores,
-/// since TLS would then trust nobody and blame every server's certificate.
-pub(crate) fn holds_a_certificate(pem: &[u8]) -> bool {
+/// A timeout in words: `5s`, `200ms`, and `1.5s`, or with etcd's words
+/// (no `tenths`) `1500ms`.
+fn secs(d: Duration, tenths: bool) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{}s", d.as_secs())
+    } else if d < Duration::from_secs(1) || !tenths {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// The `--tls-ca` file's PEM, and the `--tls-cert` and `--tls-key` files'
+/// (given both or neither: checked before). A CA file that holds no
+/// certificate (an empty file, a key by mistake) is refused up front on
+/// both stores, since TLS would then trust nobody and blame every server's
+/// certificate; `signed`: whose certificates the CA signed, for that error.
+type TlsFiles = (Option<Vec<u8>>, Option<(Vec<u8>, Vec<u8>)>);
+
+fn tls_files(sec: &Security, signed: &str) -> anyhow::Result<TlsFiles> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};
-    CertificateDer::pem_slice_iter(pem).any(|c| c.is_ok())
+    let read = |what: &str, p: &Option<std::path::PathBuf>| -> anyhow::Result<_> {
+        let Some(p) = p else { return Ok(None) };
+        let e = |e| UsageError(format!("cannot read {what} {}: {e}", p.display()));
+        Ok(Some(std::fs::read(p).map_err(e)?))
+    };
+    let ca = read("--tls-ca", &sec.tls_ca)?;
+    if let (Some(pem), Some(path)) = (&ca, &sec.tls_ca) {
+        if !CertificateDer::pem_slice_iter(pem).any(|c| c.is_ok()) {
+            anyhow::bail!(UsageError(format!(
+                "--tls-ca {} holds no PEM certificate: give the CA that signed {signed}",
+                path.display()
+            )));
+        }
+    }
+    Ok((
+        ca,
+        read("--tls-cert", &sec.tls_cert)?.zip(read("--tls-key", &sec.tls_key)?),
+    ))
 }
 
 impl Store {
@@ -335,17 +368,27 @@ impl Store {
         }
     }
 
+    /// Makes every call from now on (an acquisition, a wait) end at once
+    /// when one of `sigs` arrives (the call then fails, and the signal is
+    /// left pending for the caller to read); `&[]` ends that. Returns the
+    /// previous set.
     pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
-        each!(self, s => s.set_interrupt_signals(sigs))
+        each!(self, s => std::mem::replace(&mut s.interrupt_on, sigs))
     }
 
+    /// The URL for messages, password redacted.
     pub fn display(&self) -> &str {
-        each!(self, s => s.display())
+        each!(self, s => &s.target.display)
+    }
+
+    /// Changes the per-call timeout, e.g. to the time left before a
+    /// deadline. Applied at the next call.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        each!(self, s => s.timeout = timeout.max(Duration::from_millis(1)))
     }
 
     pass! {
         fn set_min_replicas(n: u32);
-        fn set_timeout(timeout: Duration);
         /// Whether someone watches this wait (a status line): a store whose
         /// busy reply does not carry the holder's details reads them then,
         /// and only then.

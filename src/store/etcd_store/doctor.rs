@@ -98,7 +98,7 @@ impl Store {
                                 s.header().map_or(0, |h| h.cluster_id()),
                             )),
                             Ok(Err(e)) => Err(reason(&e)),
-                            Err(_) => Err(format!("no answer within {}", secs(each))),
+                            Err(_) => Err(format!("no answer within {}", secs(each, false))),
                         }
                     })
                 })

@@ -38,8 +38,8 @@ use etcd_client::{
 
 use super::call::Call;
 use super::{
-    Acquire, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result, RunRecord,
-    SlotsInfo, StoreError, Watched,
+    secs, Acquire, Failure, ForeignKey, Found, LockInfo, LockKeys, Mode, Release, Result,
+    RunRecord, SlotsInfo, StoreError, Watched,
 };
 
 pub use queue::Subscription;
@@ -49,10 +49,10 @@ pub use target::Target;
 
 /// A lazily connected etcd client with a timeout on every call.
 pub struct Store {
-    target: Target,
-    timeout: Duration,
+    pub(super) target: Target,
+    pub(super) timeout: Duration,
     client: Option<Client>,
-    interrupt_on: &'static [i32],
+    pub(super) interrupt_on: &'static [i32],
     queue: queue::Queue,
     /// Someone watches the wait: see `set_watched`.
     watched: bool,
@@ -77,12 +77,6 @@ impl Store {
         }
     }
 
-    /// Signals that end a call at once (an acquisition, a wait), as on
-    /// Redis; they stay pending for the caller to read.
-    pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
-        std::mem::replace(&mut self.interrupt_on, sigs)
-    }
-
     /// A watched waiter's attempts also read the holder's metadata key
     /// (one more read each), for its status line.
     pub fn set_watched(&mut self, on: bool) {
@@ -92,14 +86,6 @@ impl Store {
     /// `--min-replicas` is refused for etcd URLs before a store is made:
     /// a commit already reaches a majority.
     pub fn set_min_replicas(&mut self, _n: u32) {}
-
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout.max(Duration::from_millis(1));
-    }
-
-    pub fn display(&self) -> &str {
-        &self.target.display
-    }
 
     /// Runs `f` on a connected client, connecting first if need be, all of
     /// it one [`Call`]. On any error the client is dropped, so the next
@@ -170,7 +156,10 @@ impl Store {
         let detail = if interrupted {
             "interrupted by a signal".to_owned()
         } else {
-            format!("no complete answer within {}{hint}", secs(self.timeout))
+            format!(
+                "no complete answer within {}{hint}",
+                secs(self.timeout, false)
+            )
         };
         self.failure(StoreError::Timeout, Some(what), detail)
     }
@@ -202,11 +191,7 @@ impl Store {
     }
 
     fn failure(&self, kind: errors::Kind, op: Option<&str>, detail: String) -> StoreError {
-        kind(Failure {
-            op: op.map(str::to_owned),
-            server: self.target.display.clone(),
-            detail,
-        })
+        kind(Failure::new(op, &self.target.display, detail))
     }
 
     /// An etcd-client error as a [`StoreError`] of the right kind. The
@@ -821,14 +806,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
-}
-
-fn secs(d: Duration) -> String {
-    if d.as_millis().is_multiple_of(1000) {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
 }
 
 #[cfg(test)]

@@ -694,11 +694,8 @@ impl Subscription {
             }
         });
         out.map_err(|e: etcd_client::Error| {
-            StoreError::Unreachable(super::Failure {
-                op: Some("watch".into()),
-                server: display.clone(),
-                detail: super::one_line(&super::error_chain(&e)),
-            })
+            let detail = super::one_line(&super::error_chain(&e));
+            StoreError::Unreachable(super::Failure::new(Some("watch"), display, detail))
         })
     }
 }

@@ -145,23 +145,13 @@ impl super::Store {
         Ok(Seen { slots, plain })
     }
 
-    /// The error for a call whose `--limit` disagrees with the one in use
-    /// (`in_use` ≤ 1: a plain lock), as on Redis.
-    pub(super) fn limit_mismatch(keys: &LockKeys, in_use: u32) -> StoreError {
-        StoreError::LimitMismatch {
-            name: keys.name.clone(),
-            ours: keys.limit.unwrap_or(1),
-            in_use: i64::from(in_use),
-        }
-    }
-
     /// What `seen` says about users who disagree on N, if anything.
     fn disagreeing(keys: &LockKeys, s: &Slots, seen: &Seen, n: u32) -> Result<()> {
         if seen.plain {
-            return Err(Self::limit_mismatch(keys, 0));
+            return Err(StoreError::limit_mismatch(keys, 0));
         }
         match seen.limit(&s.all) {
-            Some(agreed) if agreed != n => Err(Self::limit_mismatch(keys, agreed)),
+            Some(agreed) if agreed != n => Err(StoreError::limit_mismatch(keys, agreed)),
             _ => Ok(()),
         }
     }
@@ -177,7 +167,7 @@ impl super::Store {
         })?;
         let plain = false;
         match (Seen { slots, plain }).limit(&all) {
-            Some(n) => Err(Self::limit_mismatch(keys, n)),
+            Some(n) => Err(StoreError::limit_mismatch(keys, n)),
             None => Ok(()),
         }
     }
@@ -371,7 +361,7 @@ impl super::Store {
             Ok((seen.plain, seen.limit(&s.all), holders, fence_rev))
         })?;
         if plain {
-            return Err(Self::limit_mismatch(keys, 0));
+            return Err(StoreError::limit_mismatch(keys, 0));
         }
         let mut out = holders
             .into_iter()

@@ -112,34 +112,15 @@ impl Target {
             addrs.push(format!("{host}:{port}"));
         }
         let tls = if tls {
-            let read = |what: &str, p: &std::path::Path| -> Result<Vec<u8>> {
-                std::fs::read(p).map_err(|e| {
-                    UsageError(format!("cannot read {what} {}: {e}", p.display())).into()
-                })
-            };
             let Some(ca) = &sec.tls_ca else {
                 bail!(UsageError(format!(
                     "etcds:// needs --tls-ca FILE: the CA that signed the etcd servers' certificates ({display})"
                 )));
             };
-            let identity = match (&sec.tls_cert, &sec.tls_key) {
-                (Some(c), Some(k)) => Some(Identity::from_pem(
-                    read("--tls-cert", c)?,
-                    read("--tls-key", k)?,
-                )),
-                _ => None,
-            };
-            let pem = read("--tls-ca", ca)?;
-            // tonic takes a file without a certificate and then trusts
-            // nobody: every connection would fail as if the server's
-            // certificate were wrong.
-            if !crate::store::holds_a_certificate(&pem) {
-                bail!(UsageError(format!(
-                    "--tls-ca {} holds no PEM certificate: give the CA that signed the etcd servers' certificates",
-                    ca.display()
-                )));
-            }
-            let t = TlsOptions::new().ca_certificate(Certificate::from_pem(pem));
+            let (pem, client) = crate::store::tls_files(sec, "the etcd servers' certificates")?;
+            let identity = client.map(|(cert, key)| Identity::from_pem(cert, key));
+            let t =
+                TlsOptions::new().ca_certificate(Certificate::from_pem(pem.unwrap_or_default()));
             let t = identity.into_iter().fold(t, TlsOptions::identity);
             Some((t, format!("the CA in {}", ca.display())))
         } else {

@@ -98,37 +98,15 @@ impl Target {
             }
             info = info.set_redis_settings(redis.set_password(p));
         }
-        let read = |what: &str, p: &Option<std::path::PathBuf>| -> Result<Option<Vec<u8>>> {
-            match p {
-                None => Ok(None),
-                Some(p) => std::fs::read(p).map(Some).map_err(|e| {
-                    UsageError(format!("cannot read {what} {}: {e}", p.display())).into()
-                }),
-            }
-        };
         let build = |info: redis::ConnectionInfo| -> Result<redis::Client> {
             if !tls {
                 return redis::Client::open(info)
                     .map_err(|_| UsageError(format!("invalid redis URL {display}")).into());
             }
             install_crypto_provider();
-            let root_cert = read("--tls-ca", &sec.tls_ca)?;
-            // A CA file without a certificate trusts nobody: every server
-            // would look as if its certificate were wrong. As on etcd.
-            if let (Some(pem), Some(path)) = (&root_cert, &sec.tls_ca) {
-                if !crate::store::holds_a_certificate(pem) {
-                    return Err(UsageError(format!(
-                        "--tls-ca {} holds no PEM certificate: give the CA that signed the server's certificate",
-                        path.display()
-                    ))
-                    .into());
-                }
-            }
-            let client_tls = match (
-                read("--tls-cert", &sec.tls_cert)?,
-                read("--tls-key", &sec.tls_key)?,
-            ) {
-                (Some(client_cert), Some(client_key)) => {
+            let (root_cert, client) = crate::store::tls_files(sec, "the server's certificate")?;
+            let client_tls = match client {
+                Some((client_cert, client_key)) => {
                     check_client_cert(&client_cert, &client_key, sec)?;
                     Some(redis::ClientTlsConfig {
                         client_cert,

@@ -15,11 +15,7 @@ use crate::store::error::tls_failure;
 /// Valkey) or library version answers. This is the one place where redis-rs
 /// errors are looked at; everything outside the store sees only the kind.
 pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
-    let at = |detail: String| Failure {
-        op: None,
-        server: target.display.clone(),
-        detail,
-    };
+    let at = |detail: String| Failure::new(None, &target.display, detail);
     if let Some(why) =
         rustls_error(&e).map(|r| tls_failure(r, target.tls_host.as_deref(), &target.tls_trust))
     {

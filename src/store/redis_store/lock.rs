@@ -277,7 +277,7 @@ impl Store {
             invocation!(INSPECT, keys; lock, fence, meta, last, slots, limit_key, done).invoke(c)
         })?;
         if let Some(n) = info.semaphore {
-            return Err(Store::limit_mismatch(keys, i64::from(n)));
+            return Err(StoreError::limit_mismatch(keys, n));
         }
         Ok(info)
     }

@@ -39,7 +39,7 @@ use redis::{Connection, FromRedisValue, Value};
 
 use crate::config::Timings;
 
-use super::call::Call;
+use super::{call::Call, secs};
 use connection::{key_slot, SlotRange};
 use error::{describe, timed_out};
 use replies::{foreign_key, int};
@@ -84,9 +84,9 @@ impl RunRecord<'_> {
 
 /// A lazily (re)connected Redis connection with a timeout on every call.
 pub struct Store {
-    target: Target,
+    pub(super) target: Target,
     conn: Option<Connection>,
-    timeout: Duration,
+    pub(super) timeout: Duration,
     /// `--min-replicas`: acquisitions and renewals count only once this
     /// many replicas have them (WAIT, in the same round trip).
     min_replicas: u32,
@@ -99,7 +99,7 @@ pub struct Store {
     loaded: Vec<&'static str>,
     /// Signals that end a call at once (see `store/call.rs`): those that
     /// end an acquisition, while there is one; else none.
-    interrupt_on: &'static [i32],
+    pub(super) interrupt_on: &'static [i32],
 }
 
 impl Store {
@@ -114,13 +114,6 @@ impl Store {
             loaded: Vec::new(),
             interrupt_on: &[],
         }
-    }
-
-    /// Makes every call from now on end at once when one of `sigs`
-    /// arrives (the call then fails, and the signal is left pending for
-    /// the caller to read); `&[]` ends that. Returns the previous set.
-    pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
-        std::mem::replace(&mut self.interrupt_on, sigs)
     }
 
     /// Redis Cluster: points the connection at the master that owns the
@@ -146,11 +139,12 @@ impl Store {
             .map(|r| (r.2.clone(), r.3));
         let Some(node) = node else {
             self.slot_map = None;
-            return Err(StoreError::Unreachable(Failure {
-                op: None,
-                server: self.target.display.clone(),
-                detail: format!("no node serves slot {slot}"),
-            }));
+            let detail = format!("no node serves slot {slot}");
+            return Err(StoreError::Unreachable(Failure::new(
+                None,
+                &self.target.display,
+                detail,
+            )));
         };
         if self.node.as_ref() != Some(&node) {
             self.conn = None;
@@ -165,17 +159,6 @@ impl Store {
 
     pub fn set_min_replicas(&mut self, n: u32) {
         self.min_replicas = n;
-    }
-
-    /// Changes the per-call timeout, e.g. to the time left before a
-    /// deadline. Applied at the next call.
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout.max(Duration::from_millis(1));
-    }
-
-    /// The URL for messages, password redacted.
-    pub fn display(&self) -> &str {
-        &self.target.display
     }
 
     /// The connection, opened if need be, its socket timeouts set to what
@@ -245,15 +228,9 @@ impl Store {
             self.conn = None;
             self.slot_map = None;
             if ran_out {
-                StoreError::Timeout(Failure {
-                    op: None,
-                    server: self.target.display.clone(),
-                    detail: timed_out(
-                        &format!("no complete answer within {}", secs(self.timeout)),
-                        &self.target,
-                    ),
-                })
-                .during(what)
+                let words = format!("no complete answer within {}", secs(self.timeout, true));
+                let detail = timed_out(&words, &self.target);
+                StoreError::Timeout(Failure::new(None, &self.target.display, detail)).during(what)
             } else {
                 e
             }
@@ -302,27 +279,6 @@ impl Store {
             return Err(fk.into());
         }
         Ok((self.parse(what, v)?, acks))
-    }
-
-    /// The error for a call whose `--limit` disagrees with the one in use
-    /// (`in_use` ≤ 1: a plain lock).
-    fn limit_mismatch(keys: &LockKeys, in_use: i64) -> StoreError {
-        StoreError::LimitMismatch {
-            name: keys.name.clone(),
-            ours: keys.limit.unwrap_or(1),
-            in_use,
-        }
-    }
-}
-
-/// A timeout in words: `5s`, `1.5s`, `200ms`.
-fn secs(d: Duration) -> String {
-    if d.as_millis().is_multiple_of(1000) {
-        format!("{}s", d.as_secs())
-    } else if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, ParsingError, Value};
 
 use super::{
-    Acquire, DoneMark, ForeignKey, Handoff, LockInfo, LockKeys, Release, SlotsInfo, Store, Watched,
+    Acquire, DoneMark, ForeignKey, Handoff, LockInfo, LockKeys, Release, SlotsInfo, Watched,
 };
 
 /// The reply of a script that refuses a name in use with another
@@ -40,7 +40,7 @@ impl<T> Limited<T> {
     pub(super) fn of(self, keys: &LockKeys) -> super::Result<T> {
         match self {
             Limited::Reply(t) => Ok(t),
-            Limited::InUse(n) => Err(Store::limit_mismatch(keys, n)),
+            Limited::InUse(n) => Err(super::StoreError::limit_mismatch(keys, n)),
         }
     }
 }

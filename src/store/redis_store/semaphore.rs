@@ -6,7 +6,7 @@
 
 use super::replies::{Evicted, Limited, Renewed, SlotsReply};
 use super::scripts::*;
-use super::{Acquire, LockKeys, Release, Result, RunRecord, SlotsInfo, Store};
+use super::{Acquire, LockKeys, Release, Result, RunRecord, SlotsInfo, Store, StoreError};
 
 impl Store {
     /// `acquire` of one of `n` slots.
@@ -87,7 +87,7 @@ impl Store {
             invocation!(INSPECT_SLOTS, keys; slots, limit_key, tokens, fence, last, lock).invoke(c)
         })?;
         if reply.plain {
-            return Err(Store::limit_mismatch(keys, 0));
+            return Err(StoreError::limit_mismatch(keys, 0));
         }
         Ok(reply.info)
     }
