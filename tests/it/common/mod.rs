@@ -239,12 +239,29 @@ pub fn distlock_at(url: &str) -> Command {
 }
 
 /// A `distlock` command with a clean DISTLOCK_* environment and no server.
+///
+/// SIGINT and SIGQUIT start at their default action. A shell without job
+/// control starts a background command (`cargo test … &`) with both
+/// ignored (POSIX), the tests inherit that, and distlock rightly leaves a
+/// signal its caller ignored alone (as nohup(1) expects): the tests that
+/// send SIGINT or SIGQUIT would then fail for want of a caller who wants
+/// them. A test's own `pre_exec` runs after this one, so a test that
+/// ignores a signal on purpose still can.
 pub fn bare_distlock() -> Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin());
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("DISTLOCK_") {
             cmd.env_remove(k);
         }
+    }
+    // SAFETY: signal(2) is async-signal-safe, run in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
     }
     cmd
 }
