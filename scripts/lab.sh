@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The nemesis lab's long run (tests/lab/, issue 41): the same tests as the
-# short run in `cargo test` (etcd, and Redis with Sentinel, side by side),
-# for longer, with the seed given or drawn.
+# The nemesis lab's long run (tests/lab/; docs/guarantees.md, "How we test
+# it"): the same tests as the short run in `cargo test` (etcd, and Redis
+# with Sentinel, side by side), for longer, with the seed given or drawn.
 #
 #   scripts/lab.sh [--minutes N] [--seed S] [--keep]
 #

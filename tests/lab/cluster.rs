@@ -1,5 +1,7 @@
 //! What the nemesis needs of a store's three members, whatever the store.
 
+use std::process::Child;
+
 use crate::net::Net;
 
 /// The three server members' node names (their namespaces and addresses).
@@ -19,4 +21,49 @@ pub trait Cluster {
     /// The member that leads (etcd's leader, Redis's master), as the
     /// cluster says.
     fn leader(&self, net: &Net) -> Option<usize>;
+}
+
+/// The three members' server processes (None while one is killed), kept
+/// the same way by both stores.
+pub struct Servers(Vec<Option<Child>>);
+
+impl Servers {
+    pub fn new() -> Servers {
+        Servers((0..MEMBERS.len()).map(|_| None).collect())
+    }
+
+    pub fn is_up(&self, i: usize) -> bool {
+        self.0[i].is_some()
+    }
+
+    pub fn set(&mut self, i: usize, child: Child) {
+        self.0[i] = Some(child);
+    }
+
+    pub fn pid(&self, i: usize) -> Option<i32> {
+        self.0[i].as_ref().map(|c| c.id() as i32)
+    }
+
+    /// SIGKILLs member `i`'s server and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.0[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Servers {
+    /// Every server continued (a paused one) and killed.
+    fn drop(&mut self) {
+        for i in 0..self.0.len() {
+            if let Some(pid) = self.pid(i) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGCONT,
+                );
+            }
+            self.kill(i);
+        }
+    }
 }

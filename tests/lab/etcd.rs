@@ -4,15 +4,15 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, MEMBERS};
+use crate::cluster::{Cluster, Servers, MEMBERS};
 use crate::net::Net;
 
 pub struct Etcd {
     dir: PathBuf,
-    children: Vec<Option<Child>>,
+    children: Servers,
     initial: String,
 }
 
@@ -26,7 +26,7 @@ impl Etcd {
             .join(",");
         let mut etcd = Etcd {
             dir,
-            children: (0..3).map(|_| None).collect(),
+            children: Servers::new(),
             initial,
         };
         for i in 0..3 {
@@ -96,7 +96,8 @@ impl Etcd {
                 Ok(())
             });
         }
-        self.children[i] = Some(cmd.spawn().expect("cannot start etcd in its namespace"));
+        let child = cmd.spawn().expect("cannot start etcd in its namespace");
+        self.children.set(i, child);
     }
 }
 
@@ -107,18 +108,15 @@ impl Cluster for Etcd {
     }
 
     fn pid(&self, i: usize) -> Option<i32> {
-        self.children[i].as_ref().map(|c| c.id() as i32)
+        self.children.pid(i)
     }
 
     fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.children[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.children.kill(i);
     }
 
     fn restart(&mut self, net: &Net, i: usize) {
-        if self.children[i].is_none() {
+        if !self.children.is_up(i) {
             self.spawn(net, i);
         }
     }
@@ -149,19 +147,5 @@ impl Cluster for Etcd {
 
     fn options(&self) -> Vec<String> {
         Vec::new()
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        for i in 0..3 {
-            if let Some(pid) = self.pid(i) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::SIGCONT,
-                );
-            }
-            self.kill(i);
-        }
     }
 }

@@ -1,4 +1,4 @@
-//! The nemesis lab (issue 41): three server members (etcd; or Redis with
+//! The nemesis lab (docs/guarantees.md, "How we test it"): three server members (etcd; or Redis with
 //! a sentinel beside each data node) and three client hosts, each in its
 //! own network namespace, clients contending for one lock through
 //! `distlock run` while a seeded nemesis partitions, kills and pauses;

@@ -10,14 +10,14 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, MEMBERS};
+use crate::cluster::{Cluster, Servers, MEMBERS};
 use crate::net::Net;
 
 const MASTER: &str = "mymaster";
 
 pub struct Sentinels {
     dir: PathBuf,
-    data: Vec<Option<Child>>,
+    data: Servers,
     sentinels: Vec<Child>,
 }
 
@@ -57,7 +57,7 @@ impl Sentinels {
         let master = net.addr(MEMBERS[0]);
         let mut set = Sentinels {
             dir: dir.clone(),
-            data: Vec::new(),
+            data: Servers::new(),
             sentinels: Vec::new(),
         };
         for (i, m) in MEMBERS.iter().enumerate() {
@@ -91,7 +91,6 @@ impl Sentinels {
             .unwrap();
         }
         for i in 0..3 {
-            set.data.push(None);
             set.restart(net, i);
         }
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -169,21 +168,19 @@ impl Cluster for Sentinels {
     }
 
     fn pid(&self, i: usize) -> Option<i32> {
-        self.data[i].as_ref().map(|c| c.id() as i32)
+        self.data.pid(i)
     }
 
     fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.data[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.data.kill(i);
     }
 
     fn restart(&mut self, net: &Net, i: usize) {
-        if self.data[i].is_none() {
+        if !self.data.is_up(i) {
             let d = self.dir.join(MEMBERS[i]);
             let conf = d.join("redis.conf");
-            self.data[i] = Some(spawn(net, MEMBERS[i], false, &conf, &d.join("redis.log")));
+            let child = spawn(net, MEMBERS[i], false, &conf, &d.join("redis.log"));
+            self.data.set(i, child);
         }
     }
 
@@ -202,16 +199,8 @@ impl Cluster for Sentinels {
 }
 
 impl Drop for Sentinels {
+    /// The sentinels killed; the data nodes go with `Servers`' drop.
     fn drop(&mut self) {
-        for i in 0..3 {
-            if let Some(pid) = self.pid(i) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::SIGCONT,
-                );
-            }
-            self.kill(i);
-        }
         for mut s in self.sentinels.drain(..) {
             let _ = s.kill();
             let _ = s.wait();
