@@ -6,12 +6,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use super::status_line::StatusLine;
-use super::{busy_line, evicted_line, output, release_quietly, Global, IO_TIMEOUT};
+use super::{granted, output, release_quietly, Global, Granted, IO_TIMEOUT};
 use crate::clock;
 use crate::config::{self, fmt_duration, AcquireConfig, HoldConfig, HoldRenewerConfig};
-use crate::exit;
+use crate::lease;
 use crate::lease::supervisor::{Action, Input, Supervisor, TtyFacts};
-use crate::lease::{self, Acquired};
 use crate::process::{self, Signals};
 use crate::store::{LockKeys, Release, Store};
 
@@ -45,7 +44,7 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
     }
     // A signal that ends the wait also cuts short a call in progress.
     store.set_interrupt_signals(process::WAIT_ENDERS);
-    match lease::acquire(
+    let waited = lease::acquire(
         &mut store,
         &keys,
         &owner,
@@ -55,32 +54,18 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
         args.lease.wait_order,
         &signals,
         &StatusLine::new(g, &keys.name),
-    )? {
-        Acquired::Yes { token, sent_at } => Ok(Ok(Taken {
+    )?;
+    match granted(g, &keys.name, waited, args.lease.conflict_exit_code) {
+        Ok(Granted::Yes { token, sent_at }) => Ok(Ok(Taken {
             keys,
             owner,
             token,
             ttl_ms,
             sent_at,
         })),
-        Acquired::Busy {
-            holder,
-            ahead,
-            unacked,
-        } => {
-            g.say(format_args!(
-                "{}",
-                busy_line(&keys.name, holder, ahead, unacked)
-            ));
-            Ok(Err(args.lease.conflict_exit_code))
-        }
-        Acquired::Evicted => {
-            g.say(format_args!("{}", evicted_line(&keys.name)));
-            Ok(Err(args.lease.conflict_exit_code))
-        }
-        Acquired::Interrupted(sig) => Ok(Err(exit::signal_code(sig))),
         // Only `run --once-per` looks at the done mark.
-        Acquired::Done(_) => bail!("unexpected done mark for {}", keys.name),
+        Ok(Granted::Done(_)) => bail!("unexpected done mark for {}", keys.name),
+        Err(code) => Ok(Err(code)),
     }
 }
 

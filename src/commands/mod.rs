@@ -18,6 +18,8 @@ mod status_line;
 use std::time::Duration;
 
 use crate::config::Security;
+use crate::exit;
+use crate::lease::Acquired;
 use crate::process::{self, Signals};
 use crate::store::{Handoff, LockKeys, Store, Target};
 
@@ -78,23 +80,39 @@ pub fn stderr_line(msg: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr().lock(), "distlock: {line}");
 }
 
-/// The conflict line: who holds the lock, naming the full owner id.
-fn busy_line(name: &str, holder: Option<String>, ahead: Option<String>, unacked: bool) -> String {
-    if unacked {
-        return format!(
-            "{name} was taken but not acknowledged by --min-replicas replicas in time, so it was released"
-        );
-    }
-    match (holder, ahead) {
-        (Some(h), _) => format!("{name} is held by {h}"),
-        (None, Some(a)) => format!("{name} is being handed to the next waiter in line, {a}"),
-        (None, None) => format!("{name} is busy"),
-    }
+/// A wait that ended with something to go on with.
+enum Granted {
+    /// The lock, as [`Acquired::Yes`].
+    Yes { token: u64, sent_at: Duration },
+    /// `run --once-per`'s done mark, as [`Acquired::Done`].
+    Done(crate::store::DoneMark),
 }
 
-/// Why a fair wait ended without the lock when its place was taken away.
-fn evicted_line(name: &str) -> String {
-    format!("{name}: this waiter's place in the queue was removed (its etcd lease revoked or its queue key deleted, e.g. by 'distlock release {name} --force'), so it stopped waiting")
+/// What `run` and `acquire` both make of a wait's end: the lock or a done
+/// mark to go on with, or the exit code of a wait that ended without them,
+/// after the line that says why (busy: `conflict`; a signal: 128+N).
+fn granted(
+    g: &Global,
+    name: &str,
+    outcome: Acquired,
+    conflict: u8,
+) -> std::result::Result<Granted, u8> {
+    let line = match outcome {
+        Acquired::Yes { token, sent_at } => return Ok(Granted::Yes { token, sent_at }),
+        Acquired::Done(mark) => return Ok(Granted::Done(mark)),
+        Acquired::Interrupted(sig) => return Err(exit::signal_code(sig)),
+        Acquired::Busy { unacked: true, .. } => format!(
+            "{name} was taken but not acknowledged by --min-replicas replicas in time, so it was released"
+        ),
+        Acquired::Busy { holder: Some(h), .. } => format!("{name} is held by {h}"),
+        Acquired::Busy { ahead: Some(a), .. } => {
+            format!("{name} is being handed to the next waiter in line, {a}")
+        }
+        Acquired::Busy { .. } => format!("{name} is busy"),
+        Acquired::Evicted => format!("{name}: this waiter's place in the queue was removed (its etcd lease revoked or its queue key deleted, e.g. by 'distlock release {name} --force'), so it stopped waiting"),
+    };
+    g.say(format_args!("{line}"));
+    Err(conflict)
 }
 
 /// Timeout for the manual subcommands' connect and each call.

@@ -16,12 +16,12 @@ use super::inspect::readable_done;
 use super::metrics;
 use super::output::rfc3339;
 use super::status_line::StatusLine;
-use super::{busy_line, evicted_line, release_quietly, see_through, signal_policy, Global};
+use super::{granted, release_quietly, see_through, signal_policy, Global, Granted};
 use crate::clock;
 use crate::config::{self, fmt_duration, RunConfig};
 use crate::exit;
 use crate::lease::supervisor::{Action, Input, Loss, Options, Outcome, Supervisor, TtyFacts};
-use crate::lease::{self, Acquired, Event, LeaseSpec, Renewer};
+use crate::lease::{self, Event, LeaseSpec, Renewer};
 use crate::process::{self, ChildState, Guardian, Signals, SpawnError, Standby, Tty};
 use crate::store::{
     self, DoneMark, Handoff, HistoryRecord, LastRun, LockKeys, Release, RunOutcome, RunRecord,
@@ -168,7 +168,7 @@ impl<'a> Run<'a> {
         // A signal that ends the wait also cuts short a call in progress.
         store.set_interrupt_signals(process::WAIT_ENDERS);
         let started = SystemTime::now();
-        let (token, t0) = match lease::acquire(
+        let waited = lease::acquire(
             &mut store,
             keys,
             &self.runner.owner,
@@ -178,25 +178,11 @@ impl<'a> Run<'a> {
             args.lease.wait_order,
             &self.signals,
             &StatusLine::new(g, &keys.name),
-        )? {
-            Acquired::Yes { token, sent_at } => (token, sent_at),
-            Acquired::Busy {
-                holder,
-                ahead,
-                unacked,
-            } => {
-                g.say(format_args!(
-                    "{}",
-                    busy_line(&keys.name, holder, ahead, unacked)
-                ));
-                return Ok(Step::Exit(args.lease.conflict_exit_code));
-            }
-            Acquired::Evicted => {
-                g.say(format_args!("{}", evicted_line(&keys.name)));
-                return Ok(Step::Exit(args.lease.conflict_exit_code));
-            }
-            Acquired::Interrupted(sig) => return Ok(Step::Exit(exit::signal_code(sig))),
-            Acquired::Done(mark) => return self.already_done(&mark).map(Step::Exit),
+        )?;
+        let (token, t0) = match granted(g, &keys.name, waited, args.lease.conflict_exit_code) {
+            Ok(Granted::Yes { token, sent_at }) => (token, sent_at),
+            Ok(Granted::Done(mark)) => return self.already_done(&mark).map(Step::Exit),
+            Err(code) => return Ok(Step::Exit(code)),
         };
         let acquired_at = SystemTime::now();
         if g.verbose > 0 {
