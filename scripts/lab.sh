@@ -3,26 +3,40 @@
 # it"): the same tests as the short run in `cargo test` (etcd, and Redis
 # with Sentinel, side by side), for longer, with the seed given or drawn.
 #
-#   scripts/lab.sh [--minutes N] [--seed S] [--keep]
+#   scripts/lab.sh [--minutes N | --seconds N] [--seed S] [--keep]
 #
 # Needs root (network namespaces). Prints each fault and, at the end, the
-# checker's table; exits non-zero if the checker found a violation (the
-# history is then kept, and its directory named). --keep keeps it anyway.
+# checker's table for each store, broken down by fault kind (acquisitions,
+# faults, outcomes changed, overlaps, stale writes accepted, availability,
+# longest gap); exits non-zero if the checker found a violation, or a fault
+# kind met three times never changed an outcome (the history is then kept,
+# and its directory named). --keep keeps it anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-minutes=30
+seconds=1800
 seed=
 while [ $# -gt 0 ]; do
     case $1 in
-        --minutes) minutes=$2; shift 2 ;;
+        --minutes) seconds=$(($2 * 60)); shift 2 ;;
+        --seconds) seconds=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
         --keep) export DISTLOCK_LAB_KEEP=1; shift ;;
-        *) echo "usage: scripts/lab.sh [--minutes N] [--seed S] [--keep]" >&2; exit 2 ;;
+        *) echo "usage: scripts/lab.sh [--minutes N | --seconds N] [--seed S] [--keep]" >&2; exit 2 ;;
     esac
 done
-export DISTLOCK_LAB_SECONDS=$((minutes * 60))
+export DISTLOCK_LAB_SECONDS=$seconds
 if [ -n "$seed" ]; then
     export DISTLOCK_LAB_SEED=$seed
 fi
-exec cargo test --locked --test lab -- --nocapture under_the_nemesis
+log=$(mktemp -t distlock-lab.XXXXXX)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --locked --test lab -- --nocapture under_the_nemesis 2>&1 | tee "$log" || status=$?
+# The two stores' tables again, together, after the interleaved fault logs.
+echo
+echo "=== results (seconds: $seconds) ==="
+awk '/^lab [a-z]+: seed [0-9]+, [0-9.]+ s, [0-9]+ failovers$/ { on = 1 }
+     on { print }
+     /^\(no fault\)/ { on = 0; print "" }' "$log"
+exit "$status"

@@ -710,6 +710,7 @@ impl Driver<'_> {
     fn feed(&mut self, input: Input, renewer: &mut Renewer) -> Option<Outcome> {
         for action in self.machine.step(clock::now(), input) {
             match action {
+                Action::SignalGroup(_) | Action::SignalCmd(_) if process::no_kill() => {}
                 Action::SignalGroup(sig) => process::signal_group(self.pgid, sig),
                 Action::SignalCmd(sig) => process::signal_process(self.pgid, sig),
                 Action::StopSelf { whole_group } => self.guardian.stop_self(whole_group),

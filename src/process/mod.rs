@@ -46,3 +46,20 @@ pub use signals::record_caller_sigpipe;
 pub use signals::{stop_self, Signals, STOPS, WAIT_ENDERS};
 pub use spawn::{spawn, SpawnError};
 pub use tty::Tty;
+
+/// The nemesis lab's deliberately broken distlock (tests/lab/,
+/// `a_distlock_that_lets_cmd_outlive_its_lease_fails_the_checker`): with
+/// DISTLOCK_TEST_BREAK=no-kill, a debug build never signals CMD and its
+/// guardian never reaches a deadline, so CMD runs on past a lost lease.
+/// The lab must fail such a distlock, or it could pass by being gentle.
+/// Release builds have no such switch: there this is `false`.
+#[cfg(debug_assertions)]
+pub fn no_kill() -> bool {
+    static NO_KILL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NO_KILL.get_or_init(|| std::env::var_os("DISTLOCK_TEST_BREAK").is_some_and(|v| v == "no-kill"))
+}
+
+#[cfg(not(debug_assertions))]
+pub const fn no_kill() -> bool {
+    false
+}

@@ -42,7 +42,52 @@ pub struct Fault {
     pub end: u64,
     pub kind: String,
     pub target: String,
+    /// The leader (master) after the fault was not the one before it.
+    pub failover: bool,
 }
+
+/// How long after a fault heals its outcomes are still its own: the TTL
+/// (2 s) plus a renewal interval, unless the next fault starts sooner.
+const AFTERMATH_US: u64 = 3_000_000;
+
+/// A time with no holder this long, while three clients wait for the
+/// lock, is an outcome a fault changed: between faults the longest gaps
+/// are tens of milliseconds (a hand-off).
+const CHANGED_GAP_US: u64 = 1_000_000;
+
+/// The row of one fault kind (or of the time with no fault active) in
+/// the per-kind table: what happened from each such fault's start to the
+/// end of its aftermath.
+#[derive(Debug, Default, Clone)]
+pub struct KindRow {
+    pub faults: usize,
+    /// Faults whose window saw an outcome the nemesis provably changed: a
+    /// run ended 124 (lease lost, CMD stopped), 125 (a store call failed)
+    /// or otherwise not 0, a fenced write refused, a failover, an overlap,
+    /// or a second or more with no holder.
+    pub changed: usize,
+    pub acquisitions: usize,
+    pub exit_124: usize,
+    pub exit_125: usize,
+    pub exit_other: usize,
+    pub refused: usize,
+    pub failovers: usize,
+    pub overlaps_unpaused: usize,
+    pub overlaps_paused: usize,
+    pub stale_accepted: usize,
+    pub held_us: u64,
+    pub window_us: u64,
+    pub longest_gap_us: u64,
+}
+
+impl KindRow {
+    pub fn availability(&self) -> f64 {
+        self.held_us as f64 / self.window_us.max(1) as f64
+    }
+}
+
+/// The per-kind table's label for time in no fault's window.
+pub const NO_FAULT: &str = "(no fault)";
 
 /// Fault kinds that pause a client's distlock: a CMD of such a run may
 /// outlive its lease (that is what fencing is for).
@@ -73,6 +118,8 @@ pub struct Verdict {
     pub runs_doubled: usize,
     /// The first overlaps found, for the report.
     pub examples: Vec<String>,
+    /// Per fault kind, in the nemesis's order, then [`NO_FAULT`].
+    pub kinds: Vec<(String, KindRow)>,
     pub table: String,
 }
 
@@ -100,6 +147,18 @@ impl Verdict {
         must_be_0(self.runs_lost, "runs lost");
         must_be_0(self.runs_doubled, "runs doubled");
         v
+    }
+
+    /// The fault kinds injected at least `min` times that never changed
+    /// an outcome: a nemesis that gentle proves nothing of them.
+    /// `masked`: kinds the store is built to absorb, not judged.
+    pub fn unchanged_kinds(&self, min: usize, masked: &[&str]) -> Vec<String> {
+        self.kinds
+            .iter()
+            .filter(|(k, _)| k != NO_FAULT && !masked.contains(&k.as_str()))
+            .filter(|(_, r)| r.faults >= min && r.changed == 0)
+            .map(|(k, r)| format!("{k} ({} faults)", r.faults))
+            .collect()
     }
 }
 
@@ -154,6 +213,7 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
                 end: num(2),
                 kind: w[3].into(),
                 target: w[4].into(),
+                failover: w.get(5) == Some(&"1"),
             }),
             _ => {}
         }
@@ -184,6 +244,8 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
     };
     let mut by_start = all.clone();
     by_start.sort_by_key(|c| c.start);
+    // Each overlap: when it began, and whether both CMDs were unpaused.
+    let mut overlaps: Vec<(u64, bool)> = Vec::new();
     for (i, a) in by_start.iter().enumerate() {
         for b in &by_start[i + 1..] {
             if b.start >= end_of(a) {
@@ -191,6 +253,7 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
             }
             if b.run != a.run {
                 let excused = paused(&a.run) || paused(&b.run);
+                overlaps.push((b.start, !excused));
                 if excused {
                     v.overlaps_paused += 1;
                 } else {
@@ -231,11 +294,28 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
             }
         }
     }
+    // When each stale write was accepted: the store's n-th write of a run
+    // is the n-th write CMD of that run recorded as accepted.
+    let mut accepted_at: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for c in &all {
+        let at = c
+            .writes
+            .iter()
+            .filter(|(_, a)| *a == Some(true))
+            .map(|(t, _)| *t);
+        accepted_at.entry(c.run.as_str()).or_default().extend(at);
+    }
+    let mut nth: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut stale_at = Vec::new();
     let mut highest = 0;
-    for (token, _) in commits {
+    for (token, run) in commits {
+        let n = nth.entry(run.as_str()).or_default();
         if *token < highest {
             v.stale_accepted += 1;
+            let at = accepted_at.get(run.as_str()).and_then(|a| a.get(*n));
+            stale_at.push(at.copied().unwrap_or(t1));
         }
+        *n += 1;
         highest = highest.max(*token);
     }
     let unpaused: Vec<&&Cmd> = by_start.iter().filter(|c| !paused(&c.run)).collect();
@@ -296,17 +376,147 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
         .filter(|k| !runs.contains_key(*k))
         .filter(|k| cmds[*k].iter().all(|c| c.start < t1))
         .count();
-    v.table = table(&v, &faults, &all, &runs, &end_of);
+    let spans: Vec<(u64, u64)> = by_start.iter().map(|c| (c.start, end_of(c))).collect();
+    let events = Events {
+        runs: &runs,
+        cmds: &by_start,
+        spans: &spans,
+        overlaps: &overlaps,
+        stale_at: &stale_at,
+    };
+    v.kinds = per_kind(&faults, t0, t1, &events);
+    v.table = table(&v);
     v
 }
 
-fn table(
-    v: &Verdict,
-    faults: &[Fault],
-    cmds: &[&Cmd],
-    runs: &BTreeMap<String, Run>,
-    end_of: &dyn Fn(&Cmd) -> u64,
-) -> String {
+/// What the per-kind table attributes to the time it happened in.
+struct Events<'a> {
+    runs: &'a BTreeMap<String, Run>,
+    cmds: &'a [&'a Cmd],
+    /// Each CMD's (start, end), by start.
+    spans: &'a [(u64, u64)],
+    overlaps: &'a [(u64, bool)],
+    stale_at: &'a [u64],
+}
+
+/// The per-kind rows. `[t0, t1]` is cut into slots: each fault's window,
+/// from its start to the end of its aftermath or the next fault's start,
+/// whichever is first (so every outcome is the fault's active then), and
+/// the time between windows ([`NO_FAULT`]).
+fn per_kind(faults: &[Fault], t0: u64, t1: u64, ev: &Events) -> Vec<(String, KindRow)> {
+    let mut faults: Vec<&Fault> = faults.iter().filter(|f| f.start < t1).collect();
+    faults.sort_by_key(|f| f.start);
+    // (start, end, fault) covering [t0, t1] without overlap.
+    let mut slots: Vec<(u64, u64, Option<&Fault>)> = Vec::new();
+    let mut cursor = t0;
+    for (i, f) in faults.iter().enumerate() {
+        let s = f.start.max(cursor);
+        let next = faults.get(i + 1).map_or(t1, |n| n.start);
+        let e = (f.end + AFTERMATH_US).min(next).min(t1).max(s);
+        if s > cursor {
+            slots.push((cursor, s, None));
+        }
+        slots.push((s, e, Some(f)));
+        cursor = e;
+    }
+    if t1 > cursor {
+        slots.push((cursor, t1, None));
+    }
+    let slot_of = |t: u64| -> Option<usize> {
+        if t < t0 || t > t1 {
+            return None;
+        }
+        Some(slots.partition_point(|(s, _, _)| *s <= t).saturating_sub(1))
+    };
+    let mut rows: Vec<KindRow> = vec![KindRow::default(); slots.len()];
+    for c in ev.cmds {
+        if let Some(i) = slot_of(c.start) {
+            rows[i].acquisitions += 1;
+        }
+        for (t, a) in &c.writes {
+            if *a == Some(false) {
+                if let Some(i) = slot_of(*t) {
+                    rows[i].refused += 1;
+                }
+            }
+        }
+    }
+    for r in ev.runs.values() {
+        let Some(i) = slot_of(r.end) else { continue };
+        match r.rc {
+            0 => {}
+            124 => rows[i].exit_124 += 1,
+            125 => rows[i].exit_125 += 1,
+            _ => rows[i].exit_other += 1,
+        }
+    }
+    for (t, unpaused) in ev.overlaps {
+        if let Some(i) = slot_of(*t) {
+            if *unpaused {
+                rows[i].overlaps_unpaused += 1;
+            } else {
+                rows[i].overlaps_paused += 1;
+            }
+        }
+    }
+    for t in ev.stale_at {
+        if let Some(i) = slot_of(*t) {
+            rows[i].stale_accepted += 1;
+        }
+    }
+    for (row, (s, e, f)) in rows.iter_mut().zip(&slots) {
+        let (held, gap) = held_and_gap(ev.spans, *s, *e);
+        row.held_us = held;
+        row.window_us = e - s;
+        row.longest_gap_us = gap;
+        if let Some(f) = f {
+            row.faults = 1;
+            row.failovers = usize::from(f.failover);
+            let outcomes = row.exit_124
+                + row.exit_125
+                + row.exit_other
+                + row.refused
+                + row.failovers
+                + row.overlaps_unpaused
+                + row.overlaps_paused;
+            row.changed = usize::from(outcomes > 0 || gap >= CHANGED_GAP_US);
+        }
+    }
+    let mut kinds: Vec<(String, KindRow)> = crate::nemesis::KINDS
+        .iter()
+        .chain(&[NO_FAULT])
+        .map(|k| (k.to_string(), KindRow::default()))
+        .collect();
+    for (row, (_, _, f)) in rows.iter().zip(&slots) {
+        let kind = f.map_or(NO_FAULT, |f| f.kind.as_str());
+        let at = match kinds.iter().position(|(k, _)| k == kind) {
+            Some(at) => at,
+            None => {
+                kinds.push((kind.to_string(), KindRow::default()));
+                kinds.len() - 1
+            }
+        };
+        let k = &mut kinds[at].1;
+        k.faults += row.faults;
+        k.changed += row.changed;
+        k.acquisitions += row.acquisitions;
+        k.exit_124 += row.exit_124;
+        k.exit_125 += row.exit_125;
+        k.exit_other += row.exit_other;
+        k.refused += row.refused;
+        k.failovers += row.failovers;
+        k.overlaps_unpaused += row.overlaps_unpaused;
+        k.overlaps_paused += row.overlaps_paused;
+        k.stale_accepted += row.stale_accepted;
+        k.held_us += row.held_us;
+        k.window_us += row.window_us;
+        k.longest_gap_us = k.longest_gap_us.max(row.longest_gap_us);
+    }
+    kinds.retain(|(k, r)| r.faults > 0 || (k == NO_FAULT && r.window_us > 0));
+    kinds
+}
+
+fn table(v: &Verdict) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -374,55 +584,65 @@ fn table(
     for e in &v.examples {
         let _ = writeln!(t, "{e}");
     }
-    // Per fault kind: how often, and what it did to the runs around it
-    // (a run that ended 124, or a write refused, from the fault's start
-    // to 3 s after it healed: TTL plus a renewal).
-    let mut kinds: BTreeMap<&str, (usize, usize, usize, u64)> = BTreeMap::new();
-    for f in faults {
-        let (s, e) = (f.start, f.end + 3_000_000);
-        let k = kinds.entry(&f.kind).or_default();
-        k.0 += 1;
-        k.1 += runs
-            .values()
-            .filter(|r| r.rc == 124 && r.end >= s && r.end <= e)
-            .count();
-        k.2 += cmds
-            .iter()
-            .flat_map(|c| c.writes.iter())
-            .filter(|(t, a)| *a == Some(false) && *t >= s && *t <= e)
-            .count();
-        k.3 = k.3.max(gap_in(cmds, end_of, f.start, f.end + 3_000_000));
-    }
+    // Per fault kind, from each fault's start to 3 s after it healed (TTL
+    // plus a renewal) or the next fault: "changed" counts the faults
+    // after which some outcome differed (124, 125, another failure, a
+    // refused write, a failover, an overlap, a gap of 1 s); "ovl u/p" are overlaps
+    // between unpaused CMDs / with a paused one's.
     let _ = writeln!(
         t,
-        "{:<16} {:>6} {:>8} {:>8} {:>12}",
-        "fault", "count", "exit124", "refused", "max gap ms"
+        "{:<16} {:>6} {:>7} {:>5} {:>4} {:>4} {:>5} {:>7} {:>8} {:>7} {:>5} {:>6} {:>7}",
+        "fault",
+        "faults",
+        "changed",
+        "acq",
+        "124",
+        "125",
+        "other",
+        "refused",
+        "failover",
+        "ovl u/p",
+        "stale",
+        "avail",
+        "gap ms"
     );
-    for (kind, (n, x124, refused, gap)) in kinds {
+    for (kind, r) in &v.kinds {
         let _ = writeln!(
             t,
-            "{kind:<16} {n:>6} {x124:>8} {refused:>8} {:>12}",
-            gap / 1000
+            "{kind:<16} {:>6} {:>7} {:>5} {:>4} {:>4} {:>5} {:>7} {:>8} {:>7} {:>5} {:>5.0}% {:>7}",
+            r.faults,
+            r.changed,
+            r.acquisitions,
+            r.exit_124,
+            r.exit_125,
+            r.exit_other,
+            r.refused,
+            r.failovers,
+            format!("{}/{}", r.overlaps_unpaused, r.overlaps_paused),
+            r.stale_accepted,
+            r.availability() * 100.0,
+            r.longest_gap_us / 1000
         );
     }
     t
 }
 
-/// The longest time inside `[s, e]` in which no CMD ran.
-fn gap_in(cmds: &[&Cmd], end_of: &dyn Fn(&Cmd) -> u64, s: u64, e: u64) -> u64 {
-    let mut spans: Vec<(u64, u64)> = cmds
-        .iter()
-        .map(|c| (c.start.clamp(s, e), end_of(c).clamp(s, e)))
-        .collect();
-    spans.sort();
-    let (mut cursor, mut gap) = (s, 0);
-    for (a, b) in spans {
+/// The time inside `[s, e]` in which some CMD ran, and the longest time
+/// in which none did; `spans` are the CMDs' (start, end), by start.
+fn held_and_gap(spans: &[(u64, u64)], s: u64, e: u64) -> (u64, u64) {
+    let (mut cursor, mut held, mut gap) = (s, 0, 0);
+    for &(a, b) in spans {
+        let (a, b) = (a.clamp(s, e), b.clamp(s, e));
         if a > cursor {
             gap = gap.max(a - cursor);
+            cursor = a;
         }
-        cursor = cursor.max(b);
+        if b > cursor {
+            held += b - cursor;
+            cursor = b;
+        }
     }
-    gap.max(e.saturating_sub(cursor))
+    (held, gap.max(e.saturating_sub(cursor)))
 }
 
 #[cfg(test)]
@@ -505,6 +725,67 @@ K 1600 c1.1 10
         );
         assert_eq!(v.writes_refused_paused, 1);
         assert!(v.violations(true).is_empty(), "{:?}", v.violations(true));
+    }
+
+    /// Outcomes go to the fault active when they happened (its window
+    /// ends 3 s after it healed, or at the next fault); the rest to no
+    /// fault. A kind met often enough that never changed an outcome is
+    /// named.
+    #[test]
+    fn outcomes_are_attributed_to_the_fault_active_then() {
+        let history = "\
+F 1000000 2000000 isolate-holder c1 0
+R 900000 2500000 c1.1 124
+S 950000 c1.1 10
+W 960000 c1.1 10 1
+K 2400000 c1.1 10
+R 2600000 3200000 c2.1 0
+S 2700000 c2.1 11
+W 2710000 c2.1 11 1
+E 3000000 c2.1 11
+R 5400000 8600000 c2.2 0
+S 5500000 c2.2 12
+E 8500000 c2.2 12
+F 6000000 7000000 loss m1:20% 0
+F 8000000 9000000 loss m2:20% 1
+R 9500000 12000000 c3.1 0
+S 10500000 c3.1 13
+E 11000000 c3.1 13
+";
+        let v = check(history, &commits(&[10, 11]), 0, 12_500_000);
+        let row = |k: &str| v.kinds.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        let holder = row("isolate-holder");
+        assert_eq!(
+            (
+                holder.faults,
+                holder.changed,
+                holder.exit_124,
+                holder.acquisitions
+            ),
+            (1, 1, 1, 1),
+            "{}",
+            v.table
+        );
+        // Its window: 1.0 s to 5.0 s; c1 held to 2.4 s, c2 from 2.7 to 3.0 s.
+        assert_eq!(holder.window_us, 4_000_000);
+        assert_eq!(holder.held_us, 1_700_000);
+        assert_eq!(holder.longest_gap_us, 2_000_000);
+        let loss = row("loss");
+        assert_eq!((loss.faults, loss.changed, loss.failovers), (2, 1, 1));
+        // The first loss's window ends where the second one starts.
+        assert_eq!(loss.window_us, 2_000_000 + 4_000_000);
+        let quiet = row(NO_FAULT);
+        assert_eq!((quiet.faults, quiet.acquisitions), (0, 2), "{}", v.table);
+        assert!(v.unchanged_kinds(1, &[]).is_empty());
+        let v = check(
+            "F 0 1000 pause-member m2 0\nS 100 c1.1 5\nE 9000 c1.1 5\n",
+            &[],
+            0,
+            10_000,
+        );
+        assert_eq!(v.unchanged_kinds(1, &[]), ["pause-member (1 faults)"]);
+        assert!(v.unchanged_kinds(2, &[]).is_empty());
+        assert!(v.unchanged_kinds(1, &["pause-member"]).is_empty());
     }
 
     #[test]

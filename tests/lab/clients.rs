@@ -55,6 +55,8 @@ pub struct Setup {
     pub url: String,
     /// The store's own options (`--min-replicas 1` for Sentinel).
     pub options: Vec<String>,
+    /// Extra environment for distlock (the lab's broken-distlock switch).
+    pub env: Vec<(&'static str, &'static str)>,
     pub history: PathBuf,
     pub db: PathBuf,
     /// The file CMD reads its hold time from (seconds).
@@ -139,6 +141,7 @@ fn client(i: usize, host: &str, ns: &str, s: &Setup, stop: &AtomicBool, pids: &M
             .env("LAB_DB", &s.db)
             .env("LAB_HOLD", &s.hold)
             .env("LC_ALL", "C")
+            .envs(s.env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log(&s.logs.join(format!("{host}.log"))));

@@ -18,6 +18,13 @@ pub trait Cluster {
     fn kill(&mut self, i: usize);
     /// Starts member `i`'s server again on its data.
     fn restart(&mut self, net: &Net, i: usize);
+    /// Starts killed member `i` again without its data: an empty data
+    /// dir, and whatever the store needs to take it back so.
+    fn restart_empty(&mut self, net: &Net, i: usize);
+    /// The member whose data the nemesis may wipe, given a drawn one.
+    fn wipe_candidate(&self, drawn: usize, _leader: Option<usize>) -> usize {
+        drawn
+    }
     /// The member that leads (etcd's leader, Redis's master), as the
     /// cluster says.
     fn leader(&self, net: &Net) -> Option<usize>;

@@ -30,7 +30,7 @@ impl Etcd {
             initial,
         };
         for i in 0..3 {
-            etcd.spawn(net, i);
+            etcd.spawn(net, i, false);
         }
         let deadline = Instant::now() + Duration::from_secs(40);
         while etcd.leader(net).is_none() {
@@ -52,6 +52,24 @@ impl Etcd {
             .join(",")
     }
 
+    /// `etcdctl ARGS` against every member, from client host c1; its
+    /// stdout if it succeeded.
+    fn etcdctl(&self, net: &Net, args: &[&str]) -> Option<String> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &net.ns("c1"), "etcdctl"])
+            .arg(format!("--endpoints={}", self.endpoints(net)))
+            .args(["--dial-timeout=1s", "--command-timeout=3s"])
+            .args(args)
+            .env("ETCDCTL_API", "3")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     fn logs(&self) -> String {
         MEMBERS
             .iter()
@@ -60,7 +78,9 @@ impl Etcd {
             .join("\n")
     }
 
-    fn spawn(&mut self, net: &Net, i: usize) {
+    /// Starts member `i`; `existing`: a member added to the running
+    /// cluster, with an empty data dir.
+    fn spawn(&mut self, net: &Net, i: usize, existing: bool) {
         let m = MEMBERS[i];
         let addr = net.addr(m);
         let log = std::fs::OpenOptions::new()
@@ -78,6 +98,11 @@ impl Etcd {
             .arg(format!("--initial-advertise-peer-urls=http://{addr}:2380"))
             .arg(format!("--initial-cluster={}", self.initial))
             .arg("--initial-cluster-token=distlock-lab")
+            .arg(if existing {
+                "--initial-cluster-state=existing"
+            } else {
+                "--initial-cluster-state=new"
+            })
             // Slower than the etcd_cluster tests' 50/500 ms: on a loaded
             // two-core machine shorter timeouts elect without any fault.
             .arg("--heartbeat-interval=100")
@@ -117,8 +142,59 @@ impl Cluster for Etcd {
 
     fn restart(&mut self, net: &Net, i: usize) {
         if !self.children.is_up(i) {
-            self.spawn(net, i);
+            self.spawn(net, i, false);
         }
+    }
+
+    /// Member `i`'s data dir wiped, the member removed from the cluster
+    /// and added anew (`etcdctl member remove`, `member add`), started
+    /// with `--initial-cluster-state=existing`: it catches up from the
+    /// leader's snapshot. Retried while the two others settle an
+    /// election, within a deadline.
+    fn restart_empty(&mut self, net: &Net, i: usize) {
+        let m = MEMBERS[i];
+        let _ = std::fs::remove_dir_all(self.dir.join(m));
+        let peer = format!("--peer-urls=http://{}:2380", net.addr(m));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut removed = false;
+        loop {
+            if !removed {
+                let id = self
+                    .etcdctl(net, &["member", "list", "-w", "json"])
+                    .and_then(|out| {
+                        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+                        v["members"]
+                            .as_array()?
+                            .iter()
+                            .find(|r| {
+                                r["name"] == m
+                                    || r["peerURLs"][0].as_str()
+                                        == Some(&format!("http://{}:2380", net.addr(m)))
+                            })
+                            .map(|r| r["ID"].as_u64())
+                    });
+                match id {
+                    Some(Some(id)) => {
+                        removed = self
+                            .etcdctl(net, &["member", "remove", &format!("{id:x}")])
+                            .is_some()
+                    }
+                    // Not listed: removed already.
+                    Some(None) => removed = true,
+                    None => {}
+                }
+            }
+            if removed && self.etcdctl(net, &["member", "add", m, &peer]).is_some() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "etcd: cannot remove and re-add {m}: {}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        self.spawn(net, i, true);
     }
 
     /// The leader's index, as the members a client in `c1` reaches see it.

@@ -6,7 +6,8 @@
 //! namespaces); elsewhere it says why in one line and passes.
 //!
 //! `cargo test --test lab` is the short run (both stores side by side,
-//! about 45 s). The long run is `scripts/lab.sh --minutes 30 --seed S`,
+//! about 45 s each, then a deliberately broken distlock that the checker
+//! must fail). The long run is `scripts/lab.sh --minutes 30 --seed S`,
 //! the same tests with DISTLOCK_LAB_SECONDS and DISTLOCK_LAB_SEED.
 
 mod checker;
@@ -56,9 +57,21 @@ fn commits(db: &Path) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// The short run's fault time per store; DISTLOCK_LAB_SECONDS sets it.
+const SHORT_RUN_S: u64 = 40;
+
+/// A kind met this often that never changed an outcome fails the run:
+/// the long run meets each several times; the short run mostly once.
+const JUDGED_AFTER: usize = 3;
+
 #[test]
 fn etcd_keeps_one_holder_and_fences_the_rest_under_the_nemesis() {
-    lab("etcd", true, |net, dir| Box::new(Etcd::start(net, dir)));
+    let Some(run) = lab(&Lab::new("etcd", true), |net, dir| {
+        Box::new(Etcd::start(net, dir))
+    }) else {
+        return;
+    };
+    run.assert_clean();
 }
 
 #[test]
@@ -66,23 +79,136 @@ fn sentinel_with_min_replicas_refuses_every_stale_write_under_the_nemesis() {
     // Not exclusive: a lease that one replica acknowledged is lost when
     // Sentinel promotes the other one, as it did in the long run with
     // seed 7 (docs/guarantees.md, "How we test it"); fencing must hold.
-    lab("redis", false, |net, dir| {
-        Box::new(Sentinels::start(net, dir))
-    });
+    // A replica's data lost is absorbed: `--min-replicas 1` has the
+    // other replica's acknowledgement.
+    let redis = Lab {
+        masked: vec!["wipe-member"],
+        ..Lab::new("redis", false)
+    };
+    let Some(run) = lab(&redis, |net, dir| Box::new(Sentinels::start(net, dir))) else {
+        return;
+    };
+    run.assert_clean();
+}
+
+/// The lab must fail a distlock that lets CMD run on past a lost lease
+/// (the debug-only switch `DISTLOCK_TEST_BREAK=no-kill`, src/process): a
+/// checker that passed it, or a nemesis too gentle to show it, would make
+/// every other run of the lab worthless. The holder's host is cut from
+/// every member while its CMD holds past the TTL.
+#[test]
+fn a_distlock_that_lets_cmd_outlive_its_lease_fails_the_checker() {
+    if !cfg!(debug_assertions) {
+        eprintln!("lab skipped: a release build has no DISTLOCK_TEST_BREAK switch");
+        return;
+    }
+    let broken = Lab {
+        name: "broken",
+        exclusive: true,
+        kinds: vec!["isolate-holder"],
+        masked: Vec::new(),
+        seconds: env_u64("DISTLOCK_LAB_BROKEN_SECONDS").unwrap_or(15),
+        env: vec![("DISTLOCK_TEST_BREAK", "no-kill")],
+    };
+    let Some(run) = lab(&broken, |net, dir| Box::new(Etcd::start(net, dir))) else {
+        return;
+    };
+    let v = &run.verdict;
+    let holder = v.kinds.iter().find(|(k, _)| k == "isolate-holder");
+    assert!(
+        holder.is_some_and(|(_, r)| r.faults > 0),
+        "seed {}: the holder was never cut off\n{}",
+        run.seed,
+        v.table
+    );
+    assert!(
+        v.overlaps_unpaused + v.stale_accepted + v.writes_refused_unpaused > 0,
+        "seed {}: the checker passed a distlock that never stops CMD\n{}",
+        run.seed,
+        v.table
+    );
+    assert!(!v.violations(true).is_empty());
+    eprintln!(
+        "lab broken: the checker failed it, as it must: {:?}",
+        v.violations(true)
+    );
+}
+
+/// One lab run's shape.
+struct Lab {
+    /// The store, or the run's own name: it names the namespaces.
+    name: &'static str,
+    /// Whether the store promises one holder through every fault (else
+    /// only fencing is held to).
+    exclusive: bool,
+    /// The fault kinds the nemesis draws from.
+    kinds: Vec<&'static str>,
+    /// Kinds the store is built to absorb, whose faults need not change
+    /// any outcome.
+    masked: Vec<&'static str>,
+    seconds: u64,
+    /// Extra environment for every distlock.
+    env: Vec<(&'static str, &'static str)>,
+}
+
+impl Lab {
+    /// Every fault kind, for DISTLOCK_LAB_SECONDS.
+    fn new(name: &'static str, exclusive: bool) -> Lab {
+        Lab {
+            name,
+            exclusive,
+            kinds: nemesis::KINDS.to_vec(),
+            masked: Vec::new(),
+            seconds: env_u64("DISTLOCK_LAB_SECONDS").unwrap_or(SHORT_RUN_S),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// What a run found.
+struct Run {
+    name: &'static str,
+    exclusive: bool,
+    masked: Vec<&'static str>,
+    seed: u64,
+    verdict: checker::Verdict,
+    report: nemesis::Report,
+}
+
+impl Run {
+    /// The checker's verdicts (overlaps only where the store is
+    /// exclusive), and that the nemesis changed some outcome: overall,
+    /// and for every kind it met [`JUDGED_AFTER`] times.
+    fn assert_clean(&self) {
+        let (v, seed) = (&self.verdict, self.seed);
+        let violations = v.violations(self.exclusive);
+        assert!(violations.is_empty(), "seed {seed}: {violations:?}");
+        assert!(
+            v.exit_124 + v.writes_refused_paused + self.report.failovers > 0,
+            "seed {seed}: the nemesis changed no outcome (no exit 124, no refused write, no failover)"
+        );
+        let gentle = v.unchanged_kinds(JUDGED_AFTER, &self.masked);
+        assert!(
+            gentle.is_empty(),
+            "lab {}, seed {seed}: these fault kinds never changed an outcome: {gentle:?}",
+            self.name
+        );
+    }
 }
 
 /// One run: the network, the store's cluster, the clients, the nemesis
-/// for DISTLOCK_LAB_SECONDS, then the checker's verdicts, asserted
-/// (overlaps only where the store is `exclusive`).
-fn lab(store: &str, exclusive: bool, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) {
+/// for `lab.seconds`, then the checker's verdicts, printed; None if the
+/// lab cannot run here. Asserts only that it left nothing behind.
+fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Option<Run> {
+    let store = lab.name;
     // .ci/run sets DISTLOCK_LAB=require (as root): there a skip is a failure.
     let required = std::env::var("DISTLOCK_LAB").is_ok_and(|v| v == "require");
     if let Some(why) = Net::unavailable() {
         assert!(!required, "lab required but cannot run: {why}");
         eprintln!("lab skipped: {why}");
-        return;
+        return None;
     }
-    let seconds = env_u64("DISTLOCK_LAB_SECONDS").unwrap_or(40);
+    let seconds = lab.seconds;
     let seed = env_u64("DISTLOCK_LAB_SEED").unwrap_or(now_us() % 1_000_000);
     eprintln!("lab {store}: seed {seed}, {seconds} s (replay: DISTLOCK_LAB_SEED={seed})");
     let dir = tempfile::tempdir().unwrap();
@@ -98,9 +224,14 @@ fn lab(store: &str, exclusive: bool, start: impl FnOnce(&Net, PathBuf) -> Box<dy
         Err(e) => {
             assert!(!required, "lab required but cannot build its network: {e}");
             eprintln!("lab skipped: cannot build network namespaces: {e}");
-            return;
+            return None;
         }
     };
+    let mut kinds = lab.kinds.clone();
+    if kinds.contains(&"delay") && !net.has_netem("c1") {
+        eprintln!("lab {store}: no sch_netem in this kernel (tc qdisc … netem): delay skipped");
+        kinds.retain(|k| *k != "delay");
+    }
     let names = net.names();
     std::fs::create_dir(dir.path().join(store)).unwrap();
     let mut cluster = start(&net, dir.path().join(store));
@@ -114,6 +245,7 @@ fn lab(store: &str, exclusive: bool, start: impl FnOnce(&Net, PathBuf) -> Box<dy
         distlock: env!("CARGO_BIN_EXE_distlock").into(),
         url: cluster.url(&net),
         options: cluster.options(),
+        env: lab.env.clone(),
         history: history.clone(),
         db: db.clone(),
         hold: hold.clone(),
@@ -125,6 +257,7 @@ fn lab(store: &str, exclusive: bool, start: impl FnOnce(&Net, PathBuf) -> Box<dy
     let clients = Clients::start(&hosts, setup);
     let t0 = now_us();
     let report = nemesis::Nemesis {
+        kinds,
         net: &net,
         cluster: cluster.as_mut(),
         clients: &clients,
@@ -150,9 +283,10 @@ fn lab(store: &str, exclusive: bool, start: impl FnOnce(&Net, PathBuf) -> Box<dy
     let inside: Vec<i32> = nodes.iter().flat_map(|(n, _)| net.pids(n)).collect();
     drop(cluster);
     drop(net);
-    let violations = verdict.violations(exclusive);
-    // DISTLOCK_LAB_KEEP=1 keeps the history, the store and the logs.
-    if !violations.is_empty() || std::env::var_os("DISTLOCK_LAB_KEEP").is_some() {
+    // DISTLOCK_LAB_KEEP=1 keeps the history, the store and the logs; so
+    // does a violation, unless one was the point (a broken distlock).
+    let unexpected = lab.env.is_empty() && !verdict.violations(lab.exclusive).is_empty();
+    if unexpected || std::env::var_os("DISTLOCK_LAB_KEEP").is_some() {
         eprintln!("lab: history kept in {}", dir.keep().display());
     }
     let left = sh("ip", &["netns", "list"]).unwrap();
@@ -176,9 +310,12 @@ fn lab(store: &str, exclusive: bool, start: impl FnOnce(&Net, PathBuf) -> Box<dy
         alive.is_empty(),
         "processes of the lab left behind: {alive:?}"
     );
-    assert!(violations.is_empty(), "seed {seed}: {violations:?}");
-    assert!(
-        verdict.exit_124 + verdict.writes_refused_paused + report.failovers > 0,
-        "seed {seed}: the nemesis changed no outcome (no exit 124, no refused write, no failover)"
-    );
+    Some(Run {
+        name: store,
+        exclusive: lab.exclusive,
+        masked: lab.masked.clone(),
+        seed,
+        verdict,
+        report,
+    })
 }

@@ -1,7 +1,7 @@
 //! The nemesis: faults drawn from a seed, one at a time, each held for a
 //! while and then healed, each logged with its times (`F` lines in the
-//! history). Every round goes through every kind once, in an order drawn
-//! from the seed, so even a short run meets each kind.
+//! history, with whether the leader changed across it). Every round goes
+//! through every kind once, in an order drawn from the seed.
 
 use std::io::Write;
 use std::path::Path;
@@ -39,15 +39,20 @@ impl Rng {
     }
 }
 
-pub const KINDS: [&str; 8] = [
+/// Every fault kind, in the order of the per-kind table. `delay` needs
+/// `sch_netem` ([`Net::has_netem`]); without it, it is left out.
+pub const KINDS: [&str; 11] = [
     "client-minority",
+    "isolate-holder",
     "isolate-member",
     "isolate-leader",
     "kill-member",
+    "wipe-member",
     "pause-member",
     "pause-distlock",
     "pause-client",
     "loss",
+    "delay",
 ];
 
 /// CMD's hold between its two writes, in seconds, as CMD reads it.
@@ -59,13 +64,15 @@ const LONG_HOLD: &str = "3";
 /// after it resumes.
 const MID_HOLD: &str = "0.5";
 
-/// What the nemesis saw: leader (master) changes between faults.
+/// What the nemesis saw: leader (master) changes across its faults.
 #[derive(Default)]
 pub struct Report {
     pub failovers: usize,
 }
 
 pub struct Nemesis<'a> {
+    /// The kinds this run draws from, each once a round.
+    pub kinds: Vec<&'static str>,
     pub net: &'a Net,
     pub cluster: &'a mut dyn Cluster,
     pub clients: &'a Clients,
@@ -92,19 +99,14 @@ impl Nemesis<'_> {
         std::thread::sleep(rng.millis(500, 1000));
         while Instant::now() + Duration::from_secs(3) < until {
             if order.is_empty() {
-                order = KINDS.to_vec();
+                order = self.kinds.clone();
                 for i in (1..order.len()).rev() {
                     order.swap(i, rng.below(i as u64 + 1) as usize);
                 }
             }
             let kind = order.pop().unwrap();
-            let now = self.cluster.leader(self.net);
-            if now.is_some() && leader.is_some() && now != leader {
-                report.failovers += 1;
-            }
-            leader = now.or(leader);
             // Pauses outlast the TTL (2 s), so the lease can expire under them.
-            let hold = rng.millis(2200, 3200);
+            let hold = rng.millis(2200, 3000);
             let start = now_us();
             let target = self.inject(kind, hold, &mut rng, leader);
             self.net.heal();
@@ -113,7 +115,14 @@ impl Nemesis<'_> {
                 eprintln!("lab: {kind}: no client held within 5 s; not counted");
                 continue;
             }
-            let line = format!("F {start} {end} {kind} {target}\n");
+            std::thread::sleep(rng.millis(300, 1000));
+            // A failover is the fault's when the leader after it (healed,
+            // settled a moment) is not the one before it.
+            let now = self.cluster.leader(self.net);
+            let failover = now.is_some() && leader.is_some() && now != leader;
+            report.failovers += usize::from(failover);
+            leader = now.or(leader);
+            let line = format!("F {start} {end} {kind} {target} {}\n", u8::from(failover));
             std::fs::OpenOptions::new()
                 .append(true)
                 .open(self.history)
@@ -121,11 +130,11 @@ impl Nemesis<'_> {
                 .write_all(line.as_bytes())
                 .unwrap();
             eprintln!(
-                "lab: +{:.1}s {kind} {target} for {:.1}s",
+                "lab: +{:.1}s {kind} {target} for {:.1}s{}",
                 (start - t0) as f64 / 1e6,
-                (end - start) as f64 / 1e6
+                (end - start) as f64 / 1e6,
+                if failover { ", failover" } else { "" }
             );
-            std::thread::sleep(rng.millis(500, 1500));
         }
         self.net.heal();
         report
@@ -163,7 +172,14 @@ impl Nemesis<'_> {
         leader: Option<usize>,
     ) -> String {
         let net = self.net;
-        let member = rng.below(3) as usize;
+        // A member fault hits the leader (master) half the time: a fault
+        // a store masks on a follower must still meet the member that
+        // matters often enough to show what it does there.
+        let drawn = rng.below(3) as usize;
+        let member = match leader {
+            Some(l) if rng.below(2) == 0 => l,
+            _ => drawn,
+        };
         let client = rng.below(self.clients_n as u64) as usize;
         let cname = format!("c{}", client + 1);
         let everyone = |me: &str| -> Vec<String> {
@@ -176,10 +192,15 @@ impl Nemesis<'_> {
                 .collect()
         };
         match kind {
-            // The client keeps one member, which is cut from the other two:
-            // it reaches only a minority that cannot renew its lease.
+            // The holder keeps one member, which is cut from the other two:
+            // it reaches only a minority that cannot renew its lease, while
+            // its CMD holds past the TTL.
             "client-minority" => {
-                let kept = MEMBERS[member];
+                let Some(c) = self.holder(LONG_HOLD) else {
+                    return "none".into();
+                };
+                let cname = format!("c{}", c + 1);
+                let kept = MEMBERS[drawn];
                 let others: Vec<String> = MEMBERS
                     .iter()
                     .filter(|m| **m != kept)
@@ -189,6 +210,18 @@ impl Nemesis<'_> {
                 net.cut(kept, &others);
                 std::thread::sleep(hold);
                 format!("{cname}+{kept}")
+            }
+            // The holder's host cut from every member while its CMD holds
+            // past the TTL: its distlock cannot renew and must stop CMD.
+            "isolate-holder" => {
+                let Some(c) = self.holder(LONG_HOLD) else {
+                    return "none".into();
+                };
+                let host = format!("c{}", c + 1);
+                let members: Vec<String> = MEMBERS.iter().map(|m| net.addr(m)).collect();
+                net.cut(&host, &members);
+                std::thread::sleep(hold);
+                host
             }
             "isolate-member" | "isolate-leader" => {
                 let m = if kind == "isolate-leader" {
@@ -205,6 +238,15 @@ impl Nemesis<'_> {
                 std::thread::sleep(hold);
                 self.cluster.restart(net, member);
                 MEMBERS[member].to_string()
+            }
+            // Killed, its data lost while it is down, back empty: etcd's
+            // member removed and added anew; Redis's replica resyncs in full.
+            "wipe-member" => {
+                let m = self.cluster.wipe_candidate(member, leader);
+                self.cluster.kill(m);
+                std::thread::sleep(hold);
+                self.cluster.restart_empty(net, m);
+                MEMBERS[m].to_string()
             }
             "pause-member" => {
                 let pid: Vec<i32> = self.cluster.pid(member).into_iter().collect();
@@ -251,11 +293,26 @@ impl Nemesis<'_> {
                     .map(|m| m.to_string())
                     .chain((1..=self.clients_n).map(|c| format!("c{c}")))
                     .collect();
-                let node = &nodes[rng.below(nodes.len() as u64) as usize];
+                let node = match rng.below(2) {
+                    0 => &nodes[member],
+                    _ => &nodes[rng.below(nodes.len() as u64) as usize],
+                };
                 let percent = 20 + rng.below(30) as u32;
                 net.lose(node, percent);
                 std::thread::sleep(hold);
                 format!("{node}:{percent}%")
+            }
+            "delay" => {
+                let node = if rng.below(2) == 0 {
+                    MEMBERS[member].to_string()
+                } else {
+                    cname
+                };
+                let ms = 100 + rng.below(400) as u32;
+                net.delay(&node, ms);
+                std::thread::sleep(hold);
+                net.undelay(&node);
+                format!("{node}:{ms}ms")
             }
             _ => unreachable!("{kind}"),
         }

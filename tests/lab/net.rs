@@ -1,7 +1,8 @@
 //! The lab's network: one namespace per node, each with a veth pair whose
 //! other end sits on a bridge in a "switch" namespace, all on 10.77.0.0/24.
-//! Faults are nftables rules inside a node's namespace (this kernel has no
-//! sch_netem, so there is loss but no delay). Everything is named with a
+//! Faults are nftables rules inside a node's namespace (partitions, loss),
+//! and `tc netem` for delay where the kernel has `sch_netem` (where it has
+//! not, the lab says so in one line and injects no delay). Everything is named with a
 //! per-run prefix and removed on drop: the processes in each namespace
 //! (by pid), then the namespaces, which takes their links with them.
 
@@ -165,6 +166,37 @@ impl Net {
              add rule inet lab output numgen random mod 100 < {percent} drop\n"
         );
         self.nft(name, &script).unwrap();
+    }
+
+    /// Whether `tc qdisc … netem` works here: tried once on node `name`.
+    pub fn has_netem(&self, name: &str) -> bool {
+        let ns = self.ns(name);
+        let add = [
+            "-n", &ns, "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms",
+        ];
+        sh("tc", &add).is_ok()
+            && sh("tc", &["-n", &ns, "qdisc", "del", "dev", "eth0", "root"]).is_ok()
+    }
+
+    /// Node `name` sends every packet `ms` late (± a quarter), until
+    /// [`Net::undelay`].
+    pub fn delay(&self, name: &str, ms: u32) {
+        let (d, j) = (format!("{ms}ms"), format!("{}ms", ms / 4));
+        let ns = self.ns(name);
+        sh(
+            "tc",
+            &[
+                "-n", &ns, "qdisc", "add", "dev", "eth0", "root", "netem", "delay", &d, &j,
+            ],
+        )
+        .unwrap();
+    }
+
+    pub fn undelay(&self, name: &str) {
+        let _ = sh(
+            "tc",
+            &["-n", &self.ns(name), "qdisc", "del", "dev", "eth0", "root"],
+        );
     }
 
     /// Removes every fault rule of every node.

@@ -184,6 +184,30 @@ impl Cluster for Sentinels {
         }
     }
 
+    /// Its append-only files and snapshot gone (its config kept, so it
+    /// comes back in its last role): a replica resyncs in full.
+    fn restart_empty(&mut self, net: &Net, i: usize) {
+        let d = self.dir.join(MEMBERS[i]);
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("appendonly") || name.ends_with(".rdb") {
+                let p = e.path();
+                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+            }
+        }
+        self.restart(net, i);
+    }
+
+    /// A replica: a master that lost its data would be a lost write, not a
+    /// fault a lock could survive.
+    fn wipe_candidate(&self, drawn: usize, leader: Option<usize>) -> usize {
+        if leader == Some(drawn) {
+            (drawn + 1) % MEMBERS.len()
+        } else {
+            drawn
+        }
+    }
+
     fn leader(&self, net: &Net) -> Option<usize> {
         (0..3).find_map(|s| {
             let out = self.cli(
