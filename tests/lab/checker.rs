@@ -116,7 +116,7 @@ pub struct Verdict {
     pub longest_gap_at_ms: u64,
     pub runs_lost: usize,
     pub runs_doubled: usize,
-    /// The first overlaps found, for the report.
+    /// The first overlaps found, unpaused first, for the report.
     pub examples: Vec<String>,
     /// Per fault kind, in the nemesis's order, then [`NO_FAULT`].
     pub kinds: Vec<(String, KindRow)>,
@@ -246,6 +246,8 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
     by_start.sort_by_key(|c| c.start);
     // Each overlap: when it began, and whether both CMDs were unpaused.
     let mut overlaps: Vec<(u64, bool)> = Vec::new();
+    // The first few overlaps for the report: unpaused, paused.
+    let mut shown: [Vec<String>; 2] = Default::default();
     for (i, a) in by_start.iter().enumerate() {
         for b in &by_start[i + 1..] {
             if b.start >= end_of(a) {
@@ -259,7 +261,8 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
                 } else {
                     v.overlaps_unpaused += 1;
                 }
-                if v.examples.len() < 6 {
+                let shown = &mut shown[usize::from(excused)];
+                if shown.len() < 6 {
                     let at = |c: &Cmd| {
                         let rc = runs.get(&c.run).map_or(-1, |r| r.rc);
                         format!(
@@ -278,12 +281,17 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
                         )
                     };
                     let paused = if excused { "paused" } else { "UNPAUSED" };
-                    v.examples
-                        .push(format!("overlap ({paused}): {} / {}", at(a), at(b)));
+                    shown.push(format!("overlap ({paused}): {} / {}", at(a), at(b)));
                 }
             }
         }
     }
+    let [unpaused_shown, paused_shown] = shown;
+    v.examples = unpaused_shown
+        .into_iter()
+        .chain(paused_shown)
+        .take(6)
+        .collect();
     for c in &all {
         for (_, accepted) in &c.writes {
             match accepted {
@@ -441,8 +449,20 @@ fn per_kind(faults: &[Fault], t0: u64, t1: u64, ev: &Events) -> Vec<(String, Kin
             }
         }
     }
-    for r in ev.runs.values() {
-        let Some(i) = slot_of(r.end) else { continue };
+    // A run that lost its lease counts when its CMD got the stop signal,
+    // inside the fault, not when the run ended (its release may wait for
+    // the network to heal).
+    let killed: BTreeMap<&str, u64> = ev
+        .cmds
+        .iter()
+        .filter_map(|c| Some((c.run.as_str(), c.killed?)))
+        .collect();
+    for (name, r) in ev.runs {
+        let at = match r.rc {
+            124 => killed.get(name.as_str()).copied().unwrap_or(r.end),
+            _ => r.end,
+        };
+        let Some(i) = slot_of(at) else { continue };
         match r.rc {
             0 => {}
             124 => rows[i].exit_124 += 1,
@@ -695,6 +715,7 @@ E 1600 c1.1 10
 ";
         let v = check(history, &commits(&[11, 10]), 1000, 2000);
         assert_eq!(v.overlaps_unpaused, 1, "{}", v.table);
+        assert!(v.examples[0].starts_with("overlap (UNPAUSED)"));
         assert_eq!(v.stale_accepted, 1, "{}", v.table);
         assert_eq!(v.violations(true).len(), 2, "{:?}", v.violations(true));
         // A store that may hand out a second lease still owes fencing.
@@ -728,14 +749,14 @@ K 1600 c1.1 10
     }
 
     /// Outcomes go to the fault active when they happened (its window
-    /// ends 3 s after it healed, or at the next fault); the rest to no
-    /// fault. A kind met often enough that never changed an outcome is
+    /// ends 3 s after it healed, or at the next fault), a lost lease when
+    /// its CMD got the stop signal; the rest to no fault. A kind met often enough that never changed an outcome is
     /// named.
     #[test]
     fn outcomes_are_attributed_to_the_fault_active_then() {
         let history = "\
 F 1000000 2000000 isolate-holder c1 0
-R 900000 2500000 c1.1 124
+R 900000 5500000 c1.1 124
 S 950000 c1.1 10
 W 960000 c1.1 10 1
 K 2400000 c1.1 10
