@@ -226,7 +226,9 @@ impl Store {
                         command: None,
                     },
                     Code::InvalidArgument | Code::FailedPrecondition if auth => StoreError::Auth,
-                    Code::DeadlineExceeded => StoreError::Timeout,
+                    // tonic's own per-request timeout says "Timeout
+                    // expired" as Cancelled: no answer in time, as ours.
+                    Code::DeadlineExceeded | Code::Cancelled => StoreError::Timeout,
                     Code::Unavailable => tls_or_unreachable(&detail),
                     _ => StoreError::Server,
                 };
@@ -861,6 +863,15 @@ mod tests {
             assert_eq!(time_left(3, zero), s(3));
             assert_eq!(time_left(-1, zero), None, "gone");
         }
+    }
+
+    #[test]
+    fn a_request_that_tonic_timed_out_is_a_timeout_that_a_waiter_rides_out() {
+        let sec = crate::config::Security::new(Default::default(), None).unwrap();
+        let store = Store::new(Target::parse("etcd://a,b", &sec).unwrap(), Duration::ZERO);
+        let e = etcd_client::Error::GRpcStatus(tonic::Status::cancelled("Timeout expired"));
+        let e = store.describe(Some("acquire"), e, false);
+        assert!(matches!(e, StoreError::Timeout(_)) && e.is_connectivity(), "{e:?}");
     }
 
     #[test]
