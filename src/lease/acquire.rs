@@ -113,7 +113,8 @@ pub enum Wakeup {
 /// retries with backoff (doubling up to [`RETRY_MAX`], jittered, within
 /// the wait); only when the wait runs out that way is the last error
 /// returned. Other errors (refused credentials, a foreign key) end it at
-/// once.
+/// once. The first attempt does so on a URL naming several servers too,
+/// for a while (see `failover_until`).
 ///
 /// A Ctrl-Z stops distlock like any job. A waiter that gives up leaves the
 /// queue; one that dies is dropped at the next release (nobody receives
@@ -152,6 +153,15 @@ pub fn acquire(
     let mut subscriber: Option<Subscriber> = None;
     let mut fallback = Duration::from_millis(20);
     let mut retry = RETRY_FIRST;
+    // A URL naming several servers (etcd members, Sentinels): one member
+    // cut off, stopped or killed is not "no server answers". A first
+    // attempt that fails so is tried again at once on a new connection
+    // (which prefers another member, or asks Sentinel again for the
+    // master), as etcdctl tries each endpoint; and, within the wait, for
+    // up to FAILOVER_GRACE, as a waiter does, while an election or a
+    // failover runs its course.
+    let mut other_server = store.several_servers();
+    let failover_until = other_server.then(|| since + FAILOVER_GRACE);
     let outcome = loop {
         let this = first.unwrap_or(mode);
         let subscribed = match first {
@@ -184,9 +194,13 @@ pub fn acquire(
                 // failure (125) at once, as without --wait: the caller
                 // learns of a wrong URL or a server that is down now, not
                 // when the wait runs out. Only a waiter, one that reached
-                // the server, rides out a dropped connection.
-                if first.is_some() || !e.is_connectivity() || give_up_at.is_some_and(|t| t <= now_t)
-                {
+                // the server, rides out a dropped connection; and on a URL
+                // naming several servers, a first attempt for a while.
+                if first.is_some() && e.is_connectivity() && std::mem::take(&mut other_server) {
+                    continue;
+                }
+                let rides = first.is_none() || failover_until.is_some_and(|t| now_t < t);
+                if !rides || !e.is_connectivity() || give_up_at.is_some_and(|t| t <= now_t) {
                     break Err(e.into());
                 }
                 // No server answered: pause (doubling, jittered, within
@@ -258,6 +272,11 @@ pub fn acquire(
 
 /// How long a waiter that gives up spends telling the queue.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long a first attempt on a URL naming several servers is retried
+/// while none answers: an etcd election takes a second or two, a Sentinel
+/// failover its `down-after-milliseconds` and a few seconds more.
+const FAILOVER_GRACE: Duration = Duration::from_secs(10);
 
 /// The first pause after a failed attempt while no server answers.
 const RETRY_FIRST: Duration = Duration::from_millis(100);

@@ -381,6 +381,21 @@ impl Store {
         each!(self, s => &s.target.display)
     }
 
+    /// Whether the URL names several servers that can answer for the
+    /// lock (etcd members, Sentinels): one of them failing is not all.
+    pub fn several_servers(&self) -> bool {
+        match self {
+            Store::Redis(s) => s
+                .target
+                .display
+                .split("://")
+                .next()
+                .is_some_and(|scheme| scheme.to_ascii_lowercase().contains("sentinel")),
+            #[cfg(feature = "etcd")]
+            Store::Etcd(s) => s.target.members() > 1,
+        }
+    }
+
     /// Changes the per-call timeout, e.g. to the time left before a
     /// deadline. Applied at the next call.
     pub fn set_timeout(&mut self, timeout: Duration) {

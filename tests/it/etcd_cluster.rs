@@ -448,3 +448,43 @@ fn a_reconnect_to_a_member_of_another_cluster_than_the_first_is_refused_with_125
     assert!(stderr.contains(&ha) && stderr.contains(&hb), "{stderr}");
     assert!(!ran.exists(), "CMD never ran on the other cluster");
 }
+
+/// A run started while the cluster has no leader (two members of three
+/// down: the one left answers, but cannot commit, as during an election
+/// or with the client cut off with a minority member) rides it out within
+/// its wait, as a waiter does, and takes the lock once a majority is back.
+/// Before, its first attempt failed with 125 at once.
+#[test]
+fn a_run_started_without_a_leader_waits_for_one_and_takes_the_lock() {
+    let _serial = serial();
+    let mut c = EtcdCluster::start();
+    c.kill(1);
+    c.kill(2);
+    let started = Instant::now();
+    let mut child = at(&c.url())
+        .args(["run", "--wait", "20s", "--ttl", "2s", "no-leader", "--"])
+        .args(ECHO_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Past the first attempt (its call gives up within 1.5 s): still
+    // waiting, not failed.
+    while started.elapsed() < Duration::from_millis(2500) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "ended before a leader was back: {:?}",
+        finish(child)
+    );
+    c.restart(1);
+    c.restart(2);
+    let (code, out, err) = finish(child);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.trim().parse::<u64>().is_ok(), "{out}{err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{err}");
+}

@@ -1025,3 +1025,20 @@ fn cluster_once_per_keeps_the_mark_in_the_lock_slot_on_every_master() {
         once_per_through(&url, &c.nodes[i], n);
     }
 }
+
+/// A run started while Sentinel still names a master that just died
+/// (connection refused) waits, within its wait, for the failover and takes
+/// the lock on the promoted replica: one server down is not "no server
+/// answers" on a URL naming several. Before, its first attempt was 125 at
+/// once, and so was every run started until the failover.
+#[test]
+fn a_run_started_after_the_master_died_waits_for_the_failover_and_takes_the_lock() {
+    let mut set = SentinelSet::start();
+    let url = set.url();
+    set.master.kill();
+    let out = dl(&url, &["run", "--wait", "20s", "after-death", "--", "true"]);
+    assert_eq!(out.code, 0, "{out:?}\n{}", set.epochs());
+    // It took the lock from the replica that was promoted.
+    let promoted = poll(LIMIT, Duration::from_millis(20), || set.promoted());
+    assert!(promoted, "{out:?}\n{}", set.epochs());
+}

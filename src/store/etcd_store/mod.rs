@@ -51,7 +51,8 @@ pub use target::Target;
 pub struct Store {
     pub(super) target: Target,
     pub(super) timeout: Duration,
-    client: Option<Client>,
+    /// The client, and which member of the URL it talks to.
+    client: Option<(Client, usize)>,
     pub(super) interrupt_on: &'static [i32],
     queue: queue::Queue,
     /// Someone watches the wait: see `set_watched`.
@@ -89,7 +90,8 @@ impl Store {
 
     /// Runs `f` on a connected client, connecting first if need be, all of
     /// it one [`Call`]. On any error the client is dropped, so the next
-    /// call starts clean.
+    /// call starts clean; a member that did not answer is the next
+    /// connection's last choice ([`Target::distrust`]).
     fn call<T, F, Fut>(&mut self, what: &str, f: F) -> Result<T>
     where
         F: FnOnce(Client) -> Fut,
@@ -101,13 +103,18 @@ impl Store {
         let fresh = existing.is_none();
         let granted = Granted::default();
         let call = Call::start_async(timeout, self.interrupt_on);
-        let out = rt.block_on(call.within(GRANTED.scope(granted.clone(), async move {
-            let client = match existing {
+        let used = std::cell::Cell::new(None);
+        let out = rt.block_on(call.within(GRANTED.scope(granted.clone(), async {
+            let (client, member) = match existing {
                 Some(c) => c,
-                None => target.connect(timeout).await.map_err(|e| (true, e))?,
+                None => target
+                    .connect_member(timeout)
+                    .await
+                    .map_err(|e| (true, e))?,
             };
+            used.set(Some(member));
             let out = f(client.clone()).await.map_err(|e| (false, e))?;
-            Ok::<_, (bool, etcd_client::Error)>((client, out))
+            Ok::<_, (bool, etcd_client::Error)>(((client, member), out))
         })));
         let failed = match out {
             Some(Ok((client, v))) => {
@@ -120,7 +127,7 @@ impl Store {
         // A signal ends a call at once: a healthy member revokes in a
         // round trip, and a hung one gets no second.
         self.revoke(&granted, REVOKE_WITHIN / if interrupted { 5 } else { 1 });
-        Err(match failed {
+        let e = match failed {
             Some((connecting, e)) => self.describe((!connecting).then_some(what), e, fresh),
             // TLS to a port that waits for a line (Redis, a plain etcd
             // behind some proxies) is silence, like a slow server: say what
@@ -131,7 +138,11 @@ impl Store {
                 " (no reply over TLS: if this port has no TLS, use etcd:// instead of etcds://)",
             ),
             None => self.ended(interrupted, what, ""),
-        })
+        };
+        if let Some(m) = used.get().filter(|_| e.is_connectivity() && !interrupted) {
+            self.target.distrust(m);
+        }
+        Err(e)
     }
 
     /// The runtime every etcd call of the process runs on, the
@@ -215,7 +226,9 @@ impl Store {
                         command: None,
                     },
                     Code::InvalidArgument | Code::FailedPrecondition if auth => StoreError::Auth,
-                    Code::DeadlineExceeded => StoreError::Timeout,
+                    // tonic's own per-request timeout says "Timeout
+                    // expired" as Cancelled: no answer in time, as ours.
+                    Code::DeadlineExceeded | Code::Cancelled => StoreError::Timeout,
                     Code::Unavailable => tls_or_unreachable(&detail),
                     _ => StoreError::Server,
                 };
@@ -850,6 +863,15 @@ mod tests {
             assert_eq!(time_left(3, zero), s(3));
             assert_eq!(time_left(-1, zero), None, "gone");
         }
+    }
+
+    #[test]
+    fn a_request_that_tonic_timed_out_is_a_timeout_that_a_waiter_rides_out() {
+        let sec = crate::config::Security::new(Default::default(), None).unwrap();
+        let store = Store::new(Target::parse("etcd://a,b", &sec).unwrap(), Duration::ZERO);
+        let e = etcd_client::Error::GRpcStatus(tonic::Status::cancelled("Timeout expired"));
+        let e = store.describe(Some("acquire"), e, false);
+        assert!(matches!(e, StoreError::Timeout(_)) && e.is_connectivity(), "{e:?}");
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Target {
     /// connection to another cluster is refused, even when the first
     /// connect's grace was too short to hear from that member.
     first_seen: Arc<Mutex<Option<(usize, u64)>>>,
+    /// The member whose client failed last, shared as `first_seen` is.
+    distrusted: Arc<Mutex<Option<usize>>>,
 }
 
 impl std::fmt::Debug for Target {
@@ -133,6 +135,7 @@ impl Target {
             tls,
             one_cluster: true,
             first_seen: Arc::default(),
+            distrusted: Arc::default(),
         })
     }
 
@@ -159,6 +162,14 @@ impl Target {
     /// call races the members again. This costs one status round trip
     /// per connection, and picks the member that answers fastest.
     ///
+    /// Answering is not serving: a member cut off from the others (or
+    /// with them in a minority) still answers `status` at once, from its
+    /// own memory, and then times out every request that needs the
+    /// leader. So the first member whose status names a leader wins; one
+    /// naming none, or the member whose client failed last (see
+    /// [`Target::distrust`]), is taken only if no other is heard of
+    /// within half of `timeout`, leaving the call the other half.
+    ///
     /// The status replies also say which cluster each member is in: a URL
     /// naming members of two clusters would split the runs between them
     /// (two holders at once), so the others' replies are awaited for as
@@ -167,11 +178,21 @@ impl Target {
     /// within that; one that is down costs at most that, once per
     /// connection.
     pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
+        Ok(self.connect_member(timeout).await?.0)
+    }
+
+    /// [`Target::connect`], and which member (its index in the URL) the
+    /// client talks to.
+    pub(super) async fn connect_member(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Client, usize), etcd_client::Error> {
         let endpoints = Vec::from_iter(self.endpoints());
         if endpoints.len() == 1 {
-            return self.connect_to(&endpoints, timeout).await;
+            return Ok((self.connect_to(&endpoints, timeout).await?, 0));
         }
         let started = tokio::time::Instant::now();
+        let distrusted = *self.distrusted.lock().unwrap_or_else(|e| e.into_inner());
         let mut race = tokio::task::JoinSet::new();
         for (i, endpoint) in endpoints.into_iter().enumerate() {
             let target = self.clone();
@@ -179,41 +200,78 @@ impl Target {
                 let mut c = target.connect_to(&[endpoint], timeout).await?;
                 let status = c.status().await?;
                 let cluster = status.header().map(|h| h.cluster_id());
-                Ok::<_, etcd_client::Error>((i, c, cluster))
+                let serves = status.leader() != 0 && status.errors().is_empty();
+                Ok::<_, etcd_client::Error>((i, c, cluster, serves && Some(i) != distrusted))
             });
         }
-        let mut first_error = None;
-        let (first, client, cluster) = loop {
-            let e = match race.join_next().await {
-                Some(Ok(Ok(answer))) => break answer,
-                Some(Ok(Err(e))) => e,
-                Some(Err(e)) => etcd_client::Error::Internal(e.to_string()),
-                None => {
-                    return Err(first_error
-                        .unwrap_or_else(|| etcd_client::Error::Internal("no endpoints".into())))
+        let (mut first_error, mut fallback) = (None, None);
+        let settle = started + timeout / 2;
+        let chosen = loop {
+            let next = match fallback {
+                Some(_) => tokio::time::timeout_at(settle, race.join_next()).await,
+                None => Ok(race.join_next().await),
+            };
+            let e = match next {
+                Ok(Some(Ok(Ok((i, c, cluster, serves))))) => {
+                    self.one_cluster_with(i, cluster)?;
+                    match serves {
+                        true => break (c, i),
+                        false => fallback.get_or_insert((c, i)),
+                    };
+                    continue;
                 }
+                Ok(Some(Ok(Err(e)))) => e,
+                Ok(Some(Err(e))) => etcd_client::Error::Internal(e.to_string()),
+                Ok(None) | Err(_) => match fallback.take() {
+                    Some(answer) => break answer,
+                    None => {
+                        return Err(first_error.unwrap_or_else(|| {
+                            etcd_client::Error::Internal("no endpoints".into())
+                        }))
+                    }
+                },
             };
             first_error.get_or_insert(e);
         };
-        let Some(cluster) = cluster.filter(|_| self.one_cluster) else {
-            return Ok(client);
-        };
-        let seen = {
-            let mut seen = self.first_seen.lock().unwrap_or_else(|e| e.into_inner());
-            remember(&mut seen, first, cluster)
-        };
-        if let Some((i, other)) = seen {
-            return Err(self.split(i, other, first, cluster));
-        }
         let until = tokio::time::Instant::now() + started.elapsed() + SPLIT_GRACE;
         while let Ok(Some(answer)) = tokio::time::timeout_at(until, race.join_next()).await {
-            if let Ok(Ok((i, _, Some(other)))) = answer {
-                if other != cluster {
-                    return Err(self.split(first, cluster, i, other));
-                }
+            if let Ok(Ok((i, _, cluster, _))) = answer {
+                self.one_cluster_with(i, cluster)?;
             }
         }
-        Ok(client)
+        Ok(chosen)
+    }
+
+    /// An error if `member`'s `cluster` is not the one the first member
+    /// to answer was in (see `first_seen`).
+    fn one_cluster_with(
+        &self,
+        member: usize,
+        cluster: Option<u64>,
+    ) -> Result<(), etcd_client::Error> {
+        let Some(cluster) = cluster.filter(|_| self.one_cluster) else {
+            return Ok(());
+        };
+        let mut seen = self.first_seen.lock().unwrap_or_else(|e| e.into_inner());
+        match remember(&mut seen, member, cluster) {
+            Some((i, other)) => Err(self.split(i, other, member, cluster)),
+            None => Ok(()),
+        }
+    }
+
+    /// How many members the URL names.
+    pub fn members(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Marks `member` as the one whose client just failed (no answer in
+    /// time, or a broken connection): the next connection prefers the
+    /// others, even when it still answers `status` first (a lossy or
+    /// overloaded member, one that was just stopped and continued).
+    pub(super) fn distrust(&self, member: usize) {
+        if self.addrs.len() > 1 {
+            *self.distrusted.lock().unwrap_or_else(|e| e.into_inner()) = Some(member);
+        }
     }
 
     /// The URL's endpoints, as `http(s)://host:port`.
