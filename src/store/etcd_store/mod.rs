@@ -871,7 +871,10 @@ mod tests {
         let store = Store::new(Target::parse("etcd://a,b", &sec).unwrap(), Duration::ZERO);
         let e = etcd_client::Error::GRpcStatus(tonic::Status::cancelled("Timeout expired"));
         let e = store.describe(Some("acquire"), e, false);
-        assert!(matches!(e, StoreError::Timeout(_)) && e.is_connectivity(), "{e:?}");
+        assert!(
+            matches!(e, StoreError::Timeout(_)) && e.is_connectivity(),
+            "{e:?}"
+        );
     }
 
     #[test]
