@@ -121,8 +121,8 @@ impl Store {
 
     /// `INFO section`, field by field.
     fn info(&mut self, section: &str) -> Result<HashMap<String, String>> {
-        let v = self.call_raw("INFO", |c| redis::cmd("INFO").arg(section).query(c))?;
-        Ok(self.parse::<Info>("INFO", v)?.0)
+        let info: Info = self.call("INFO", |c| redis::cmd("INFO").arg(section).query(c))?;
+        Ok(info.0)
     }
 
     /// TIME, with this host's monotonic clock read just before the request
