@@ -52,12 +52,9 @@ impl Target {
         let tls = match scheme {
             "redis" | "redis+unix" | "unix" => false,
             "rediss" => true,
-            _ => {
-                return Err(UsageError(format!(
-                    "invalid redis URL {display}: use redis://host:port, rediss://host:port, redis+unix:///path or unix:///path"
-                ))
-                .into())
-            }
+            _ => bail!(UsageError(format!(
+                "invalid redis URL {display}: use redis://host:port, rediss://host:port, redis+unix:///path or unix:///path"
+            ))),
         };
         if !tls && sec.uses_tls() {
             bail!(UsageError(format!(
@@ -89,11 +86,10 @@ impl Target {
         // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
         // trip on every start.
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
-        let url_has_password = redis.password().is_some();
         info = info.set_redis_settings(as_the_user(redis.clone()));
         let mut plain_info = None;
         if let Some(p) = &sec.password {
-            if sec.password_from_env && !url_has_password {
+            if sec.password_from_env && redis.password().is_none() {
                 plain_info = Some(info.clone());
             }
             info = info.set_redis_settings(redis.set_password(p));
@@ -130,11 +126,8 @@ impl Target {
                 )
             }
             .map_err(|e| {
-                UsageError(format!(
-                    "invalid TLS files for {display}: {}",
-                    e.to_string().replace('\n', " ")
-                ))
-                .into()
+                let why = e.to_string().replace('\n', " ");
+                UsageError(format!("invalid TLS files for {display}: {why}")).into()
             })
         };
         let client = build(info)?;
@@ -533,24 +526,18 @@ fn check_client_cert(cert: &[u8], key: &[u8], sec: &Security) -> Result<()> {
             b.with_root_certificates(rustls::RootCertStore::empty())
                 .with_client_auth_cert(chain, key)
         });
-    match built {
-        Ok(Ok(_)) | Err(_) => Ok(()),
-        Ok(Err(rustls::Error::InconsistentKeys(_))) => Err(UsageError(
-            "--tls-key is not the private key of the certificate in --tls-cert".into(),
-        )
-        .into()),
-        // webpki reads only X.509 v3, and says so as an "other" error.
-        Ok(Err(rustls::Error::InvalidCertificate(_))) if x509_version(&leaf) == Some(1) => {
-            Err(UsageError(format!(
-                "the client certificate in --tls-cert{cert_path} is X.509 v1, which distlock's TLS library (rustls) cannot use, even where the server would accept it; make a v3 one, e.g. openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -days 365 -out client.pem -extfile <(printf 'basicConstraints=CA:FALSE\\nkeyUsage=digitalSignature\\nextendedKeyUsage=clientAuth')"
-            ))
-            .into())
+    let Ok(Err(e)) = built else { return Ok(()) };
+    let why = match e {
+        rustls::Error::InconsistentKeys(_) => {
+            "--tls-key is not the private key of the certificate in --tls-cert".to_owned()
         }
-        Ok(Err(e)) => Err(UsageError(format!(
-            "the client certificate in --tls-cert{cert_path} cannot be used: {e}"
-        ))
-        .into()),
-    }
+        // webpki reads only X.509 v3, and says so as an "other" error.
+        rustls::Error::InvalidCertificate(_) if x509_version(&leaf) == Some(1) => format!(
+            "the client certificate in --tls-cert{cert_path} is X.509 v1, which distlock's TLS library (rustls) cannot use, even where the server would accept it; make a v3 one, e.g. openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -days 365 -out client.pem -extfile <(printf 'basicConstraints=CA:FALSE\\nkeyUsage=digitalSignature\\nextendedKeyUsage=clientAuth')"
+        ),
+        e => format!("the client certificate in --tls-cert{cert_path} cannot be used: {e}"),
+    };
+    bail!(UsageError(why))
 }
 
 /// The version (1, 2 or 3) of a DER X.509 certificate, or None when it
