@@ -97,7 +97,8 @@ fn watch() {
             .iter()
             .any(|c| !c.enders.is_empty())
             .then(pending_signals);
-        let mut next: Option<Instant> = None;
+        // `Duration::MAX` waits with no limit (the deadline overflows).
+        let mut wait = Duration::MAX;
         for c in calls.iter() {
             let signalled = pending.is_some_and(|p| any_of(p, c.enders));
             let due = if now >= c.deadline || signalled {
@@ -117,10 +118,8 @@ fn watch() {
             } else {
                 c.deadline.min(now + SIGNAL_POLL)
             };
-            next = Some(next.map_or(due, |n| n.min(due)));
+            wait = wait.min(due.saturating_duration_since(now));
         }
-        // `Duration::MAX` waits with no limit (the deadline overflows).
-        let wait = next.map_or(Duration::MAX, |t| t.saturating_duration_since(now));
         calls = CHANGED
             .wait_timeout(calls, wait)
             .unwrap_or_else(PoisonError::into_inner)

@@ -268,21 +268,19 @@ impl Target {
     /// feature is a usage error that says so.
     pub fn parse(url: &str, sec: &Security) -> anyhow::Result<Target> {
         if url::password_needs_escaping(url) {
-            return Err(UsageError(format!(
+            anyhow::bail!(UsageError(format!(
                 "invalid URL {}: its password holds an unescaped /, ? or #: percent-encode them (%2F, %3F, %23, and @ as %40)",
                 url::redact(url)
-            ))
-            .into());
+            )));
         }
         let scheme = url.split("://").next().unwrap_or("").to_ascii_lowercase();
         if scheme == "etcd" || scheme == "etcds" {
             #[cfg(feature = "etcd")]
             return Ok(Target::Etcd(etcd_store::Target::parse(url, sec)?));
             #[cfg(not(feature = "etcd"))]
-            return Err(UsageError(format!(
+            anyhow::bail!(UsageError(format!(
                 "{scheme}:// URLs need distlock built with its `etcd` feature; this one is Redis-only"
-            ))
-            .into());
+            )));
         }
         Ok(Target::Redis(redis_store::Target::parse(url, sec)?))
     }

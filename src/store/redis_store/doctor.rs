@@ -182,7 +182,7 @@ impl Store {
             .connect_peer(host, port, call.left())
             .map_err(|e| describe(e, &self.target).to_string())?;
         drop(call);
-        let mut best: Option<(ClockReading, ClockReading)> = None;
+        let mut pairs = Vec::new();
         for _ in 0..3 {
             let m = self.master_reading().map_err(|e| e.to_string())?;
             let call = Call::start(self.timeout, &[]);
@@ -190,11 +190,9 @@ impl Store {
                 .map_err(|e| describe(e, &self.target).to_string())?;
             drop(call);
             let r = self.reading(v, sent, received).map_err(|e| e.to_string())?;
-            let spread = |(m, r): &(ClockReading, ClockReading)| m.rtt() + r.rtt();
-            if best.as_ref().is_none_or(|b| spread(&(m, r)) < spread(b)) {
-                best = Some((m, r));
-            }
+            pairs.push((m, r));
         }
+        let best = pairs.into_iter().min_by_key(|(m, r)| m.rtt() + r.rtt());
         best.ok_or_else(|| "no reading".to_owned())
     }
 }
