@@ -437,28 +437,23 @@ impl Target {
         port: u16,
         timeout: Duration,
     ) -> redis::RedisResult<Connection> {
-        let info = if let Some(s) = &self.sentinel {
-            tcp_info(host, port, &s.redis)
-        } else if let Some(c) = &self.cluster {
-            tcp_info(host, port, &c.redis)
-        } else {
-            let base = self.client.get_connection_info().clone();
-            let addr = match base.addr() {
-                redis::ConnectionAddr::TcpTls {
-                    insecure,
-                    tls_params,
-                    ..
-                } => redis::ConnectionAddr::TcpTls {
-                    host: host.to_owned(),
-                    port,
-                    insecure: *insecure,
-                    tls_params: tls_params.clone(),
-                },
-                _ => redis::ConnectionAddr::Tcp(host.to_owned(), port),
-            };
-            base.set_addr(addr)
+        // Sentinel and Cluster clients are made by `tcp_info` with the
+        // data nodes' credentials: the same as theirs, at another address.
+        let base = self.client.get_connection_info().clone();
+        let addr = match base.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host.to_owned(), port),
         };
-        open(info, timeout)
+        open(base.set_addr(addr), timeout)
     }
 
     /// A new connection: through the sentinels when there are some, else
@@ -552,14 +547,10 @@ fn x509_version(der: &[u8]) -> Option<u8> {
         let (len, start) = if first < 0x80 {
             (first, 2)
         } else {
+            // Long form: the length in the next 1 to 4 bytes, big-endian.
             let n = first & 0x7f;
-            if n == 0 || n > 4 {
-                return None;
-            }
-            let mut len = 0usize;
-            for i in 0..n {
-                len = (len << 8) | usize::from(*b.get(2 + i)?);
-            }
+            let bytes = b.get(2..2 + n).filter(|_| (1..=4).contains(&n))?;
+            let len = bytes.iter().fold(0, |len, &x| (len << 8) | usize::from(x));
             (len, 2 + n)
         };
         Some((tag, b.get(start..start.checked_add(len)?)?))
