@@ -160,15 +160,6 @@ fn as_the_user(redis: redis::RedisConnectionInfo) -> redis::RedisConnectionInfo 
     }
 }
 
-/// Splits `[[user]:password@]rest` of a multi-host URL (the last `@`, since
-/// a password may hold one).
-fn split_auth(rest: &str) -> (Option<&str>, &str) {
-    match rest.rsplit_once('@') {
-        Some((a, r)) => (Some(a), r),
-        None => (None, rest),
-    }
-}
-
 /// Parses `host[:port],host[:port]…`; a missing port is `default_port`, or
 /// an error when there is none.
 fn parse_hosts(hosts: &str, default_port: Option<u16>) -> Result<Vec<(String, u16)>, &'static str> {
@@ -379,7 +370,10 @@ impl Target {
         if sec.uses_tls() {
             return Err(bad(&format!("TLS with {tls} is not supported")));
         }
-        let (auth, rest) = split_auth(rest);
+        // `[[user]:password@]` ends at the last `@`: a password may hold one.
+        let (auth, rest) = rest
+            .rsplit_once('@')
+            .map_or((None, rest), |(a, r)| (Some(a), r));
         let redis = credentials(auth, sec);
         let (mut sentinel, mut cluster) = (None, None);
         let first = if sentinels {
