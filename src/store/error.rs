@@ -103,9 +103,7 @@ impl StoreError {
     /// only where the sentence said so before: see `Store::call_raw`).
     pub(super) fn during(mut self, op: &str) -> StoreError {
         if let Some(f) = self.failure_mut() {
-            if f.op.is_none() {
-                f.op = Some(op.to_owned());
-            }
+            f.op.get_or_insert_with(|| op.to_owned());
         }
         self
     }
