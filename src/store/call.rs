@@ -63,7 +63,8 @@ const SOCKET_IO: [libc::c_long; 9] = [
 type Woken = Arc<Mutex<(bool, Option<Waker>)>>;
 
 /// One call in progress, as the watchdog sees it: a blocking one is cut
-/// in thread `tid`, an async one `woken`.
+/// in thread `tid`, an async one `woken` (see [`Call::within`]).
+#[derive(Clone)]
 struct Watched {
     id: u64,
     tid: i32,
@@ -96,7 +97,8 @@ fn watch() {
             .iter()
             .any(|c| !c.enders.is_empty())
             .then(pending_signals);
-        let mut next: Option<Instant> = None;
+        // `Duration::MAX` waits with no limit (the deadline overflows).
+        let mut wait = Duration::MAX;
         for c in calls.iter() {
             let signalled = pending.is_some_and(|p| any_of(p, c.enders));
             let due = if now >= c.deadline || signalled {
@@ -116,38 +118,28 @@ fn watch() {
             } else {
                 c.deadline.min(now + SIGNAL_POLL)
             };
-            next = Some(next.map_or(due, |n| n.min(due)));
+            wait = wait.min(due.saturating_duration_since(now));
         }
-        calls = match next {
-            None => CHANGED.wait(calls).unwrap_or_else(PoisonError::into_inner),
-            Some(t) => {
-                CHANGED
-                    .wait_timeout(calls, t.saturating_duration_since(now))
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
-            }
-        };
+        calls = CHANGED
+            .wait_timeout(calls, wait)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
     }
 }
 
 /// Shuts down the socket that thread `tid` is blocked reading or writing,
 /// if it is.
-fn cut(tid: i32) {
-    let Ok(now) = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")) else {
-        return;
-    };
+fn cut(tid: i32) -> Option<()> {
+    let now = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
     let mut fields = now.split_ascii_whitespace();
-    let nr = fields.next().and_then(|n| n.parse::<libc::c_long>().ok());
-    let fd = fields
-        .next()
-        .and_then(|a| i32::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-    if let (Some(nr), Some(fd)) = (nr, fd) {
-        if SOCKET_IO.contains(&nr) {
-            // SAFETY: shutdown(2) touches no memory; on a descriptor that
-            // is not a socket it fails with ENOTSOCK.
-            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-        }
+    let nr: libc::c_long = fields.next()?.parse().ok()?;
+    let fd = i32::from_str_radix(fields.next()?.trim_start_matches("0x"), 16).ok()?;
+    if SOCKET_IO.contains(&nr) {
+        // SAFETY: shutdown(2) touches no memory; on a descriptor that is
+        // not a socket it fails with ENOTSOCK.
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
     }
+    Some(())
 }
 
 /// The signals pending for the process (blocked in every thread, so not
@@ -172,13 +164,7 @@ fn any_of(pending: u64, sigs: &[i32]) -> bool {
 }
 
 /// One call in progress; no longer watched once dropped.
-pub(super) struct Call {
-    id: u64,
-    deadline: Instant,
-    enders: &'static [i32],
-    /// An async call's: see [`Call::within`].
-    woken: Option<Woken>,
-}
+pub(super) struct Call(Watched);
 
 impl Call {
     /// Starts a blocking call on this thread that must be over `timeout`
@@ -204,21 +190,16 @@ impl Call {
                 .stack_size(64 * 1024)
                 .spawn(watch);
         });
-        let call = Call {
+        let call = Watched {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            deadline: Instant::now() + timeout,
-            enders,
-            woken: woken.clone(),
-        };
-        calls().push(Watched {
-            id: call.id,
             tid: nix::unistd::gettid().as_raw(),
             woken,
-            deadline: call.deadline,
+            deadline: Instant::now() + timeout,
             enders,
-        });
+        };
+        calls().push(call.clone());
         CHANGED.notify_one();
-        call
+        Call(call)
     }
 
     /// Runs `fut`, an async call's work: None once the watchdog ended the
@@ -226,7 +207,7 @@ impl Call {
     /// [`Call::interrupted`] which), and `fut` is dropped unfinished.
     pub(super) async fn within<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
         let mut fut = std::pin::pin!(fut);
-        let woken = self.woken.as_ref().expect("an async call");
+        let woken = self.0.woken.as_ref().expect("an async call");
         poll_fn(|cx| {
             if let Poll::Ready(out) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(out));
@@ -243,13 +224,14 @@ impl Call {
 
     /// Whether the deadline has passed.
     pub(super) fn expired(&self) -> bool {
-        Instant::now() >= self.deadline
+        Instant::now() >= self.0.deadline
     }
 
     /// The time left before the deadline (at least 1 ms: redis-rs refuses
     /// a zero timeout).
     pub(super) fn left(&self) -> Duration {
-        self.deadline
+        self.0
+            .deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1))
     }
@@ -265,13 +247,13 @@ impl Call {
     /// Whether a signal that ends the call is pending (it stays so, for the
     /// caller to read).
     pub(super) fn interrupted(&self) -> bool {
-        !self.enders.is_empty() && any_of(pending_signals(), self.enders)
+        !self.0.enders.is_empty() && any_of(pending_signals(), self.0.enders)
     }
 }
 
 impl Drop for Call {
     fn drop(&mut self) {
-        calls().retain(|c| c.id != self.id);
+        calls().retain(|c| c.id != self.0.id);
     }
 }
 

@@ -2,7 +2,9 @@
 //! client's errors into, and the one sentence each becomes (the
 //! `distlock: ` line): it names the server, password redacted.
 
-use std::fmt;
+use std::error::Error;
+use std::sync::Arc;
+use std::{fmt, io};
 
 /// What went wrong with a call to the store. Each variant is a kind callers can
 /// act on; the text (`Display`) is for people only.
@@ -101,9 +103,7 @@ impl StoreError {
     /// only where the sentence said so before: see `Store::call_raw`).
     pub(super) fn during(mut self, op: &str) -> StoreError {
         if let Some(f) = self.failure_mut() {
-            if f.op.is_none() {
-                f.op = Some(op.to_owned());
-            }
+            f.op.get_or_insert_with(|| op.to_owned());
         }
         self
     }
@@ -194,6 +194,29 @@ impl fmt::Display for ForeignKey {
             self.key, self.store, self.kind
         )
     }
+}
+
+/// `e` and its sources, with what an `io::Error` wraps (rustls puts its
+/// error in one, and an `io::Error`'s `source()` is its inner error's
+/// source, not the inner error) and what an `Arc` holds (redis-rs keeps
+/// the `io::Error` of a TLS stream in one).
+pub(super) fn chain<'a>(e: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
+    let mut out = Vec::new();
+    let mut todo = vec![e];
+    while let Some(err) = todo.pop().filter(|_| out.len() < 32) {
+        let err = match err.downcast_ref::<Arc<dyn Error + Send + Sync>>() {
+            Some(inner) => inner.as_ref(),
+            None => err,
+        };
+        out.push(err);
+        if let Some(src) = err.source() {
+            todo.push(src);
+        }
+        if let Some(inner) = err.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+            todo.push(inner);
+        }
+    }
+    out
 }
 
 /// A TLS failure in plain words that name the host name and the CA

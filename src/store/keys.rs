@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::record::HistoryRecord;
+
 /// The keys of one lock.
 #[derive(Debug, Clone)]
 pub struct LockKeys {
@@ -92,11 +94,7 @@ impl LockKeys {
 
     /// The same lock, recording `record` (the newest `keep` kept) when
     /// `--once-per` finds the job done.
-    pub fn with_skip_record(
-        mut self,
-        record: &super::record::HistoryRecord,
-        keep: u32,
-    ) -> LockKeys {
+    pub fn with_skip_record(mut self, record: &HistoryRecord, keep: u32) -> LockKeys {
         self.skip_record = Some((keep, record.tail()));
         self
     }

@@ -204,6 +204,17 @@ pub struct SlotsInfo {
     pub last_run: Vec<(String, String)>,
 }
 
+/// Runs the same call on whichever backend this `$enum` is.
+macro_rules! each {
+    ($enum:ident, $self:expr, $s:ident => $call:expr) => {
+        match $self {
+            $enum::Redis($s) => $call,
+            #[cfg(feature = "etcd")]
+            $enum::Etcd($s) => $call,
+        }
+    };
+}
+
 /// What a wake-up asks of a waiter. Each backend reads its own protocol
 /// into these: Redis its channel's messages, etcd its watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -237,11 +248,7 @@ pub enum Subscription {
 impl Subscription {
     /// The next notice, waiting at most `timeout`; Ok(None) if none came.
     pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Notice>> {
-        match self {
-            Subscription::Redis(s) => s.next_message(timeout),
-            #[cfg(feature = "etcd")]
-            Subscription::Etcd(s) => s.next_message(timeout),
-        }
+        each!(Subscription, self, s => s.next_message(timeout))
     }
 }
 
@@ -261,21 +268,19 @@ impl Target {
     /// feature is a usage error that says so.
     pub fn parse(url: &str, sec: &Security) -> anyhow::Result<Target> {
         if url::password_needs_escaping(url) {
-            return Err(UsageError(format!(
+            anyhow::bail!(UsageError(format!(
                 "invalid URL {}: its password holds an unescaped /, ? or #: percent-encode them (%2F, %3F, %23, and @ as %40)",
                 url::redact(url)
-            ))
-            .into());
+            )));
         }
         let scheme = url.split("://").next().unwrap_or("").to_ascii_lowercase();
         if scheme == "etcd" || scheme == "etcds" {
             #[cfg(feature = "etcd")]
             return Ok(Target::Etcd(etcd_store::Target::parse(url, sec)?));
             #[cfg(not(feature = "etcd"))]
-            return Err(UsageError(format!(
+            anyhow::bail!(UsageError(format!(
                 "{scheme}:// URLs need distlock built with its `etcd` feature; this one is Redis-only"
-            ))
-            .into());
+            )));
         }
         Ok(Target::Redis(redis_store::Target::parse(url, sec)?))
     }
@@ -295,23 +300,12 @@ pub enum Store {
     Etcd(etcd_store::Store),
 }
 
-/// Runs the same call on whichever backend this is.
-macro_rules! each {
-    ($self:expr, $s:ident => $call:expr) => {
-        match $self {
-            Store::Redis($s) => $call,
-            #[cfg(feature = "etcd")]
-            Store::Etcd($s) => $call,
-        }
-    };
-}
-
 /// `pub fn`s that make the same call, arguments as given, on whichever
 /// backend this is.
 macro_rules! pass {
     ($($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;)*) => {
         $($(#[$doc])* pub fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
-            each!(self, s => s.$name($($arg),*))
+            each!(Store, self, s => s.$name($($arg),*))
         })*
     };
 }
@@ -373,12 +367,12 @@ impl Store {
     /// left pending for the caller to read); `&[]` ends that. Returns the
     /// previous set.
     pub fn set_interrupt_signals(&mut self, sigs: &'static [i32]) -> &'static [i32] {
-        each!(self, s => std::mem::replace(&mut s.interrupt_on, sigs))
+        each!(Store, self, s => std::mem::replace(&mut s.interrupt_on, sigs))
     }
 
     /// The URL for messages, password redacted.
     pub fn display(&self) -> &str {
-        each!(self, s => &s.target.display)
+        each!(Store, self, s => &s.target.display)
     }
 
     /// Whether the URL names several servers that can answer for the
@@ -399,7 +393,7 @@ impl Store {
     /// Changes the per-call timeout, e.g. to the time left before a
     /// deadline. Applied at the next call.
     pub fn set_timeout(&mut self, timeout: Duration) {
-        each!(self, s => s.timeout = timeout.max(Duration::from_millis(1)))
+        each!(Store, self, s => s.timeout = timeout.max(Duration::from_millis(1)))
     }
 
     pass! {

@@ -116,16 +116,12 @@ pub(super) fn percent_decoded(s: &str) -> Option<String> {
             .get(i + 1..i + 3)
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
+        let (byte, len) = match (b[i], hex) {
+            (b'%', Some(byte)) => (byte, 3),
+            (c, _) => (c, 1),
+        };
+        out.push(byte);
+        i += len;
     }
     String::from_utf8(out).ok()
 }

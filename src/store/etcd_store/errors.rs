@@ -14,6 +14,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::{Failure, StoreError};
+use crate::store::error::{chain, tls_failure};
 
 /// A kind of failure.
 pub(super) type Kind = fn(Failure) -> StoreError;
@@ -58,7 +59,7 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
         if let rustls::Error::InvalidMessage(_) = r {
             return said(StoreError::Tls, NO_TLS);
         }
-        let why = crate::store::error::tls_failure(r, at.host, at.trust);
+        let why = tls_failure(r, at.host, at.trust);
         return said(StoreError::Tls, &format!("TLS: {why}"));
     }
     let io = errs.iter().find_map(|x| x.downcast_ref::<io::Error>());
@@ -106,23 +107,6 @@ pub(super) fn below_grpc(e: &(dyn Error + 'static), at: &Seen<'_>) -> Option<Sai
     // An etcd that went away in the middle of a call reads the same:
     // still a connectivity failure, that a waiter rides out.
     said(StoreError::Unreachable, CLOSED)
-}
-
-/// `e` and its sources, with the error an `io::Error` wraps (rustls's
-/// rides in one, and an `io::Error`'s `source()` skips it).
-fn chain<'a>(e: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
-    let mut out = Vec::new();
-    let mut todo = vec![e];
-    while let Some(err) = todo.pop().filter(|_| out.len() < 32) {
-        out.push(err);
-        if let Some(src) = err.source() {
-            todo.push(src);
-        }
-        if let Some(inner) = err.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
-            todo.push(inner);
-        }
-    }
-    out
 }
 
 /// All the probes of [`speaks_tls`] together.

@@ -35,10 +35,10 @@ impl Target {
     /// never echo a password.
     pub fn parse(url: &str, sec: &Security) -> Result<Target> {
         if let Some(rest) = url.strip_prefix("redis+sentinel://") {
-            return Sentinel::parse(url, rest, sec);
+            return Target::multi_host(url, rest, sec, true);
         }
         if let Some(rest) = url.strip_prefix("redis+cluster://") {
-            return Cluster::parse(url, rest, sec);
+            return Target::multi_host(url, rest, sec, false);
         }
         let Some((scheme, _)) = url.split_once("://") else {
             // Without a scheme we cannot tell which part might be a
@@ -52,12 +52,9 @@ impl Target {
         let tls = match scheme {
             "redis" | "redis+unix" | "unix" => false,
             "rediss" => true,
-            _ => {
-                return Err(UsageError(format!(
-                    "invalid redis URL {display}: use redis://host:port, rediss://host:port, redis+unix:///path or unix:///path"
-                ))
-                .into())
-            }
+            _ => bail!(UsageError(format!(
+                "invalid redis URL {display}: use redis://host:port, rediss://host:port, redis+unix:///path or unix:///path"
+            ))),
         };
         if !tls && sec.uses_tls() {
             bail!(UsageError(format!(
@@ -89,11 +86,10 @@ impl Target {
         // The handshake then is AUTH/SELECT at most: no CLIENT SETINFO round
         // trip on every start.
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
-        let url_has_password = redis.password().is_some();
         info = info.set_redis_settings(as_the_user(redis.clone()));
         let mut plain_info = None;
         if let Some(p) = &sec.password {
-            if sec.password_from_env && !url_has_password {
+            if sec.password_from_env && redis.password().is_none() {
                 plain_info = Some(info.clone());
             }
             info = info.set_redis_settings(redis.set_password(p));
@@ -103,7 +99,10 @@ impl Target {
                 return redis::Client::open(info)
                     .map_err(|_| UsageError(format!("invalid redis URL {display}")).into());
             }
-            install_crypto_provider();
+            // rustls needs a process-wide crypto provider; distlock builds
+            // with ring only. Installing twice is harmless (the second call
+            // reports an error we ignore).
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let (root_cert, client) = crate::store::tls_files(sec, "the server's certificate")?;
             let client_tls = match client {
                 Some((client_cert, client_key)) => {
@@ -127,11 +126,8 @@ impl Target {
                 )
             }
             .map_err(|e| {
-                UsageError(format!(
-                    "invalid TLS files for {display}: {}",
-                    e.to_string().replace('\n', " ")
-                ))
-                .into()
+                let why = e.to_string().replace('\n', " ");
+                UsageError(format!("invalid TLS files for {display}: {why}")).into()
             })
         };
         let client = build(info)?;
@@ -161,15 +157,6 @@ fn as_the_user(redis: redis::RedisConnectionInfo) -> redis::RedisConnectionInfo 
         redis.set_password("")
     } else {
         redis
-    }
-}
-
-/// Splits `[[user]:password@]rest` of a multi-host URL (the last `@`, since
-/// a password may hold one).
-fn split_auth(rest: &str) -> (Option<&str>, &str) {
-    match rest.rsplit_once('@') {
-        Some((a, r)) => (Some(a), r),
-        None => (None, rest),
     }
 }
 
@@ -239,50 +226,24 @@ fn io_error(why: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Io, why))
 }
 
-impl Sentinel {
-    /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]`,
-    /// as other Redis clients spell it; sentinel ports default to 26379.
-    /// The credentials and db are the master's.
-    fn parse(url: &str, rest: &str, sec: &Security) -> Result<Target> {
-        let display = redact(url);
-        let bad = |why: &str| -> anyhow::Error {
-            UsageError(format!(
-                "invalid sentinel URL {display}: {why} (expected redis+sentinel://host:26379,host:26379/mastername[/db])"
-            ))
-            .into()
-        };
-        if sec.uses_tls() {
-            return Err(bad("TLS with sentinels is not supported"));
+/// `ask` of each node in turn: the first answer, else the last error
+/// (`none` when there is no node).
+fn first_answer<T>(
+    nodes: &[(String, u16)],
+    none: &'static str,
+    mut ask: impl FnMut(&str, u16) -> redis::RedisResult<T>,
+) -> redis::RedisResult<T> {
+    let mut last = io_error(none);
+    for (host, port) in nodes {
+        match ask(host, *port) {
+            Ok(answer) => return Ok(answer),
+            Err(e) => last = e,
         }
-        let (auth, rest) = split_auth(rest);
-        let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
-        let mut parts = path.split('/');
-        let master = parts
-            .next()
-            .filter(|m| !m.is_empty())
-            .ok_or_else(|| bad("no master name"))?;
-        let db: i64 = match parts.next().filter(|d| !d.is_empty()) {
-            Some(d) => d.parse().map_err(|_| bad("the db is not a number"))?,
-            None => 0,
-        };
-        let nodes = parse_hosts(hosts, Some(26379)).map_err(&bad)?;
-        if nodes.is_empty() {
-            return Err(bad("no sentinel address"));
-        }
-        let sentinel = Sentinel {
-            nodes,
-            master: master.to_owned(),
-            redis: credentials(auth, sec).set_db(db),
-        };
-        // A placeholder: every connection asks the sentinels first.
-        let client = redis::Client::open(tcp_info("127.0.0.1", 6379, &sentinel.redis))
-            .map_err(|_| bad("unusable"))?;
-        Ok(Target {
-            sentinel: Some(sentinel),
-            ..Target::multi_host(client, display)
-        })
     }
+    Err(last)
+}
 
+impl Sentinel {
     /// Asks the sentinels, in order, where the master is, then connects to
     /// it and checks that it is a master (a sentinel can be behind a
     /// failover). Every step is bounded by `timeout`: redis-rs's own
@@ -309,14 +270,7 @@ impl Sentinel {
                 )),
             }
         };
-        let mut last = None;
-        for (host, port) in &self.nodes {
-            match ask(host, *port) {
-                Ok(conn) => return Ok(conn),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io_error("no sentinel answered")))
+        first_answer(&self.nodes, "no sentinel answered", ask)
     }
 }
 
@@ -337,53 +291,13 @@ pub(super) struct Cluster {
 pub(super) type SlotRange = (u16, u16, String, u16);
 
 impl Cluster {
-    /// `redis+cluster://[[user]:password@]host:port[,host:port…]`.
-    fn parse(url: &str, rest: &str, sec: &Security) -> Result<Target> {
-        let display = redact(url);
-        let bad = |why: &str| -> anyhow::Error {
-            UsageError(format!(
-                "invalid cluster URL {display}: {why} (expected redis+cluster://host:port,host:port)"
-            ))
-            .into()
-        };
-        if sec.uses_tls() {
-            return Err(bad("TLS with Redis Cluster is not supported"));
-        }
-        let (auth, rest) = split_auth(rest);
-        let seeds = parse_hosts(rest.trim_end_matches('/'), None).map_err(&bad)?;
-        if seeds.is_empty() {
-            return Err(bad("no seed node"));
-        }
-        let cluster = Cluster {
-            seeds,
-            redis: credentials(auth, sec),
-        };
-        let (h, p) = &cluster.seeds[0];
-        let client =
-            redis::Client::open(tcp_info(h, *p, &cluster.redis)).map_err(|_| bad("unusable"))?;
-        Ok(Target {
-            cluster: Some(cluster),
-            ..Target::multi_host(client, display)
-        })
-    }
-
     /// The slot map (masters only), from the first seed that answers.
     pub(super) fn slot_map(&self, timeout: Duration) -> redis::RedisResult<Vec<SlotRange>> {
-        let mut last = None;
-        for (seed, port) in &self.seeds {
-            let map = open(tcp_info(seed, *port, &self.redis), timeout).and_then(|mut c| {
-                redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query::<Vec<Value>>(&mut c)
-            });
-            match map {
-                Ok(ranges) => {
-                    return Ok(ranges.iter().filter_map(|r| slot_range(r, seed)).collect())
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io_error("no seed node answered")))
+        first_answer(&self.seeds, "no seed node answered", |seed, port| {
+            let mut c = open(tcp_info(seed, port, &self.redis), timeout)?;
+            let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut c)?;
+            Ok(ranges.iter().filter_map(|r| slot_range(r, seed)).collect())
+        })
     }
 }
 
@@ -431,18 +345,81 @@ pub(super) fn key_slot(key: &str) -> u16 {
 }
 
 impl Target {
-    /// A Sentinel or Cluster target around `client` (its parse fills in
-    /// which).
-    fn multi_host(client: redis::Client, display: String) -> Target {
-        Target {
+    /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]`,
+    /// as other Redis clients spell it (sentinel ports default to 26379;
+    /// the credentials and db are the master's), or, without `sentinels`,
+    /// `redis+cluster://[[user]:password@]host:port[,host:port…]`.
+    fn multi_host(url: &str, rest: &str, sec: &Security, sentinels: bool) -> Result<Target> {
+        let display = redact(url);
+        let (kind, form, tls) = if sentinels {
+            let form = "redis+sentinel://host:26379,host:26379/mastername[/db]";
+            ("sentinel", form, "sentinels")
+        } else {
+            (
+                "cluster",
+                "redis+cluster://host:port,host:port",
+                "Redis Cluster",
+            )
+        };
+        let bad = |why: &str| -> anyhow::Error {
+            UsageError(format!(
+                "invalid {kind} URL {display}: {why} (expected {form})"
+            ))
+            .into()
+        };
+        if sec.uses_tls() {
+            return Err(bad(&format!("TLS with {tls} is not supported")));
+        }
+        // `[[user]:password@]` ends at the last `@`: a password may hold one.
+        let (auth, rest) = rest
+            .rsplit_once('@')
+            .map_or((None, rest), |(a, r)| (Some(a), r));
+        let redis = credentials(auth, sec);
+        let (mut sentinel, mut cluster) = (None, None);
+        let first = if sentinels {
+            let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
+            let mut parts = path.split('/');
+            let master = parts
+                .next()
+                .filter(|m| !m.is_empty())
+                .ok_or_else(|| bad("no master name"))?;
+            let db: i64 = match parts.next().filter(|d| !d.is_empty()) {
+                Some(d) => d.parse().map_err(|_| bad("the db is not a number"))?,
+                None => 0,
+            };
+            let nodes = parse_hosts(hosts, Some(26379)).map_err(&bad)?;
+            if nodes.is_empty() {
+                return Err(bad("no sentinel address"));
+            }
+            let redis = redis.set_db(db);
+            // A placeholder: every connection asks the sentinels first.
+            let first = tcp_info("127.0.0.1", 6379, &redis);
+            let master = master.to_owned();
+            sentinel = Some(Sentinel {
+                nodes,
+                master,
+                redis,
+            });
+            first
+        } else {
+            let seeds = parse_hosts(rest.trim_end_matches('/'), None).map_err(&bad)?;
+            let Some((h, p)) = seeds.first() else {
+                return Err(bad("no seed node"));
+            };
+            let first = tcp_info(h, *p, &redis);
+            cluster = Some(Cluster { seeds, redis });
+            first
+        };
+        let client = redis::Client::open(first).map_err(|_| bad("unusable"))?;
+        Ok(Target {
             client,
-            sentinel: None,
-            cluster: None,
+            sentinel,
+            cluster,
             without_env_password: None,
             display,
             tls_host: None,
             tls_trust: String::new(),
-        }
+        })
     }
 
     /// A connection to another node of the same deployment (a replica its
@@ -454,28 +431,23 @@ impl Target {
         port: u16,
         timeout: Duration,
     ) -> redis::RedisResult<Connection> {
-        let info = if let Some(s) = &self.sentinel {
-            tcp_info(host, port, &s.redis)
-        } else if let Some(c) = &self.cluster {
-            tcp_info(host, port, &c.redis)
-        } else {
-            let base = self.client.get_connection_info().clone();
-            let addr = match base.addr() {
-                redis::ConnectionAddr::TcpTls {
-                    insecure,
-                    tls_params,
-                    ..
-                } => redis::ConnectionAddr::TcpTls {
-                    host: host.to_owned(),
-                    port,
-                    insecure: *insecure,
-                    tls_params: tls_params.clone(),
-                },
-                _ => redis::ConnectionAddr::Tcp(host.to_owned(), port),
-            };
-            base.set_addr(addr)
+        // Sentinel and Cluster clients are made by `tcp_info` with the
+        // data nodes' credentials: the same as theirs, at another address.
+        let base = self.client.get_connection_info().clone();
+        let addr = match base.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host.to_owned(), port),
         };
-        open(info, timeout)
+        open(base.set_addr(addr), timeout)
     }
 
     /// A new connection: through the sentinels when there are some, else
@@ -543,24 +515,18 @@ fn check_client_cert(cert: &[u8], key: &[u8], sec: &Security) -> Result<()> {
             b.with_root_certificates(rustls::RootCertStore::empty())
                 .with_client_auth_cert(chain, key)
         });
-    match built {
-        Ok(Ok(_)) | Err(_) => Ok(()),
-        Ok(Err(rustls::Error::InconsistentKeys(_))) => Err(UsageError(
-            "--tls-key is not the private key of the certificate in --tls-cert".into(),
-        )
-        .into()),
-        // webpki reads only X.509 v3, and says so as an "other" error.
-        Ok(Err(rustls::Error::InvalidCertificate(_))) if x509_version(&leaf) == Some(1) => {
-            Err(UsageError(format!(
-                "the client certificate in --tls-cert{cert_path} is X.509 v1, which distlock's TLS library (rustls) cannot use, even where the server would accept it; make a v3 one, e.g. openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -days 365 -out client.pem -extfile <(printf 'basicConstraints=CA:FALSE\\nkeyUsage=digitalSignature\\nextendedKeyUsage=clientAuth')"
-            ))
-            .into())
+    let Ok(Err(e)) = built else { return Ok(()) };
+    let why = match e {
+        rustls::Error::InconsistentKeys(_) => {
+            "--tls-key is not the private key of the certificate in --tls-cert".to_owned()
         }
-        Ok(Err(e)) => Err(UsageError(format!(
-            "the client certificate in --tls-cert{cert_path} cannot be used: {e}"
-        ))
-        .into()),
-    }
+        // webpki reads only X.509 v3, and says so as an "other" error.
+        rustls::Error::InvalidCertificate(_) if x509_version(&leaf) == Some(1) => format!(
+            "the client certificate in --tls-cert{cert_path} is X.509 v1, which distlock's TLS library (rustls) cannot use, even where the server would accept it; make a v3 one, e.g. openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -days 365 -out client.pem -extfile <(printf 'basicConstraints=CA:FALSE\\nkeyUsage=digitalSignature\\nextendedKeyUsage=clientAuth')"
+        ),
+        e => format!("the client certificate in --tls-cert{cert_path} cannot be used: {e}"),
+    };
+    bail!(UsageError(why))
 }
 
 /// The version (1, 2 or 3) of a DER X.509 certificate, or None when it
@@ -575,14 +541,10 @@ fn x509_version(der: &[u8]) -> Option<u8> {
         let (len, start) = if first < 0x80 {
             (first, 2)
         } else {
+            // Long form: the length in the next 1 to 4 bytes, big-endian.
             let n = first & 0x7f;
-            if n == 0 || n > 4 {
-                return None;
-            }
-            let mut len = 0usize;
-            for i in 0..n {
-                len = (len << 8) | usize::from(*b.get(2 + i)?);
-            }
+            let bytes = b.get(2..2 + n).filter(|_| (1..=4).contains(&n))?;
+            let len = bytes.iter().fold(0, |len, &x| (len << 8) | usize::from(x));
             (len, 2 + n)
         };
         Some((tag, b.get(start..start.checked_add(len)?)?))
@@ -597,13 +559,6 @@ fn x509_version(der: &[u8]) -> Option<u8> {
         return None;
     };
     version.last()?.checked_add(1)
-}
-
-/// rustls needs a process-wide crypto provider; distlock builds with ring
-/// only. Installing twice is harmless (the second call reports an error we
-/// ignore).
-fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 #[cfg(test)]

@@ -44,8 +44,7 @@ struct ReplicaClock {
 impl Store {
     /// One PING, for `doctor`'s round-trip times.
     pub fn ping(&mut self) -> Result<()> {
-        let _: Value = self.call_raw("PING", |c| redis::cmd("PING").query(c))?;
-        Ok(())
+        self.call_raw("PING", |c| redis::cmd("PING").query(c))
     }
 
     /// `doctor`'s checks of the server: its version, persistence, eviction
@@ -121,8 +120,8 @@ impl Store {
 
     /// `INFO section`, field by field.
     fn info(&mut self, section: &str) -> Result<HashMap<String, String>> {
-        let v = self.call_raw("INFO", |c| redis::cmd("INFO").arg(section).query(c))?;
-        Ok(self.parse::<Info>("INFO", v)?.0)
+        let info: Info = self.call("INFO", |c| redis::cmd("INFO").arg(section).query(c))?;
+        Ok(info.0)
     }
 
     /// TIME, with this host's monotonic clock read just before the request
@@ -182,7 +181,7 @@ impl Store {
             .connect_peer(host, port, call.left())
             .map_err(|e| describe(e, &self.target).to_string())?;
         drop(call);
-        let mut best: Option<(ClockReading, ClockReading)> = None;
+        let mut pairs = Vec::new();
         for _ in 0..3 {
             let m = self.master_reading().map_err(|e| e.to_string())?;
             let call = Call::start(self.timeout, &[]);
@@ -190,11 +189,9 @@ impl Store {
                 .map_err(|e| describe(e, &self.target).to_string())?;
             drop(call);
             let r = self.reading(v, sent, received).map_err(|e| e.to_string())?;
-            let spread = |(m, r): &(ClockReading, ClockReading)| m.rtt() + r.rtt();
-            if best.as_ref().is_none_or(|b| spread(&(m, r)) < spread(b)) {
-                best = Some((m, r));
-            }
+            pairs.push((m, r));
         }
+        let best = pairs.into_iter().min_by_key(|(m, r)| m.rtt() + r.rtt());
         best.ok_or_else(|| "no reading".to_owned())
     }
 }

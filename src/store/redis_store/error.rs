@@ -5,7 +5,7 @@
 use super::connection::Target;
 use super::scripts::script_commands;
 use super::{Failure, StoreError};
-use crate::store::error::tls_failure;
+use crate::store::error::{chain, tls_failure};
 
 /// Turns a redis-rs error into a [`StoreError`] of the right kind, with one
 /// plain sentence that names the server (password redacted) but never the
@@ -16,9 +16,12 @@ use crate::store::error::tls_failure;
 /// errors are looked at; everything outside the store sees only the kind.
 pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
     let at = |detail: String| Failure::new(None, &target.display, detail);
-    if let Some(why) =
-        rustls_error(&e).map(|r| tls_failure(r, target.tls_host.as_deref(), &target.tls_trust))
+    // The rustls error behind it, if any (see `chain`).
+    if let Some(r) = chain(&e)
+        .iter()
+        .find_map(|x| x.downcast_ref::<rustls::Error>())
     {
+        let why = tls_failure(r, target.tls_host.as_deref(), &target.tls_trust);
         return StoreError::Tls(at(format!("TLS: {why}")));
     }
     if let Some((why, command)) = acl_refusal(&e) {
@@ -145,34 +148,6 @@ pub(super) fn timed_out(why: &str, target: &Target) -> String {
     } else {
         why.to_owned()
     }
-}
-
-/// The rustls error behind a redis-rs error, if any: redis-rs keeps the
-/// `io::Error` of the TLS stream (in an `Arc`), and rustls puts its own
-/// error inside that `io::Error`. `source()` alone does not reach it: an
-/// `io::Error`'s source is its inner error's source, not the inner error.
-fn rustls_error(e: &redis::RedisError) -> Option<&rustls::Error> {
-    use std::error::Error;
-    let mut next: Option<&(dyn Error + 'static)> = e.source();
-    while let Some(err) = next {
-        let err: &(dyn Error + 'static) =
-            match err.downcast_ref::<std::sync::Arc<dyn Error + Send + Sync>>() {
-                Some(inner) => inner.as_ref(),
-                None => err,
-            };
-        if let Some(r) = err.downcast_ref::<rustls::Error>() {
-            return Some(r);
-        }
-        if let Some(r) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(r);
-        }
-        next = err.source();
-    }
-    None
 }
 
 /// A refusal by the server's ACL, naming what was refused, from the

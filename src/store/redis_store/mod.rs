@@ -140,11 +140,8 @@ impl Store {
         let Some(node) = node else {
             self.slot_map = None;
             let detail = format!("no node serves slot {slot}");
-            return Err(StoreError::Unreachable(Failure::new(
-                None,
-                &self.target.display,
-                detail,
-            )));
+            let at = Failure::new(None, &self.target.display, detail);
+            return Err(StoreError::Unreachable(at));
         };
         if self.node.as_ref() != Some(&node) {
             self.conn = None;
@@ -183,22 +180,22 @@ impl Store {
     }
 
     /// Runs one script invocation and reads its reply as `T`; on any error
-    /// drops the connection so the next call starts clean. A script's
-    /// "foreign key" reply becomes [`StoreError::WrongType`].
+    /// drops the connection so the next call starts clean.
     fn call<T: FromRedisValue>(
         &mut self,
         what: &str,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<Value>,
     ) -> Result<T> {
         let v = self.call_raw(what, f)?;
-        if let Some(fk) = foreign_key(&v) {
-            return Err(fk.into());
-        }
         self.parse(what, v)
     }
 
-    /// Reads a reply as `T`; a reply of another shape is a protocol error.
+    /// Reads a reply as `T`: a script's "foreign key" reply becomes
+    /// [`StoreError::WrongType`], a reply of another shape a protocol error.
     fn parse<T: FromRedisValue>(&self, what: &str, v: Value) -> Result<T> {
+        if let Some(fk) = foreign_key(&v) {
+            return Err(fk.into());
+        }
         T::from_redis_value(v)
             .map_err(|e| StoreError::protocol(&self.target.display, e.to_string()).during(what))
     }
@@ -275,9 +272,6 @@ impl Store {
         }
         let (v, acks) = split_acks(v, replicas)
             .map_err(|d| StoreError::protocol(&self.target.display, d).during(what))?;
-        if let Some(fk) = foreign_key(&v) {
-            return Err(fk.into());
-        }
         Ok((self.parse(what, v)?, acks))
     }
 }

@@ -59,10 +59,7 @@ impl FromRedisValue for Acquire {
             [Value::Int(0), holder, pttl, rest @ ..] => Ok(Acquire::Busy {
                 holder: string(holder)?,
                 ttl: pttl_to_ttl(int(pttl)?),
-                ahead: match rest.first() {
-                    Some(a) => string(a)?,
-                    None => None,
-                },
+                ahead: rest.first().map(string).transpose()?.flatten(),
                 watched: watched(rest.get(1..).unwrap_or_default()),
             }),
             [Value::Int(2), at, age, host, token] => Ok(Acquire::Done(DoneMark {
@@ -311,11 +308,7 @@ impl FromRedisValue for ServerTime {
         let items = array(v)?;
         let parts: Vec<u64> = items
             .iter()
-            .filter_map(|x| match x {
-                Value::BulkString(b) => String::from_utf8_lossy(b).parse().ok(),
-                Value::Int(i) => u64::try_from(*i).ok(),
-                _ => None,
-            })
+            .filter_map(|x| u64::try_from(int(x).ok()?).ok())
             .collect();
         match parts.as_slice() {
             [s, us] => Ok(ServerTime(

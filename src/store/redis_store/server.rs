@@ -50,32 +50,19 @@ impl Store {
         let mut cursor: u64 = 0;
         let mut names = Vec::new();
         loop {
-            let v = self.call_raw("scan", |c| {
-                redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query(c)
-            })?;
-            let page: ScanPage = self.parse("scan", v)?;
+            let args = (cursor, "MATCH", &pattern, "COUNT", 1000);
+            let page: ScanPage = self.call("scan", |c| redis::cmd("SCAN").arg(args).query(c))?;
             cursor = page.cursor;
             for k in page.keys {
                 let Some(rest) = k.strip_prefix(prefix).and_then(|r| r.strip_prefix(":{")) else {
                     continue;
                 };
                 // Names hold no braces, so the tag ends at the first one.
-                if let Some(name) = rest.strip_suffix('}') {
-                    names.push(Found {
-                        name: name.to_owned(),
-                        semaphore: false,
-                    });
-                } else if let Some(name) = rest.strip_suffix("}:slots") {
-                    names.push(Found {
-                        name: name.to_owned(),
-                        semaphore: true,
-                    });
+                let plain = rest.strip_suffix('}').map(|n| (n, false));
+                let found = plain.or_else(|| rest.strip_suffix("}:slots").map(|n| (n, true)));
+                if let Some((name, semaphore)) = found {
+                    let name = name.to_owned();
+                    names.push(Found { name, semaphore });
                 }
             }
             if cursor == 0 {
