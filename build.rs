@@ -89,7 +89,18 @@ fn link_hot_code_first() {
         is_hash.then(|| format!("{path}17h{}E", "?".repeat(16)))
     });
     let hashless: Vec<String> = hashless.filter(|p| seen.insert(p.clone())).collect();
-    let mut script = String::from("SECTIONS\n{\n  .text.hot : {\n");
+    // Before them, the code that runs before `main` and on every call into
+    // libc: the C start files' (`_start`, `frame_dummy`), `.init` (crti's
+    // and crtn's, in link order) and the PLT; left where the linker puts
+    // them, on the first and last pages of .text, they faulted in a window
+    // of cold code each.
+    let mut script = String::from(concat!(
+        "SECTIONS\n{\n",
+        "  .init : { KEEP(*(SORT_NONE(.init))) }\n",
+        "  .plt : { *(.plt) *(.iplt) }\n",
+        "  .text.hot : {\n",
+        "    *crt1.o(.text) *crti.o(.text) *crtn.o(.text) *crtbegin*.o(.text) *crtend*.o(.text)\n",
+    ));
     for pattern in names.iter().map(|n| n.to_string()).chain(hashless) {
         script += &format!("    *(.text.{pattern} .text.unlikely.{pattern})\n");
     }
