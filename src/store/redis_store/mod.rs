@@ -14,14 +14,8 @@
 //! after a timeout the outcome of the request (and of anything still in
 //! flight on that socket) is unknown.
 //!
-//! By job: `connection` (URLs, Sentinel, Cluster, TLS, connecting),
-//! `scripts` (every Lua script), `replies` (their answers as types), `lock`
-//! and `semaphore` (the operations on a plain lock, its history included,
-//! and on a `--limit N` semaphore), `pubsub` (a waiter's wake-up channel),
-//! `server` (`list`'s SCAN), `doctor` (its checks), `error` (how a
-//! redis-rs error becomes a `StoreError`). This file holds the `Store`
-//! itself and how it calls. The types it answers in are the store's
-//! (`store/`), shared with etcd.
+//! Its files by job: docs/design.md, "Architecture". This one holds the
+//! `Store` itself and how it calls.
 
 mod connection;
 mod doctor;
