@@ -65,11 +65,6 @@ impl Target {
                     .into()
             ));
         }
-        if sec.tls_cert.is_some() != sec.tls_key.is_some() {
-            bail!(UsageError(
-                "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
-            ));
-        }
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         if rest.len() > authority.len() && !matches!(&rest[authority.len()..], "/" | "") {
             bail!(UsageError(format!(

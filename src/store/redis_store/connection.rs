@@ -61,11 +61,6 @@ impl Target {
                 "--tls-ca, --tls-cert, --tls-key and --tls-insecure need a rediss:// URL, not {display}"
             )));
         }
-        if sec.tls_cert.is_some() != sec.tls_key.is_some() {
-            bail!(UsageError(
-                "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
-            ));
-        }
         let mut info = url.into_connection_info().map_err(|_| {
             UsageError(format!(
                 "invalid redis URL {display}: expected redis://[user[:password]@]host[:port][/db]"
