@@ -308,12 +308,8 @@ fn slot_range(r: &Value, seed: &str) -> Option<SlotRange> {
     let host = host
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| seed.to_owned());
-    Some((
-        int(start).ok()? as u16,
-        int(end).ok()? as u16,
-        host,
-        port as u16,
-    ))
+    let (start, end) = (int(start).ok()? as u16, int(end).ok()? as u16);
+    Some((start, end, host, port as u16))
 }
 
 /// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, the
@@ -329,11 +325,7 @@ pub(super) fn key_slot(key: &str) -> u16 {
     for &b in tagged {
         crc ^= u16::from(b) << 8;
         for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
+            crc = (crc << 1) ^ if crc & 0x8000 != 0 { 0x1021 } else { 0 };
         }
     }
     crc % 16384
