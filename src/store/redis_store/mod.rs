@@ -119,11 +119,8 @@ impl Store {
         };
         if self.slot_map.is_none() {
             let call = Call::start(self.timeout, self.interrupt_on);
-            self.slot_map = Some(
-                cluster
-                    .slot_map(call.left())
-                    .map_err(|e| describe(e, &self.target))?,
-            );
+            let map = cluster.slot_map(call.left());
+            self.slot_map = Some(map.map_err(|e| describe(e, &self.target))?);
         }
         let slot = key_slot(&keys.lock);
         let node = self
@@ -156,11 +153,8 @@ impl Store {
     /// is left of `call`.
     fn conn(&mut self, call: &Call) -> Result<&mut Connection> {
         if self.conn.is_none() {
-            let conn = self
-                .target
-                .connect(call.left(), self.node.as_ref())
-                .map_err(|e| describe(e, &self.target))?;
-            self.conn = Some(conn);
+            let conn = self.target.connect(call.left(), self.node.as_ref());
+            self.conn = Some(conn.map_err(|e| describe(e, &self.target))?);
             self.loaded.clear();
         }
         let target = &self.target;
