@@ -457,14 +457,12 @@ impl Target {
             // ignoring it (redis-rs reports both refusals alike). Try
             // once without it: a server that does want a password then
             // answers the first command with NOAUTH, exit 125 still.
-            Err(e) if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) => {
-                match self.without_env_password.take() {
-                    Some(plain) => {
-                        self.client = plain;
-                        self.client.get_connection_with_timeout(timeout)
-                    }
-                    None => Err(e),
-                }
+            Err(e) if e.kind() == redis::ErrorKind::AuthenticationFailed => {
+                let Some(plain) = self.without_env_password.take() else {
+                    return Err(e);
+                };
+                self.client = plain;
+                self.client.get_connection_with_timeout(timeout)
             }
             other => other,
         }
