@@ -1,29 +1,7 @@
 //! One call to a server, as the store bounds it: a deadline for the whole
-//! call (connect, TLS handshake, request, reply), and an end at once when
-//! a signal that ends it is pending; on both backends, plain TCP, Unix
-//! sockets and TLS alike, whatever signals the caller ignored or blocked.
-//! The only place that knows a call's deadline and its enders, and that
-//! reads sigpending(2) (docs/design.md, "I/O model", says why not signals).
-//!
-//! One watchdog thread watches every call in progress. The enders stay
-//! blocked, for the caller's signalfd to read once the call has failed;
-//! the watchdog sees them pending every [`SIGNAL_POLL`]. When a call
-//! passes its deadline, or an ender is pending, the watchdog cuts it:
-//!
-//! - A blocking call (Redis: redis-rs bounds each read by the socket's
-//!   timeout only, so a server that sends one byte of its reply every
-//!   200 ms would hold a call for ever; and it does not hand out its
-//!   sockets): the watchdog shuts down (shutdown(2), `SHUT_RDWR`) the
-//!   socket the calling thread is blocked on, which the kernel names in
-//!   `/proc/self/task/TID/syscall` (proc(5)). The blocked read or write
-//!   returns at once (end of file, EPIPE), under rustls too, which retries
-//!   an EINTR but not an end of file. A connection past its deadline is
-//!   dropped anyway. A thread between two reads is blocked on nothing, so
-//!   the watchdog looks again every [`CUT_EVERY`] until the call returns.
-//!   connect(2) itself is left to the connect timeout (the time left): std
-//!   polls a non-blocking connect, and poll(2) names no socket.
-//! - An async call (etcd): the watchdog wakes it, and [`Call::within`]
-//!   drops the call's future.
+//! call and an end at once on a pending ending signal, on both backends,
+//! by one watchdog thread that cuts a blocking call's socket and wakes an
+//! async one. How and why: docs/design.md, "I/O model".
 
 // Async calls are etcd's only.
 #![cfg_attr(not(feature = "etcd"), allow(dead_code))]
@@ -37,7 +15,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 
 /// How often a call past its deadline (or interrupted) is cut again, while
-/// it has not returned.
+/// it has not returned: a thread between two reads is blocked on nothing.
 const CUT_EVERY: Duration = Duration::from_millis(2);
 
 /// How often the watchdog looks for a pending ending signal while an

@@ -102,23 +102,17 @@ impl StoreError {
     /// (errors while connecting get the name of the request they were for
     /// only where the sentence said so before: see `Store::call_raw`).
     pub(super) fn during(mut self, op: &str) -> StoreError {
-        if let Some(f) = self.failure_mut() {
+        if let StoreError::Timeout(f)
+        | StoreError::Unreachable(f)
+        | StoreError::Denied { failure: f, .. }
+        | StoreError::Auth(f)
+        | StoreError::Tls(f)
+        | StoreError::Server(f)
+        | StoreError::Protocol(f) = &mut self
+        {
             f.op.get_or_insert_with(|| op.to_owned());
         }
         self
-    }
-
-    fn failure_mut(&mut self) -> Option<&mut Failure> {
-        match self {
-            StoreError::Timeout(f)
-            | StoreError::Unreachable(f)
-            | StoreError::Denied { failure: f, .. }
-            | StoreError::Auth(f)
-            | StoreError::Tls(f)
-            | StoreError::Server(f)
-            | StoreError::Protocol(f) => Some(f),
-            _ => None,
-        }
     }
 
     /// Whether this is the user's mistake rather than the store failing: the

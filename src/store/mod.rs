@@ -323,7 +323,7 @@ fn secs(d: Duration, tenths: bool) -> String {
 }
 
 /// The `--tls-ca` file's PEM, and the `--tls-cert` and `--tls-key` files'
-/// (given both or neither: checked before). A CA file that holds no
+/// (both or neither, else a usage error). A CA file that holds no
 /// certificate (an empty file, a key by mistake) is refused up front on
 /// both stores, since TLS would then trust nobody and blame every server's
 /// certificate; `signed`: whose certificates the CA signed, for that error.
@@ -331,6 +331,10 @@ type TlsFiles = (Option<Vec<u8>>, Option<(Vec<u8>, Vec<u8>)>);
 
 fn tls_files(sec: &Security, signed: &str) -> anyhow::Result<TlsFiles> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};
+    if sec.tls_cert.is_some() != sec.tls_key.is_some() {
+        let e = "--tls-cert and --tls-key go together (mutual TLS needs both)";
+        anyhow::bail!(UsageError(e.into()));
+    }
     let read = |what: &str, p: &Option<std::path::PathBuf>| -> anyhow::Result<_> {
         let Some(p) = p else { return Ok(None) };
         let e = |e| UsageError(format!("cannot read {what} {}: {e}", p.display()));

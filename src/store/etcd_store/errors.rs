@@ -126,9 +126,7 @@ fn speaks_tls(addrs: &[String]) -> Option<bool> {
         if left.is_zero() {
             break;
         }
-        let Ok(s) = connect(a, left) else {
-            continue;
-        };
+        let Ok(s) = connect(a, left) else { continue };
         let got = ask(s, Instant::now() + left, &CLIENT_HELLO, 1);
         if got.is_ok_and(|g| matches!(g.first(), Some(0x15 | 0x16))) {
             return Some(true);

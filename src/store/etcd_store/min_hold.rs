@@ -1,16 +1,11 @@
 //! `--min-hold` on etcd: the lock stays held until the minimum hold has
 //! passed, counted by etcd, not by a host's clock, as on Redis.
 //!
-//! An acquisition with a minimum hold also grants a second lease of that
-//! length (rounded up to whole seconds; etcd raises anything shorter than
-//! its minimum TTL, 2 s with default timings) and, in the acquiring
-//! transaction, puts `P:{N}:hold` = owner under it. A release while that
-//! key still holds our owner moves the lock key onto the hold lease (one
-//! transaction comparing both keys' mod revisions, so neither changed
-//! since they were read) and revokes the run's own lease: the key then
-//! expires with the hold lease, at acquisition + the minimum hold, and
-//! keeps its create revision (the token). Once the hold lease has expired
-//! the key is gone with it and the release deletes as usual.
+//! The hold lease, `P:{N}:hold` and the release that moves `P:{N}` onto
+//! it: docs/data-model.md. etcd raises a hold shorter than its minimum
+//! TTL (2 s with default timings); the moved key keeps its create
+//! revision (the token); once the hold lease has expired, the key is gone
+//! with it and the release deletes as usual.
 
 use std::time::Duration;
 

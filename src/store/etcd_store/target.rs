@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, Error, Identity, TlsOptions};
 
 use crate::config::{Security, UsageError};
 
@@ -63,11 +63,6 @@ impl Target {
             bail!(UsageError(
                 "--tls-insecure is not supported with etcd: give the server's CA with --tls-ca"
                     .into()
-            ));
-        }
-        if sec.tls_cert.is_some() != sec.tls_key.is_some() {
-            bail!(UsageError(
-                "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
             ));
         }
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -177,16 +172,13 @@ impl Target {
     /// another cluster among them is an error. Members that are up answer
     /// within that; one that is down costs at most that, once per
     /// connection.
-    pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, etcd_client::Error> {
+    pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, Error> {
         Ok(self.connect_member(timeout).await?.0)
     }
 
     /// [`Target::connect`], and which member (its index in the URL) the
     /// client talks to.
-    pub(super) async fn connect_member(
-        &self,
-        timeout: Duration,
-    ) -> Result<(Client, usize), etcd_client::Error> {
+    pub(super) async fn connect_member(&self, timeout: Duration) -> Result<(Client, usize), Error> {
         let endpoints = Vec::from_iter(self.endpoints());
         if endpoints.len() == 1 {
             return Ok((self.connect_to(&endpoints, timeout).await?, 0));
@@ -201,7 +193,7 @@ impl Target {
                 let status = c.status().await?;
                 let cluster = status.header().map(|h| h.cluster_id());
                 let serves = status.leader() != 0 && status.errors().is_empty();
-                Ok::<_, etcd_client::Error>((i, c, cluster, serves && Some(i) != distrusted))
+                Ok::<_, Error>((i, c, cluster, serves && Some(i) != distrusted))
             });
         }
         let (mut first_error, mut fallback) = (None, None);
@@ -211,27 +203,21 @@ impl Target {
                 Some(_) => tokio::time::timeout_at(settle, race.join_next()).await,
                 None => Ok(race.join_next().await),
             };
-            let e = match next {
+            match next {
                 Ok(Some(Ok(Ok((i, c, cluster, serves))))) => {
                     self.one_cluster_with(i, cluster)?;
-                    match serves {
-                        true => break (c, i),
-                        false => fallback.get_or_insert((c, i)),
-                    };
-                    continue;
-                }
-                Ok(Some(Ok(Err(e)))) => e,
-                Ok(Some(Err(e))) => etcd_client::Error::Internal(e.to_string()),
-                Ok(None) | Err(_) => match fallback.take() {
-                    Some(answer) => break answer,
-                    None => {
-                        return Err(first_error.unwrap_or_else(|| {
-                            etcd_client::Error::Internal("no endpoints".into())
-                        }))
+                    if serves {
+                        break (c, i);
                     }
+                    fallback.get_or_insert((c, i));
+                }
+                Ok(Some(Ok(Err(e)))) => first_error = first_error.or(Some(e)),
+                Ok(Some(Err(e))) => first_error = first_error.or(Some(internal(e))),
+                Ok(None) | Err(_) => match fallback {
+                    Some(answer) => break answer,
+                    None => return Err(first_error.unwrap_or_else(|| internal("no endpoints"))),
                 },
-            };
-            first_error.get_or_insert(e);
+            }
         };
         let until = tokio::time::Instant::now() + started.elapsed() + SPLIT_GRACE;
         while let Ok(Some(answer)) = tokio::time::timeout_at(until, race.join_next()).await {
@@ -244,19 +230,15 @@ impl Target {
 
     /// An error if `member`'s `cluster` is not the one the first member
     /// to answer was in (see `first_seen`).
-    fn one_cluster_with(
-        &self,
-        member: usize,
-        cluster: Option<u64>,
-    ) -> Result<(), etcd_client::Error> {
+    fn one_cluster_with(&self, member: usize, cluster: Option<u64>) -> Result<(), Error> {
         let Some(cluster) = cluster.filter(|_| self.one_cluster) else {
             return Ok(());
         };
         let mut seen = self.first_seen.lock().unwrap_or_else(|e| e.into_inner());
-        match remember(&mut seen, member, cluster) {
-            Some((i, other)) => Err(self.split(i, other, member, cluster)),
-            None => Ok(()),
-        }
+        let first = remember(&mut seen, member, cluster);
+        first.map_or(Ok(()), |(i, other)| {
+            Err(self.split(i, other, member, cluster))
+        })
     }
 
     /// How many members the URL names.
@@ -269,9 +251,7 @@ impl Target {
     /// others, even when it still answers `status` first (a lossy or
     /// overloaded member, one that was just stopped and continued).
     pub(super) fn distrust(&self, member: usize) {
-        if self.addrs.len() > 1 {
-            *self.distrusted.lock().unwrap_or_else(|e| e.into_inner()) = Some(member);
-        }
+        *self.distrusted.lock().unwrap_or_else(|e| e.into_inner()) = Some(member);
     }
 
     /// The URL's endpoints, as `http(s)://host:port`.
@@ -282,10 +262,10 @@ impl Target {
 
     /// The error that refuses a URL whose members `a` and `b` are in
     /// different clusters.
-    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> etcd_client::Error {
+    fn split(&self, a: usize, a_id: u64, b: usize, b_id: u64) -> Error {
         let addr = |i: usize| self.addrs.get(i).map_or("", String::as_str);
         let (a, b) = (addr(a), addr(b));
-        etcd_client::Error::GRpcStatus(tonic::Status::failed_precondition(format!(
+        Error::GRpcStatus(tonic::Status::failed_precondition(format!(
             "{a} is a member of etcd cluster {a_id:x} but {b} of cluster {b_id:x}: the URL must name members of one cluster, or runs split between them (two holders at once)"
         )))
     }
@@ -296,7 +276,7 @@ impl Target {
         &self,
         endpoints: &[E],
         timeout: Duration,
-    ) -> Result<Client, etcd_client::Error> {
+    ) -> Result<Client, Error> {
         let mut opts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout);
@@ -308,6 +288,11 @@ impl Target {
         }
         Client::connect(endpoints, Some(opts)).await
     }
+}
+
+/// An error of etcd-client's own kind, from a text.
+fn internal(e: impl ToString) -> Error {
+    Error::Internal(e.to_string())
 }
 
 /// Remembers the first (member, cluster id) answered; a later answer from

@@ -61,11 +61,6 @@ impl Target {
                 "--tls-ca, --tls-cert, --tls-key and --tls-insecure need a rediss:// URL, not {display}"
             )));
         }
-        if sec.tls_cert.is_some() != sec.tls_key.is_some() {
-            bail!(UsageError(
-                "--tls-cert and --tls-key go together (mutual TLS needs both)".into()
-            ));
-        }
         let mut info = url.into_connection_info().map_err(|_| {
             UsageError(format!(
                 "invalid redis URL {display}: expected redis://[user[:password]@]host[:port][/db]"
@@ -313,12 +308,8 @@ fn slot_range(r: &Value, seed: &str) -> Option<SlotRange> {
     let host = host
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| seed.to_owned());
-    Some((
-        int(start).ok()? as u16,
-        int(end).ok()? as u16,
-        host,
-        port as u16,
-    ))
+    let (start, end) = (int(start).ok()? as u16, int(end).ok()? as u16);
+    Some((start, end, host, port as u16))
 }
 
 /// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, the
@@ -334,11 +325,7 @@ pub(super) fn key_slot(key: &str) -> u16 {
     for &b in tagged {
         crc ^= u16::from(b) << 8;
         for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
+            crc = (crc << 1) ^ if crc & 0x8000 != 0 { 0x1021 } else { 0 };
         }
     }
     crc % 16384
@@ -470,14 +457,12 @@ impl Target {
             // ignoring it (redis-rs reports both refusals alike). Try
             // once without it: a server that does want a password then
             // answers the first command with NOAUTH, exit 125 still.
-            Err(e) if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) => {
-                match self.without_env_password.take() {
-                    Some(plain) => {
-                        self.client = plain;
-                        self.client.get_connection_with_timeout(timeout)
-                    }
-                    None => Err(e),
-                }
+            Err(e) if e.kind() == redis::ErrorKind::AuthenticationFailed => {
+                let Some(plain) = self.without_env_password.take() else {
+                    return Err(e);
+                };
+                self.client = plain;
+                self.client.get_connection_with_timeout(timeout)
             }
             other => other,
         }

@@ -4,7 +4,7 @@
 //! `doctor` builds no Redis command itself.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use redis::{Connection, Value};
 
@@ -100,9 +100,7 @@ impl Store {
             Check::new("role", verdict, detail, advice),
         ];
 
-        let local = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let local = UNIX_EPOCH.elapsed().unwrap_or_default();
         let first = self.master_reading()?.time;
         let second = self.master_reading()?.time;
         let skew = first.as_secs_f64() - local.as_secs_f64();

@@ -17,10 +17,8 @@ use crate::store::error::{chain, tls_failure};
 pub(super) fn describe(e: redis::RedisError, target: &Target) -> StoreError {
     let at = |detail: String| Failure::new(None, &target.display, detail);
     // The rustls error behind it, if any (see `chain`).
-    if let Some(r) = chain(&e)
-        .iter()
-        .find_map(|x| x.downcast_ref::<rustls::Error>())
-    {
+    let errs = chain(&e);
+    if let Some(r) = errs.iter().find_map(|x| x.downcast_ref::<rustls::Error>()) {
         let why = tls_failure(r, target.tls_host.as_deref(), &target.tls_trust);
         return StoreError::Tls(at(format!("TLS: {why}")));
     }

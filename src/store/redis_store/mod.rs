@@ -14,14 +14,8 @@
 //! after a timeout the outcome of the request (and of anything still in
 //! flight on that socket) is unknown.
 //!
-//! By job: `connection` (URLs, Sentinel, Cluster, TLS, connecting),
-//! `scripts` (every Lua script), `replies` (their answers as types), `lock`
-//! and `semaphore` (the operations on a plain lock, its history included,
-//! and on a `--limit N` semaphore), `pubsub` (a waiter's wake-up channel),
-//! `server` (`list`'s SCAN), `doctor` (its checks), `error` (how a
-//! redis-rs error becomes a `StoreError`). This file holds the `Store`
-//! itself and how it calls. The types it answers in are the store's
-//! (`store/`), shared with etcd.
+//! Its files by job: docs/design.md, "Architecture". This one holds the
+//! `Store` itself and how it calls.
 
 mod connection;
 mod doctor;
@@ -125,11 +119,8 @@ impl Store {
         };
         if self.slot_map.is_none() {
             let call = Call::start(self.timeout, self.interrupt_on);
-            self.slot_map = Some(
-                cluster
-                    .slot_map(call.left())
-                    .map_err(|e| describe(e, &self.target))?,
-            );
+            let map = cluster.slot_map(call.left());
+            self.slot_map = Some(map.map_err(|e| describe(e, &self.target))?);
         }
         let slot = key_slot(&keys.lock);
         let node = self
@@ -162,11 +153,8 @@ impl Store {
     /// is left of `call`.
     fn conn(&mut self, call: &Call) -> Result<&mut Connection> {
         if self.conn.is_none() {
-            let conn = self
-                .target
-                .connect(call.left(), self.node.as_ref())
-                .map_err(|e| describe(e, &self.target))?;
-            self.conn = Some(conn);
+            let conn = self.target.connect(call.left(), self.node.as_ref());
+            self.conn = Some(conn.map_err(|e| describe(e, &self.target))?);
             self.loaded.clear();
         }
         let target = &self.target;
