@@ -574,8 +574,8 @@ fn handoff_once(
         };
         etcd.expect("etcd").count(prefix)
     };
-    let held_keys = matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl | Tool::BeforeEtcd)
-        .then(etcd_keys);
+    let held_keys =
+        matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl | Tool::BeforeEtcd).then(etcd_keys);
     let mut waiter = ctx
         .locked(
             tool,
@@ -659,9 +659,8 @@ fn bench_contention(
     let mut out: HashMap<Tool, Contention> = HashMap::new();
     for r in 0..rounds {
         for tool in ctx.lockers(r) {
-            let on_etcd = etcd.filter(|_| {
-                matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl | Tool::BeforeEtcd)
-            });
+            let on_etcd = etcd
+                .filter(|_| matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl | Tool::BeforeEtcd));
             let before = on_etcd.map(|e| (e.requests(), e.cpu()));
             let c = contention_once(ctx, redis, tool, r);
             let after = on_etcd.map(|e| (e.requests(), e.cpu()));

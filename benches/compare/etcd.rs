@@ -168,14 +168,19 @@ impl Etcd {
     pub(super) fn requests(&self) -> Requests {
         let addr = self.endpoint.trim_start_matches("http://");
         let mut s = std::net::TcpStream::connect(addr).expect("etcd metrics");
-        write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut body = String::new();
         std::io::Read::read_to_string(&mut s, &mut body).expect("etcd metrics");
         let mut out = BTreeMap::new();
         for line in body.lines() {
             let name = if line.starts_with("grpc_server_msg_received_total{") {
                 ""
-            } else if line.starts_with("grpc_server_started_total{") && !line.contains("\"unary\"") {
+            } else if line.starts_with("grpc_server_started_total{") && !line.contains("\"unary\"")
+            {
                 " streams"
             } else {
                 continue;
@@ -210,7 +215,9 @@ pub(super) fn requests_per_run(ctx: &Ctx, etcd: &Etcd) -> HashMap<Tool, Requests
     // The name's history full first (100 records, the default keep): a
     // run then trims it, as every run of a job that ran before does.
     for _ in 0..101 {
-        let st = ctx.locked(Tool::DistlockEtcd, "requests", &[], &["true"]).status();
+        let st = ctx
+            .locked(Tool::DistlockEtcd, "requests", &[], &["true"])
+            .status();
         check(Tool::DistlockEtcd, "requests", st.expect("spawn"));
     }
     for tool in tools {

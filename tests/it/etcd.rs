@@ -399,8 +399,9 @@ fn list_reads_past_more_keys_than_one_reply_may_carry() {
 }
 
 /// A run's renewals keep alive the lease its own acquisition granted, so
-/// they need not ask etcd what TTL it was granted with: a get and a
-/// keep-alive each, no LeaseTimeToLive (it used to be one per renewal).
+/// they need not ask etcd what TTL it was granted with: no
+/// LeaseTimeToLive (it used to be one per renewal), and after the first
+/// one a message each on one keep-alive stream.
 /// The `renew` subcommand, in another process, still asks (the same owner
 /// cannot claim a longer TTL than granted: the test above).
 #[test]
@@ -413,10 +414,15 @@ fn a_runs_renewals_do_not_ask_etcd_for_the_granted_ttl() {
     };
     let kept = || {
         server.metric(
+            "grpc_server_msg_received_total{grpc_method=\"LeaseKeepAlive\",grpc_service=\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}",
+        )
+    };
+    let streams = || {
+        server.metric(
             "grpc_server_started_total{grpc_method=\"LeaseKeepAlive\",grpc_service=\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}",
         )
     };
-    let (asked_before, kept_before) = (asked(), kept());
+    let (asked_before, kept_before, streams_before) = (asked(), kept(), streams());
     // --ttl 3s renews every second: three renewals or more in 3.5 s.
     let out = exec(
         at(&server.url()).args(["run", "--ttl", "3s", "renewing", "--", "sleep", "3.5"]),
@@ -432,5 +438,13 @@ fn a_runs_renewals_do_not_ask_etcd_for_the_granted_ttl() {
         asked() - asked_before,
         0,
         "LeaseTimeToLive calls during the run"
+    );
+    // One stream for all the renewals (a new one per renewal made each
+    // a round trip more); the release keeps the last-run record's lease
+    // alive on one more.
+    assert!(
+        streams() - streams_before <= 2,
+        "keep-alive streams: {}",
+        streams() - streams_before
     );
 }

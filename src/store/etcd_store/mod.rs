@@ -32,8 +32,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions,
-    LeaseTimeToLiveResponse, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseKeepAliveStream, LeaseKeeper,
+    LeaseTimeToLiveOptions, LeaseTimeToLiveResponse, PutOptions, Txn, TxnOp, TxnOpResponse,
+    WatchOptions, WatchStream,
 };
 
 use super::call::Call;
@@ -60,6 +61,10 @@ pub struct Store {
     /// granted with: its renewals need not ask etcd for the granted TTL
     /// (see `renew`).
     granted: Option<(i64, i64)>,
+    /// What the last acquisition read for its release (`record::Plan`).
+    plan: Option<record::Plan>,
+    /// A run's renewals after the first: see `renew`.
+    renewing: Option<Renewing>,
 }
 
 impl Store {
@@ -74,6 +79,8 @@ impl Store {
             queue: queue::Queue::default(),
             watched: false,
             granted: None,
+            plan: None,
+            renewing: None,
         }
     }
 
@@ -277,11 +284,12 @@ impl Store {
                 .and_then(taking.ops(lease, hold))
                 .or_else([TxnOp::get(key, None), TxnOp::get(done, None)]);
             let resp = c.txn(txn).await?;
+            let replies = op_responses(&resp)?;
             if resp.succeeded() {
                 let rev = resp.header().map_or(0, |h| h.revision());
-                return Ok((Ok((rev, Some(lease))), false, None));
+                let plan = taking.plan(&replies);
+                return Ok((Ok((rev, Some((lease, plan)))), false, None));
             }
-            let replies = op_responses(&resp)?;
             let kv = kv_at(&replies, 0);
             // The done mark is not as judged: judge it again.
             let mark_rev = kv_at(&replies, 1).map_or(0, |kv| kv.mod_revision());
@@ -312,8 +320,11 @@ impl Store {
             self.refuse_semaphore(keys)?;
         }
         match outcome {
-            Ok((rev, lease)) => {
-                self.granted = lease.map(|l| (l, ttl)).or(self.granted);
+            Ok((rev, taken)) => {
+                if let Some((lease, plan)) = taken {
+                    self.granted = Some((lease, ttl));
+                    self.plan = Some(plan);
+                }
                 Ok(Acquire::Acquired {
                     token: self.token(keys, rev)?,
                 })
@@ -359,6 +370,14 @@ impl Store {
     /// reply must confirm it (TTL > 0). The lease's TTL is the one it was
     /// granted with: etcd cannot change it, so one granted shorter than
     /// `--ttl` is refused (see `keep_alive_for`).
+    ///
+    /// Under a lease this store granted long enough (a run's own
+    /// renewals), the first renewal also opens what the next ones use: the
+    /// lease's keep-alive stream and a watch on the key from just after
+    /// the read that found it ours. Each later renewal is then one message
+    /// on that stream, and a key deleted or taken over (by `etcdctl del`:
+    /// distlock's own releases and `--force` revoke the lease too) is told
+    /// by the watch, at the first renewal that finds its event received.
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
         let ttl = lease_secs(ttl_ms)?;
         if let Some(n) = keys.limit {
@@ -366,22 +385,40 @@ impl Store {
         }
         let (key, me) = (keys.lock.clone(), owner.to_owned());
         let granted = self.granted;
-        let kept = self.call("renewal", |mut c| async move {
-            let got = c.get(key, None).await?;
+        let renewing = self.renewing.take();
+        let (kept, renewing) = self.call("renewal", |mut c| async move {
+            if let Some(r) = renewing {
+                if let Some(kept) = r.renew(&me).await? {
+                    return Ok(kept);
+                }
+            }
+            let got = c.get(key.clone(), None).await?;
             let ours = |kv: &&KeyValue| kv.value() == me.as_bytes() && kv.lease() != 0;
             let Some(kv) = got.kvs().first().filter(ours) else {
-                return Ok(Kept::Gone);
+                return Ok((Kept::Gone, None));
             };
-            // Under a lease this store granted long enough (a run's own
-            // renewals): a keep-alive refreshes it to that TTL, so there is
-            // no need to ask etcd what it was granted with. Two round
-            // trips instead of three.
-            if granted.is_some_and(|(id, secs)| id == kv.lease() && secs >= ttl) {
-                let alive = queue::kept_alive(&mut c, kv.lease()).await?;
-                return Ok(if alive { Kept::Yes } else { Kept::Gone });
+            let lease = kv.lease();
+            if !granted.is_some_and(|(id, secs)| id == lease && secs >= ttl) {
+                return Ok((keep_alive_for(&mut c, lease, ttl).await?, None));
             }
-            keep_alive_for(&mut c, kv.lease(), ttl).await
+            let from = got.header().map_or(0, |h| h.revision()) + 1;
+            let mut w = c.clone();
+            let watch = WatchOptions::new().with_start_revision(from);
+            let (kept, watch) = tokio::join!(c.lease_keep_alive(lease), w.watch(key, Some(watch)));
+            let (keeper, replies) = match kept {
+                Ok(k) => k,
+                Err(etcd_client::Error::LeaseKeepAliveError(_)) => return Ok((Kept::Gone, None)),
+                Err(e) => return Err(e),
+            };
+            let r = Renewing {
+                lease,
+                keeper,
+                replies,
+                watch: watch?,
+            };
+            Ok((Kept::Yes, Some(r)))
         })?;
+        self.renewing = renewing;
         match kept {
             Kept::Yes => Ok(true),
             Kept::Gone => Ok(false),
@@ -417,6 +454,10 @@ impl Store {
     ) -> Result<Release> {
         if let Some(n) = keys.limit {
             return self.release_slot(keys, owner, n, false, record);
+        }
+        let hold = min_hold::hold_key(keys);
+        if let Some(done) = self.release_at_once(keys, owner, record, mark_done, hold)? {
+            return Ok(done);
         }
         let end = record::EndWrites::of(keys, owner, &record, mark_done)?;
         if let Some(left) = self.keep_for_min_hold(keys, owner, false, Some(end))? {
@@ -610,6 +651,17 @@ async fn revoke_leases(c: &mut Client, ids: impl IntoIterator<Item = i64>) {
     }
 }
 
+/// Whether a keep-alive stream's opening confirmed its lease: etcd-client
+/// reads the first reply itself and calls a TTL of 0 a
+/// LeaseKeepAliveError.
+fn alive<T>(opened: Ec<T>) -> Ec<bool> {
+    match opened {
+        Ok(_) => Ok(true),
+        Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The leases granted during one call, with the client that granted each.
 type Granted = Arc<Mutex<Vec<(i64, Client)>>>;
 
@@ -701,14 +753,16 @@ impl Taking {
     /// holder's metadata, the minimum hold's key (under `hold`) and, for a
     /// `run`, its marker `P:{N}:meta`, by which a release by owner from
     /// its CMD is refused (`release_by_owner`); the lease's end takes it.
+    /// First, the reads for the run's release (`record::Plan::reads`).
     fn ops(&self, lease: i64, hold: Option<i64>) -> Vec<TxnOp> {
         let under = || Some(PutOptions::new().with_lease(lease));
         let (keys, me) = (&self.keys, self.owner.as_str());
-        let mut ops = vec![
+        let mut ops = record::Plan::reads(keys, self.by_run);
+        ops.extend([
             TxnOp::put(keys.lock.clone(), me, under()),
             TxnOp::put(keys.fence.clone(), me, None),
             TxnOp::put(self.holder.0.clone(), self.holder.1.clone(), under()),
-        ];
+        ]);
         if let Some(h) = hold {
             ops.push(min_hold::put(keys, me, h));
         }
@@ -716,6 +770,63 @@ impl Taking {
             ops.push(TxnOp::put(keys.meta.clone(), "run", under()));
         }
         ops
+    }
+
+    /// The plan read by a transaction of [`Taking::ops`] that took the
+    /// lock.
+    fn plan(&self, replies: &[TxnOpResponse]) -> record::Plan {
+        record::Plan::of(&self.keys, self.by_run, replies)
+    }
+}
+
+/// A run's renewals after the first (`Store::renew`): its lease's
+/// keep-alive stream, and a watch on its lock key.
+struct Renewing {
+    lease: i64,
+    keeper: LeaseKeeper,
+    replies: LeaseKeepAliveStream,
+    watch: WatchStream,
+}
+
+impl Renewing {
+    /// One keep-alive, and what the watch told meanwhile; None when the
+    /// watch was cancelled (its revision compacted, say): a renewal
+    /// that reads the key decides, and watches again.
+    async fn renew(mut self, me: &str) -> Ec<Option<(Kept, Option<Renewing>)>> {
+        self.keeper.keep_alive().await?;
+        let ended = || etcd_client::Error::WatchError("the renewal's stream ended".into());
+        let mut confirmed = false;
+        loop {
+            // The watch first: an event that came in before the
+            // keep-alive's reply is seen in this renewal.
+            let watched = tokio::select! {
+                biased;
+                w = self.watch.message() => w?.ok_or_else(ended)?,
+                k = self.replies.message(), if !confirmed => {
+                    if k?.ok_or_else(ended)?.ttl() <= 0 {
+                        return Ok(Some((Kept::Gone, None)));
+                    }
+                    confirmed = true;
+                    continue;
+                }
+                () = std::future::ready(()), if confirmed => {
+                    return Ok(Some((Kept::Yes, Some(self))));
+                }
+            };
+            if watched.canceled() {
+                return Ok(None);
+            }
+            let ours = |kv: Option<&KeyValue>| {
+                kv.is_some_and(|kv| kv.value() == me.as_bytes() && kv.lease() == self.lease)
+            };
+            let lost = watched
+                .events()
+                .iter()
+                .any(|e| e.event_type() == etcd_client::EventType::Delete || !ours(e.kv()));
+            if lost {
+                return Ok(Some((Kept::Gone, None)));
+            }
+        }
     }
 }
 

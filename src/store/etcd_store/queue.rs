@@ -91,7 +91,7 @@ enum Follow {
 
 /// What one fair attempt found.
 enum Fair {
-    Taken(i64),
+    Taken(i64, super::record::Plan),
     /// Our queue key is gone while our lease lives: someone ended our wait.
     Evicted,
     /// Our waiter lease is gone: revoked, or run out while we were away.
@@ -204,7 +204,7 @@ impl Store {
                 // have us wait on ourselves.
                 let kv = held.kvs().first();
                 if let Some(kv) = kv.filter(|kv| ours(kv.value(), kv.lease(), &me, joined.lease)) {
-                    return Ok(Fair::Taken(kv.create_revision()));
+                    return Ok(Fair::Taken(kv.create_revision(), Default::default()));
                 }
                 let holder = kv.map(|kv| kv.value().to_vec());
                 // The holder's metadata, for a status line: read only when
@@ -250,7 +250,8 @@ impl Store {
                 let resp = c.txn(txn).await?;
                 if resp.succeeded() {
                     let rev = resp.header().map_or(0, |h| h.revision());
-                    return Ok(Fair::Taken(rev));
+                    let replies = super::replies::op_responses(&resp)?;
+                    return Ok(Fair::Taken(rev, taking.plan(&replies)));
                 }
                 super::revoke_leases(&mut c, hold).await;
                 // Taken by someone else (look again), or our key is gone
@@ -278,10 +279,11 @@ impl Store {
                 let _ = self.leave(keys, owner);
                 Ok(Acquire::Evicted)
             }
-            Fair::Taken(rev) => {
+            Fair::Taken(rev, plan) => {
                 // The waiter lease is the holder's now; nothing to leave.
                 self.queue.joined = None;
                 self.granted = Some((joined.lease, joined.ttl));
+                self.plan = Some(plan);
                 Ok(Acquire::Acquired {
                     token: self.token(keys, rev)?,
                 })
@@ -515,13 +517,7 @@ async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) 
 /// One keep-alive of `lease`, confirmed by its reply: false when the
 /// lease is gone (TTL 0), and our key with it.
 pub(super) async fn kept_alive(c: &mut Client, lease: i64) -> Ec<bool> {
-    // etcd-client reads the first reply itself and calls a TTL of 0 a
-    // LeaseKeepAliveError.
-    match c.lease_keep_alive(lease).await {
-        Ok(_) => Ok(true),
-        Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
+    super::alive(c.lease_keep_alive(lease).await)
 }
 
 /// Notes a keep-alive (or grant) sent at `sent` that etcd confirmed.
