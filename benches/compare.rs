@@ -1348,10 +1348,11 @@ fn etcd_rows(
         }
         if c.runs > 0 {
             println!(
-                "- etcd requests per run of `{}` under {WORKERS}×{RUNS_PER_WORKER} contention: {}; etcd CPU per run {:.2} ms",
+                "- etcd requests per run of `{}` under {WORKERS}×{RUNS_PER_WORKER} contention: {}; CPU per run: etcd {:.2} ms, the tool's processes (CMD included) {:.2} ms",
                 t.name(),
                 c.requests.scaled(1.0 / c.runs as f64).line(),
                 c.etcd_cpu.as_secs_f64() * 1e3 / c.runs as f64,
+                c.cpu.as_secs_f64() * 1e3 / c.runs as f64,
             );
         }
         let ok = c.overlaps == 0 && (t == e || c.token_errors == 0);
