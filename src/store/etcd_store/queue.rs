@@ -176,15 +176,10 @@ impl Store {
         when.extend(done_rev.map(unchanged));
         let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
-            // just granted, or kept alive now. Gone (revoked, or run out
-            // while we were stopped): our place is gone with it.
-            if !fresh {
-                let sent = crate::clock::now();
-                if !kept_alive(&mut c, joined.lease).await? {
-                    return Ok(Fair::LeaseGone);
-                }
-                confirmed(&kept, sent);
-            }
+            // just granted, or kept alive now, beside the first read (the
+            // take waits for both). Gone (revoked, or run out while we
+            // were stopped): our place is gone with it.
+            let mut keep = (!fresh).then(|| c.clone());
             for _ in 0..3 {
                 // The key just ahead of ours, to watch. A status line also
                 // shows our place, which takes every key ahead (etcd's
@@ -197,8 +192,31 @@ impl Store {
                     .with_max_create_revision(joined.rev - 1)
                     .with_sort(SortTarget::Create, SortOrder::Descend)
                     .with_limit(if watched { 0 } else { 1 });
-                let ahead = c.get(prefix.clone(), Some(ahead_of_us)).await?;
-                let held = c.get(lock.clone(), None).await?;
+                // Both in one read, so one round trip and one snapshot.
+                let reads = [
+                    TxnOp::get(prefix.clone(), Some(ahead_of_us)),
+                    TxnOp::get(lock.clone(), None),
+                ];
+                let read = c.txn(Txn::new().and_then(reads));
+                let resp = match keep.take() {
+                    Some(mut k) => {
+                        let sent = crate::clock::now();
+                        let (alive, resp) = tokio::join!(kept_alive(&mut k, joined.lease), read);
+                        if !alive? {
+                            return Ok(Fair::LeaseGone);
+                        }
+                        confirmed(&kept, sent);
+                        resp?
+                    }
+                    None => read.await?,
+                };
+                let replies = super::replies::op_responses(&resp)?;
+                let (Some(TxnOpResponse::Get(ahead)), Some(TxnOpResponse::Get(held))) =
+                    (replies.first(), replies.get(1))
+                else {
+                    let what = "a read without its replies";
+                    return Err(etcd_client::Error::Internal(what.into()));
+                };
                 // Ours already: our take's reply was lost (a timeout, a
                 // reset connection) and this is its retry. Busy here would
                 // have us wait on ourselves.
@@ -220,11 +238,11 @@ impl Store {
                 // The key ahead, else the lock if held: watched from just
                 // after the read that found it.
                 let watch = match ahead.kvs().first() {
-                    Some(next) => Some((String::from_utf8_lossy(next.key()).into_owned(), &ahead)),
-                    None => holder.as_ref().map(|_| (lock.clone(), &held)),
+                    Some(next) => Some(String::from_utf8_lossy(next.key()).into_owned()),
+                    None => holder.as_ref().map(|_| lock.clone()),
                 };
-                if let Some((key, read)) = watch {
-                    let from = read.header().map_or(0, |h| h.revision()) + 1;
+                if let Some(key) = watch {
+                    let from = resp.header().map_or(0, |h| h.revision()) + 1;
                     // Free, and so promised to the head: named, as on Redis.
                     let head = match holder {
                         None => queue_head(&mut c, &prefix).await?,
