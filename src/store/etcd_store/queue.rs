@@ -650,9 +650,24 @@ impl Subscription {
                         *wake_now = true;
                     }
                     Got::Order(Some(Follow::Watch(key, from))) => {
+                        // From now, not from `from`: etcd serves a watch
+                        // that starts in the past from a loop that runs
+                        // every 100 ms, and under contention the deletion
+                        // waited for often came in that window (a hand-off's
+                        // p90 was 84 ms). A change since the attempt's read
+                        // (the watch began at a later revision) is looked
+                        // for with one read.
                         *watch = None;
-                        let opts = WatchOptions::new().with_start_revision(from);
-                        *watch = Some(client.watch(key, Some(opts)).await?);
+                        let mut w = client.watch(key.clone(), None).await?;
+                        let created = w.message().await?.ok_or_else(watch_ended)?;
+                        *watch = Some(w);
+                        if created.header().map_or(i64::MAX, |h| h.revision()) >= from {
+                            let got = client.get(key, None).await?;
+                            if !matches!(got.kvs().first(), Some(kv) if kv.mod_revision() < from) {
+                                *watch = None;
+                                *wake_now = true;
+                            }
+                        }
                     }
                     Got::Order(Some(Follow::WatchPrefix(prefix, from))) => {
                         *watch = None;
@@ -676,9 +691,7 @@ impl Subscription {
                             return Ok(Some(Notice::Wake));
                         }
                     }
-                    Got::Watch(Ok(None)) => {
-                        return Err(etcd_client::Error::WatchError("watch ended".into()))
-                    }
+                    Got::Watch(Ok(None)) => return Err(watch_ended()),
                     Got::Watch(Err(e)) | Got::Kept(Err(e)) => return Err(e),
                     Got::Kept(Ok(Some(r))) if r.ttl() > 0 => {
                         if let Some(k) = keep.as_ref() {
@@ -717,6 +730,10 @@ impl Subscription {
             StoreError::Unreachable(super::Failure::new(Some("watch"), display, detail))
         })
     }
+}
+
+fn watch_ended() -> etcd_client::Error {
+    etcd_client::Error::WatchError("watch ended".into())
 }
 
 /// What `f` gives, or never without one: a `select!` arm for something
