@@ -75,6 +75,8 @@ struct Joined {
     lease: i64,
     rev: i64,
     ttl: i64,
+    /// A read found no key older than ours: see `acquire_fair`.
+    first: bool,
 }
 
 /// What the subscription must do next.
@@ -111,6 +113,8 @@ struct Busy {
     head: Option<String>,
     place: u64,
     watch: Option<(String, i64)>,
+    /// No key older than ours is left in the queue.
+    first: bool,
 }
 
 impl Store {
@@ -178,10 +182,11 @@ impl Store {
         when.extend(done_rev.map(unchanged));
         let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
-            // just granted, or kept alive now, beside the first read (the
-            // take waits for both). Gone (revoked, or run out while we
-            // were stopped): our place is gone with it.
+            // just granted, or kept alive now, beside the attempt's first
+            // request (the take waits for both). Gone (revoked, or run out
+            // while we were stopped): our place is gone with it.
             let mut keep = (!fresh).then(|| c.clone());
+            let mut first = joined.first;
             for _ in 0..3 {
                 // The key just ahead of ours, to watch. A status line also
                 // shows our place, which takes every key ahead (etcd's
@@ -194,31 +199,51 @@ impl Store {
                     .with_max_create_revision(joined.rev - 1)
                     .with_sort(SortTarget::Create, SortOrder::Descend)
                     .with_limit(if watched { 0 } else { 1 });
-                // Both in one read, so one round trip and one snapshot.
+                // In one request, so one round trip and one snapshot.
                 let reads = [
                     TxnOp::get(prefix.clone(), Some(ahead_of_us)),
                     TxnOp::get(lock.clone(), None),
+                    TxnOp::get(mine.clone(), None),
                 ];
-                let read = c.txn(Txn::new().and_then(reads));
+                // First in line (a read found no key older than ours, and
+                // none can appear since: a new key's create revision is
+                // later than that read's): the take at once, the reads
+                // only if it fails. A compare over the whole queue, as
+                // etcd evaluates one on every key in its range, would cost
+                // each hand-off the length of the queue.
+                let mut hold = None;
+                let txn = if first {
+                    hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
+                    let mut ops = taking.ops(joined.lease, hold);
+                    ops.push(TxnOp::delete(mine.clone(), None));
+                    Txn::new().when(when.clone()).and_then(ops).or_else(reads)
+                } else {
+                    Txn::new().and_then(reads)
+                };
+                let sent = crate::clock::now();
                 let resp = match keep.take() {
                     Some(mut k) => {
-                        let sent = crate::clock::now();
-                        let (alive, resp) = tokio::join!(kept_alive(&mut k, joined.lease), read);
+                        let (alive, resp) =
+                            tokio::join!(kept_alive(&mut k, joined.lease), c.txn(txn));
                         if !alive? {
                             return Ok(Fair::LeaseGone);
                         }
                         confirmed(&kept, sent);
                         resp?
                     }
-                    None => read.await?,
+                    None => c.txn(txn).await?,
                 };
                 let replies = super::replies::op_responses(&resp)?;
-                let (Some(TxnOpResponse::Get(ahead)), Some(TxnOpResponse::Get(held))) =
-                    (replies.first(), replies.get(1))
-                else {
-                    let what = "a read without its replies";
-                    return Err(etcd_client::Error::Internal(what.into()));
+                if first && resp.succeeded() {
+                    let rev = resp.header().map_or(0, |h| h.revision());
+                    return Ok(Fair::Taken(rev, taking.plan(&replies)));
+                }
+                super::revoke_leases(&mut c, hold).await;
+                let get = |i: usize| match replies.get(i) {
+                    Some(TxnOpResponse::Get(g)) => Ok(g),
+                    _ => Err(etcd_client::Error::Internal("a read without its reply".into())),
                 };
+                let (ahead, held) = (get(0)?, get(1)?);
                 // Ours already: our take's reply was lost (a timeout, a
                 // reset connection) and this is its retry. Busy here would
                 // have us wait on ourselves.
@@ -226,6 +251,13 @@ impl Store {
                 if let Some(kv) = kv.filter(|kv| ours(kv.value(), kv.lease(), &me, joined.lease)) {
                     return Ok(Fair::Taken(kv.create_revision(), Default::default()));
                 }
+                // Our take failed and our key is gone (deleted by hand or
+                // by `release --force`).
+                let mine_now = get(2)?.kvs().first().map(|kv| kv.create_revision());
+                if first && mine_now != Some(joined.rev) {
+                    return Ok(Fair::Evicted);
+                }
+                first |= ahead.kvs().is_empty();
                 let holder = kv.map(|kv| kv.value().to_vec());
                 // The holder's metadata, for a status line: read only when
                 // someone watches (under contention each read on the way
@@ -256,29 +288,8 @@ impl Store {
                         head,
                         place: ahead.kvs().len() as u64,
                         watch: Some((key, from)),
+                        first,
                     }));
-                }
-                let hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
-                let mut ops = taking.ops(joined.lease, hold);
-                ops.push(TxnOp::delete(mine.clone(), None));
-                // Nobody older than us: the read above found no key older
-                // than ours, and none can appear since (a new key's create
-                // revision is later than that read's). A compare over the
-                // whole queue, as etcd evaluates one on every key in its
-                // range, would cost each hand-off the length of the queue.
-                let txn = Txn::new().when(when.clone()).and_then(ops);
-                let resp = c.txn(txn).await?;
-                if resp.succeeded() {
-                    let rev = resp.header().map_or(0, |h| h.revision());
-                    let replies = super::replies::op_responses(&resp)?;
-                    return Ok(Fair::Taken(rev, taking.plan(&replies)));
-                }
-                super::revoke_leases(&mut c, hold).await;
-                // Taken by someone else (look again), or our key is gone
-                // (deleted by hand or by `release --force`).
-                let ours = c.get(mine.clone(), None).await?;
-                if ours.kvs().first().map(|kv| kv.create_revision()) != Some(joined.rev) {
-                    return Ok(Fair::Evicted);
                 }
             }
             Ok(Fair::Busy(Busy::default()))
@@ -309,6 +320,9 @@ impl Store {
                 })
             }
             Fair::Busy(busy) => {
+                if let Some(j) = self.queue.joined.as_mut() {
+                    j.first |= busy.first;
+                }
                 if fresh {
                     self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
                 }
@@ -534,7 +548,12 @@ async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) 
         return Err(etcd_client::Error::Internal(what.into()));
     }
     confirmed(kept, sent);
-    Ok(Joined { lease, rev, ttl })
+    Ok(Joined {
+        lease,
+        rev,
+        ttl,
+        first: false,
+    })
 }
 
 /// One keep-alive of `lease`, confirmed by its reply: false when the
