@@ -406,6 +406,7 @@ impl EndWrites {
             old_last,
             read_old_last: false,
             trim: self.trim,
+            reused: None,
         };
         Ok((ops, settle))
     }
@@ -414,12 +415,12 @@ impl EndWrites {
 impl EndWrites {
     /// As [`EndWrites::prepare`], for a release in one transaction: the
     /// last-run record goes under the old one's lease when the plan has
-    /// it and etcd confirms it was granted with the TTL wanted (it is then
-    /// kept alive, and the transaction compares that the old record is
-    /// still under it: a lease revoked since would fail the put); the
-    /// history is trimmed in the transaction when the plan knows where.
-    /// Without a plan, the old record's lease is read in the transaction
-    /// (its first reply) and revoked after, and the trim is done after.
+    /// it (the transaction compares that the old record is still under it:
+    /// a lease revoked since would fail the put; and [`Reused::confirm`]
+    /// keeps it alive beside the transaction); the history is trimmed in
+    /// the transaction when the plan knows where. Without a plan, the old
+    /// record's lease is read in the transaction (its first reply) and
+    /// revoked after, and the trim is done after.
     pub(super) async fn prepare_at_once(
         mut self,
         c: &mut Client,
@@ -431,25 +432,21 @@ impl EndWrites {
             .iter()
             .find(|w| w.0 == self.last)
             .and_then(|w| w.2);
-        let mut reused = None;
-        if let (Some(id), Some(ttl)) = (plan.last_lease, wanted) {
-            let mut k = c.clone();
-            let (granted, kept) =
-                tokio::join!(c.lease_time_to_live(id, None), k.lease_keep_alive(id));
-            if granted?.granted_ttl() == ttl && super::alive(kept)? {
-                reused = Some(id);
-            }
-        }
+        let reused = plan.last_lease.zip(wanted);
         let mut ops = Vec::new();
         let mut when = Vec::new();
-        if let Some(id) = reused {
+        let mut reuse = None;
+        if let Some((lease, ttl)) = reused {
             let (key, value, _) = self.take_write(&self.last.clone()).expect("wanted");
-            ops.push(TxnOp::put(
-                key.clone(),
+            let under = Some(PutOptions::new().with_lease(lease));
+            ops.push(TxnOp::put(key.clone(), value.clone(), under));
+            when.push(Compare::lease(key.clone(), CompareOp::Equal, lease));
+            reuse = Some(Reused {
+                lease,
+                ttl,
+                key,
                 value,
-                Some(PutOptions::new().with_lease(id)),
-            ));
-            when.push(Compare::lease(key, CompareOp::Equal, id));
+            });
         }
         // Else the old record's lease, read first, is revoked once the
         // new record replaces it.
@@ -479,6 +476,7 @@ impl EndWrites {
             old_last: None,
             read_old_last,
             trim: trim.filter(|_| end.is_none()),
+            reused: reuse,
         };
         Ok((ops, when, settle))
     }
@@ -489,12 +487,49 @@ impl EndWrites {
     }
 }
 
+/// The last-run record put under the old record's lease.
+#[derive(Clone)]
+pub(super) struct Reused {
+    lease: i64,
+    ttl: i64,
+    key: String,
+    value: String,
+}
+
+impl Reused {
+    /// Keeps the lease alive, beside the release's transaction (not
+    /// before it: the hand-off waits for that one), and checks it was
+    /// granted with the record's TTL; true if so.
+    pub(super) async fn confirm(self, c: Client) -> Ec<bool> {
+        let (mut a, mut b) = (c.clone(), c);
+        let (granted, kept) =
+            tokio::join!(a.lease_time_to_live(self.lease, None), b.lease_keep_alive(self.lease));
+        Ok(granted?.granted_ttl() == self.ttl && super::alive(kept)?)
+    }
+
+    /// The record written at `rev` under a lease that was gone or of
+    /// another TTL (a changed `--last-run-keep`): written again under a
+    /// lease of its own, unless another run wrote one since (a record
+    /// gone with its lease has mod revision 0).
+    pub(super) async fn repair(self, c: &mut Client, rev: i64) -> Ec<()> {
+        let id = super::grant(c, self.ttl).await?;
+        let unmoved = Compare::mod_revision(self.key.clone(), CompareOp::Less, rev + 1);
+        let under = Some(PutOptions::new().with_lease(id));
+        let put = TxnOp::put(self.key, self.value, under);
+        let written = c.txn(Txn::new().when([unmoved]).and_then([put])).await?;
+        let stale = if written.succeeded() { self.lease } else { id };
+        super::revoke_leases(c, [stale]).await;
+        Ok(())
+    }
+}
+
 /// What is left to do once the transaction carrying [`EndWrites`] ran.
 pub(super) struct Settle {
     granted: Vec<i64>,
     old_last: Option<i64>,
     /// The transaction's first reply is the old last-run record.
     read_old_last: bool,
+    pub(super) reused: Option<Reused>,
     trim: Option<(String, u32)>,
 }
 
@@ -671,9 +706,22 @@ impl Store {
                 .when(when)
                 .and_then(ops)
                 .or_else([TxnOp::get(lock, None)]);
-            let resp = c.txn(txn).await?;
+            let reused = settle.reused.take();
+            let confirm = reused.clone().map(|r| r.confirm(c.clone()));
+            let (resp, confirmed) = tokio::join!(c.txn(txn), async move {
+                match confirm {
+                    Some(f) => f.await,
+                    None => Ok(true),
+                }
+            });
+            let resp = resp?;
             let replies = super::replies::op_responses(&resp)?;
             let written = resp.succeeded();
+            if let Some(r) = reused.filter(|_| written && !matches!(confirmed, Ok(true))) {
+                // Best effort: the release stands, and what failed the
+                // check (etcd out of reach) would fail this too.
+                let _ = r.repair(&mut c, resp.header().map_or(0, |h| h.revision())).await;
+            }
             if written && settle.read_old_last {
                 settle.old_last = super::kv_at(&replies, 0).map(|kv| kv.lease());
                 settle.old_last = settle.old_last.filter(|&l| l != 0);
