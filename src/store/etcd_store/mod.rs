@@ -9,9 +9,11 @@
 //! back, whatever restarts or leader changes happen. The same transaction
 //! rewrites `P:{N}:fence` (no lease), whose mod revision is therefore the
 //! last token issued even once the lock is free. Renewal is a lease
-//! keep-alive after checking that the key still holds our owner (a key
-//! deleted by someone else is a lost lease, as on Redis). Release deletes
-//! the key only if it still holds our owner, then revokes the lease.
+//! keep-alive, the key checked to hold our owner (a key deleted by
+//! someone else is a lost lease, as on Redis): by a read at a run's first
+//! renewal, by a watch from then on (see `renew`). Release deletes the key
+//! only if it still holds our owner, writing a run's records in the same
+//! transaction (`record.rs`), then revokes the lease.
 //!
 //! The client is async; distlock is not. One current-thread runtime per
 //! process is made on the first call (so only for an etcd URL), and each

@@ -6,8 +6,11 @@
 //! revisions. Each waiter watches only the key just ahead of it (the
 //! newest with a smaller create revision), from the revision of the read
 //! that found it, so no deletion between the read and the watch is
-//! missed; when that key goes it looks again, and the head watches the
-//! lock key. The head takes the lock in one transaction: the lock key was
+//! missed (the watch starts now, and one read covers the time since: see
+//! `Subscription::next_message`); when that key goes it looks again, and
+//! the head watches the lock key. Once a read found no key older than
+//! ours, each attempt is the take itself, its reads in the else branch.
+//! The head takes the lock in one transaction: the lock key was
 //! never created and our queue key is still ours (that no queue key is
 //! older than ours the attempt's read showed, and no older one can
 //! appear); then the lock key is put under our waiter lease (kept alive at
@@ -241,7 +244,9 @@ impl Store {
                 super::revoke_leases(&mut c, hold).await;
                 let get = |i: usize| match replies.get(i) {
                     Some(TxnOpResponse::Get(g)) => Ok(g),
-                    _ => Err(etcd_client::Error::Internal("a read without its reply".into())),
+                    _ => Err(etcd_client::Error::Internal(
+                        "a read without its reply".into(),
+                    )),
                 };
                 let (ahead, held) = (get(0)?, get(1)?);
                 // Ours already: our take's reply was lost (a timeout, a

@@ -502,8 +502,10 @@ impl Reused {
     /// granted with the record's TTL; true if so.
     pub(super) async fn confirm(self, c: Client) -> Ec<bool> {
         let (mut a, mut b) = (c.clone(), c);
-        let (granted, kept) =
-            tokio::join!(a.lease_time_to_live(self.lease, None), b.lease_keep_alive(self.lease));
+        let (granted, kept) = tokio::join!(
+            a.lease_time_to_live(self.lease, None),
+            b.lease_keep_alive(self.lease)
+        );
         Ok(granted?.granted_ttl() == self.ttl && super::alive(kept)?)
     }
 
@@ -720,7 +722,9 @@ impl Store {
             if let Some(r) = reused.filter(|_| written && !matches!(confirmed, Ok(true))) {
                 // Best effort: the release stands, and what failed the
                 // check (etcd out of reach) would fail this too.
-                let _ = r.repair(&mut c, resp.header().map_or(0, |h| h.revision())).await;
+                let _ = r
+                    .repair(&mut c, resp.header().map_or(0, |h| h.revision()))
+                    .await;
             }
             if written && settle.read_old_last {
                 settle.old_last = super::kv_at(&replies, 0).map(|kv| kv.lease());
