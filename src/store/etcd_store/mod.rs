@@ -67,6 +67,26 @@ pub struct Store {
     plan: Option<record::Plan>,
     /// A run's renewals after the first: see `renew`.
     renewing: Option<Renewing>,
+    /// The lease of a single attempt that found the lock busy, kept for
+    /// the wait that may follow to join the queue with (`queue::join`):
+    /// a grant and a revoke fewer per waiter. Revoked on drop if unused.
+    spare: Option<Spare>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Spare {
+    lease: i64,
+    ttl: i64,
+    /// When its grant was sent.
+    sent: Duration,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let (Some(s), Some(c)) = (self.spare.take(), self.client.clone()) {
+            self.revoke(&Arc::new(Mutex::new(vec![(s.lease, c)])), REVOKE_WITHIN / 5);
+        }
+    }
 }
 
 impl Store {
@@ -83,6 +103,7 @@ impl Store {
             granted: None,
             plan: None,
             renewing: None,
+            spare: None,
         }
     }
 
@@ -278,7 +299,10 @@ impl Store {
         }
         when.extend(done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)));
         let (key, me) = (keys.lock.clone(), owner.to_owned());
-        let (outcome, done_moved, short) = self.call("acquire", |mut c| async move {
+        let stale = self.spare.take().map(|s| s.lease);
+        let (outcome, done_moved, short, spare) = self.call("acquire", |mut c| async move {
+            revoke_leases(&mut c, stale).await;
+            let sent = crate::clock::now();
             let lease = grant(&mut c, ttl).await?;
             let hold = min_hold::grant(&mut c, taking.hold_secs).await?;
             let txn = Txn::new()
@@ -290,31 +314,41 @@ impl Store {
             if resp.succeeded() {
                 let rev = resp.header().map_or(0, |h| h.revision());
                 let plan = taking.plan(&replies);
-                return Ok((Ok((rev, Some((lease, plan)))), false, None));
+                return Ok((Ok((rev, Some((lease, plan)))), false, None, None));
             }
             let kv = kv_at(&replies, 0);
             // The done mark is not as judged: judge it again.
             let mark_rev = kv_at(&replies, 1).map_or(0, |kv| kv.mod_revision());
             let done_moved = done_rev.is_some_and(|r| r != mark_rev);
-            // Not taken: our new leases are of no use.
-            revoke_leases(&mut c, [lease].into_iter().chain(hold)).await;
+            // Not taken: our new leases are of no use, but for a single
+            // attempt's, kept for the wait that may follow (`spare`).
+            let ours = kv.as_ref().is_some_and(|kv| kv.value() == me.as_bytes());
+            let spare = (mode == Mode::Once && !ours).then_some((lease, sent));
+            let unused = hold.into_iter().chain(spare.is_none().then_some(lease));
+            revoke_leases(&mut c, unused).await;
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
-                return Ok((Err((None, None)), done_moved, None));
+                return Ok((Err((None, None)), done_moved, None, spare));
             };
             if kv.value() == me.as_bytes() {
                 // A retry after a lost reply (or another call with our
                 // owner id): ours already, same token, if its lease lasts.
                 let ours = Ok((kv.create_revision(), None));
                 return Ok(match keep_alive_for(&mut c, kv.lease(), ttl).await? {
-                    Kept::Yes => (ours, false, None),
-                    Kept::Short(granted) => (ours, false, Some(granted)),
-                    Kept::Gone => (Err((None, None)), false, None),
+                    Kept::Yes => (ours, false, None, None),
+                    Kept::Short(granted) => (ours, false, Some(granted), None),
+                    Kept::Gone => (Err((None, None)), false, None, None),
                 });
             }
             let ttl = lease_left(&mut c, kv.lease(), AtZero::Gone).await;
-            Ok((Err((Some(kv.value().to_vec()), ttl)), done_moved, None))
+            Ok((
+                Err((Some(kv.value().to_vec()), ttl)),
+                done_moved,
+                None,
+                spare,
+            ))
         })?;
+        self.spare = spare.map(|(lease, sent)| Spare { lease, ttl, sent });
         if let Some(granted) = short {
             return Err(short_lease(keys, granted, ttl));
         }
@@ -688,12 +722,17 @@ async fn grant(c: &mut Client, ttl: i64) -> Ec<i64> {
 async fn grant_with_term(c: &mut Client, ttl: i64) -> Ec<(i64, Option<u64>)> {
     let reply = c.lease_grant(ttl, None).await?;
     let id = reply.id();
+    adopt(c, id);
+    Ok((id, reply.header().map(|h| h.raft_term())))
+}
+
+/// Has the current call revoke lease `id` if it fails, as one it granted.
+fn adopt(c: &Client, id: i64) {
     let _ = GRANTED.try_with(|g| {
         g.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push((id, c.clone()));
     });
-    Ok((id, reply.header().map(|h| h.raft_term())))
 }
 
 /// Keys per read of `list`: about 60 KiB of keys a page.

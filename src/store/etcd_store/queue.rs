@@ -165,12 +165,22 @@ impl Store {
         // fail: a waiter interrupted (or timed out) later in its first
         // attempt still revokes its lease when it leaves, so its key does
         // not block the one behind it for a whole TTL.
+        // The single attempt's lease, if it is young enough to join with.
+        let spare = self.spare.take();
+        let young = |s: &super::Spare| {
+            s.ttl == ttl && crate::clock::now().saturating_sub(s.sent) < keep_every(ttl)
+        };
         let (joined, fresh) = match was {
             Some(j) => (j, false),
             None => {
                 let (mine, me, kept) = (mine.clone(), me.clone(), kept.clone());
                 let j = self.call("acquire", |mut c| async move {
-                    join(&mut c, &mine, &me, ttl, &kept).await
+                    let (spare, stale) = match spare {
+                        Some(s) if young(&s) => (Some((s.lease, s.sent)), None),
+                        other => (None, other.map(|s| s.lease)),
+                    };
+                    super::revoke_leases(&mut c, stale).await;
+                    join(&mut c, &mine, &me, ttl, &kept, spare).await
                 })?;
                 self.queue.joined = Some(j);
                 (j, true)
@@ -539,9 +549,25 @@ async fn queue_head(c: &mut Client, prefix: &str) -> Ec<Option<String>> {
 
 /// Joins the queue: a new lease (its grant noted in `kept`) and our key
 /// under it; the key's create revision.
-async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) -> Ec<Joined> {
-    let sent = crate::clock::now();
-    let lease = super::grant(c, ttl).await?;
+/// `spare`: a lease of `ttl` granted already, and when (`Store::spare`).
+async fn join(
+    c: &mut Client,
+    mine: &str,
+    me: &str,
+    ttl: i64,
+    kept: &AtomicU64,
+    spare: Option<(i64, Duration)>,
+) -> Ec<Joined> {
+    let (lease, sent) = match spare {
+        Some((lease, sent)) => {
+            super::adopt(c, lease);
+            (lease, sent)
+        }
+        None => {
+            let sent = crate::clock::now();
+            (super::grant(c, ttl).await?, sent)
+        }
+    };
     let opts = PutOptions::new().with_lease(lease).with_prev_key();
     let put = c.put(mine, me, Some(opts)).await?;
     let rev = match put.prev_key() {
