@@ -35,13 +35,11 @@
 //! Between attempts the main thread sleeps in poll(); etcd needs a task
 //! driven meanwhile (the watch, and the lease keep-alive every TTL/3). The
 //! [`Subscription`] is driven by the thread that `lease` already blocks on
-//! it (its `next_message` runs a runtime of the subscription's own for as
-//! long as it waits): no thread of our own, and `lease` stays unaware of
+//! it (its `next_message` runs the store's runtime for as long as it
+//! waits, and the store's calls from the main thread meanwhile share that
+//! runtime's driver): no thread of our own, and `lease` stays unaware of
 //! which store it reads. Each attempt tells it, over a channel, what to
-//! watch next. On the store's runtime instead, the subscriber thread held
-//! that runtime's driver while the main thread made its attempts, so each
-//! of their round trips took two wake-ups of the other thread: under
-//! 8×25 contention on two busy CPUs, that was most of a hand-off.
+//! watch next.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -442,10 +440,7 @@ impl Store {
     /// lost connection until one of the store's calls fails on it. Each
     /// attempt says what to watch.
     pub fn subscribe(&mut self) -> Result<Subscription> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| self.failure(StoreError::Unreachable, None, e.to_string()))?;
+        let runtime = self.runtime()?;
         let call = Call::start_async(self.timeout, self.interrupt_on);
         let client = match runtime.block_on(call.within(self.target.connect(self.timeout))) {
             Some(Ok(c)) => c,
@@ -631,7 +626,7 @@ fn owner_of(prefix: &str, key: &[u8]) -> Option<String> {
 /// alive of the waiter lease, on a connection of their own, driven while
 /// `next_message` waits.
 pub struct Subscription {
-    runtime: tokio::runtime::Runtime,
+    runtime: &'static tokio::runtime::Runtime,
     client: Client,
     /// None once the store dropped its end (it left the queue).
     orders: Option<mpsc::UnboundedReceiver<Follow>>,
