@@ -146,6 +146,10 @@ impl Store {
             }
             other => other.and_then(Result::err),
         };
+        // An error the deadline had passed before (tonic's own request
+        // timeout, polled before the watchdog's wake-up on a busy CPU) is
+        // the deadline's: a timeout, which a waiter rides out.
+        let failed = failed.filter(|_| !call.expired());
         let interrupted = failed.is_none() && call.interrupted();
         // A signal ends a call at once: a healthy member revokes in a
         // round trip, and a hung one gets no second.
