@@ -44,6 +44,10 @@
 //! the others in the overhead, handoff and contention parts, so a before
 //! and after are measured under the same load).
 //!
+//! `DISTLOCK_BENCH_ETCD=0` leaves the etcd rows out; `DISTLOCK_BENCH_ETCD=only`
+//! runs nothing but them (overhead, handoff, contention and etcd's requests
+//! per run, for distlock on etcd and `etcdctl lock`).
+//!
 //! `DISTLOCK_BENCH_SCALE` (a list of queue lengths, e.g. `1,10,100,1000`)
 //! runs the scale parts instead of these five: N waiters on one lock
 //! against flock(1) and `etcdctl lock`, renewal load with 1,000 names
@@ -105,7 +109,9 @@ fn main() {
         .unwrap_or_default();
     // The scale parts start their own etcd; the everyday ones measure
     // distlock on etcd beside `etcdctl lock` unless told not to.
-    let etcd = if scale.is_empty() && env_usize("DISTLOCK_BENCH_ETCD", 1) > 0 {
+    let etcd_knob = std::env::var("DISTLOCK_BENCH_ETCD").unwrap_or_default();
+    let only_etcd = etcd_knob == "only";
+    let etcd = if scale.is_empty() && etcd_knob != "0" {
         match Etcd::start() {
             Ok(e) => Some(e),
             Err(why) => {
@@ -124,6 +130,7 @@ fn main() {
             .map(|b| installed(Path::new(&b), "distlock-before")),
         dir,
         etcd: etcd.as_ref().map(|e| e.endpoint.clone()),
+        only_etcd: only_etcd && etcd.is_some(),
     };
     if let Some(e) = &etcd {
         eprintln!("  etcd: {} at {} (data on tmpfs)", e.version(), e.endpoint);
@@ -155,10 +162,25 @@ fn main() {
     }
     eprintln!("[1/5] overhead …");
     let overhead = bench_overhead(&ctx, n);
+    let requests = etcd.as_ref().map(|e| etcd::requests_per_run(&ctx, e));
     eprintln!("[2/5] handoff …");
     let handoff = bench_handoff(&ctx, &redis, etcd.as_ref(), handoff_rounds);
     eprintln!("[3/5] contention …");
-    let contention = bench_contention(&ctx, &redis, contention_rounds);
+    let contention = bench_contention(&ctx, &redis, etcd.as_ref(), contention_rounds);
+    if ctx.only_etcd {
+        let rate = |t: Tool| {
+            contention
+                .get(&t)
+                .map(|c| c.runs as f64 / c.wall.as_secs_f64())
+        };
+        let safe = etcd_rows(&overhead, &handoff, &rate, &contention, requests.as_ref());
+        println!(
+            "\n(etcd rows only: overhead N={n}, handoff rounds={handoff_rounds}, contention {contention_rounds}×({WORKERS}×{RUNS_PER_WORKER}); bench ran {:.1}s; load average at the end: {})",
+            started.elapsed().as_secs_f64(),
+            loadavg()
+        );
+        std::process::exit(if safe { 0 } else { 1 });
+    }
     eprintln!("      FIFO check under MONITOR …");
     let fifo = fifo_check(&ctx, &redis);
     eprintln!("[4/5] Redis load of blocked waiters, distlock RSS …");
@@ -171,6 +193,7 @@ fn main() {
         &overhead,
         &handoff,
         &contention,
+        requests.as_ref(),
         &fifo,
         &load,
         flock_rss,
@@ -306,6 +329,8 @@ enum Tool {
     DistlockEtcd,
     /// `etcdctl lock`, against the same etcd.
     Etcdctl,
+    /// `DISTLOCK_BENCH_BEFORE` on etcd, when both are there.
+    BeforeEtcd,
 }
 
 impl Tool {
@@ -319,6 +344,7 @@ impl Tool {
             Tool::Before => "distlock-before",
             Tool::DistlockEtcd => "distlock on etcd",
             Tool::Etcdctl => "etcdctl lock",
+            Tool::BeforeEtcd => "distlock-before on etcd",
         }
     }
 }
@@ -342,6 +368,8 @@ struct Ctx {
     /// The bench's etcd client URL (`http://127.0.0.1:PORT`), when etcd
     /// and etcdctl are on PATH: the etcd tools then run beside the others.
     etcd: Option<String>,
+    /// `DISTLOCK_BENCH_ETCD=only`: the etcd tools alone.
+    only_etcd: bool,
 }
 
 impl Ctx {
@@ -369,9 +397,9 @@ impl Ctx {
                 c.arg(self.dir.join(format!("{lock}.lock"))).args(cmd);
                 c
             }
-            Tool::Distlock | Tool::Before | Tool::DistlockEtcd => {
+            Tool::Distlock | Tool::Before | Tool::DistlockEtcd | Tool::BeforeEtcd => {
                 let mut c = match (tool, &self.before) {
-                    (Tool::Before, Some(before)) => Command::new(before),
+                    (Tool::Before | Tool::BeforeEtcd, Some(before)) => Command::new(before),
                     _ => Command::new(&self.distlock),
                 };
                 c.args(["run", lock]).args(opts).arg("--").args(cmd);
@@ -393,7 +421,7 @@ impl Ctx {
             }
         }
         c.env("DISTLOCK_REDIS_URL", &self.url);
-        if tool == Tool::DistlockEtcd {
+        if matches!(tool, Tool::DistlockEtcd | Tool::BeforeEtcd) {
             let endpoint = self.etcd.as_deref().expect("etcd");
             c.env("DISTLOCK_URL", endpoint.replacen("http://", "etcd://", 1));
         }
@@ -411,11 +439,17 @@ impl Ctx {
     /// The locking tools, in round `r`'s order (rotated every round).
     fn lockers(&self, r: usize) -> Vec<Tool> {
         let mut tools = vec![Tool::Flock, Tool::Distlock];
-        if self.before.is_some() {
+        if self.only_etcd {
+            tools.clear();
+        }
+        if self.before.is_some() && !self.only_etcd {
             tools.push(Tool::Before);
         }
         if self.etcd.is_some() {
             tools.extend([Tool::DistlockEtcd, Tool::Etcdctl]);
+            if self.before.is_some() {
+                tools.push(Tool::BeforeEtcd);
+            }
         }
         let n = tools.len();
         tools.rotate_left(r % n);
@@ -445,8 +479,14 @@ fn bench_overhead(ctx: &Ctx, n: usize) -> HashMap<Tool, Vec<f64>> {
     if ctx.before.is_some() {
         tools.push(Tool::Before);
     }
+    if ctx.only_etcd {
+        tools.clear();
+    }
     if ctx.etcd.is_some() {
         tools.extend([Tool::DistlockEtcd, Tool::Etcdctl]);
+        if ctx.before.is_some() {
+            tools.push(Tool::BeforeEtcd);
+        }
     }
     let mut samples: HashMap<Tool, Vec<f64>> = HashMap::new();
     let warmup = 5;
@@ -534,7 +574,8 @@ fn handoff_once(
         };
         etcd.expect("etcd").count(prefix)
     };
-    let held_keys = matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl).then(etcd_keys);
+    let held_keys =
+        matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl | Tool::BeforeEtcd).then(etcd_keys);
     let mut waiter = ctx
         .locked(
             tool,
@@ -547,7 +588,7 @@ fn handoff_once(
     let pid = waiter.id();
     wait_until(&format!("{} waiter to block", tool.name()), || match tool {
         Tool::Flock => flock_blocked(pid),
-        Tool::DistlockEtcd | Tool::Etcdctl => Some(etcd_keys()) > held_keys,
+        Tool::DistlockEtcd | Tool::Etcdctl | Tool::BeforeEtcd => Some(etcd_keys()) > held_keys,
         _ => queued(con, "handoff") == 1,
     });
     let waiter_kib = scale::rss_anon_with_guardian(pid).unwrap_or(0);
@@ -596,6 +637,9 @@ struct Contention {
     /// (with the guardians and CMDs they reaped), and of redis-server.
     cpu: Duration,
     redis_cpu: Duration,
+    /// On etcd: the requests etcd received, and its CPU time.
+    requests: etcd::Requests,
+    etcd_cpu: Duration,
 }
 
 struct Run {
@@ -606,11 +650,20 @@ struct Run {
     end: u64,
 }
 
-fn bench_contention(ctx: &Ctx, redis: &RedisServer, rounds: usize) -> HashMap<Tool, Contention> {
+fn bench_contention(
+    ctx: &Ctx,
+    redis: &RedisServer,
+    etcd: Option<&Etcd>,
+    rounds: usize,
+) -> HashMap<Tool, Contention> {
     let mut out: HashMap<Tool, Contention> = HashMap::new();
     for r in 0..rounds {
         for tool in ctx.lockers(r) {
+            let on_etcd = etcd
+                .filter(|_| matches!(tool, Tool::DistlockEtcd | Tool::Etcdctl | Tool::BeforeEtcd));
+            let before = on_etcd.map(|e| (e.requests(), e.cpu()));
             let c = contention_once(ctx, redis, tool, r);
+            let after = on_etcd.map(|e| (e.requests(), e.cpu()));
             eprintln!(
                 "      {:8} round {r}: {:.1} runs/s, overlaps {}, token errors {}, max waited behind {}",
                 tool.name(),
@@ -630,6 +683,10 @@ fn bench_contention(ctx: &Ctx, redis: &RedisServer, rounds: usize) -> HashMap<To
             acc.cpu += c.cpu;
             acc.redis_cpu += c.redis_cpu;
             acc.max_overtaken = acc.max_overtaken.max(c.max_overtaken);
+            if let (Some((r0, cpu0)), Some((r1, cpu1))) = (before, after) {
+                acc.requests.add(&r1.per_run(&r0, 1));
+                acc.etcd_cpu += cpu1.saturating_sub(cpu0);
+            }
         }
     }
     out
@@ -1023,6 +1080,7 @@ fn report(
     overhead: &HashMap<Tool, Vec<f64>>,
     handoffs: &Handoff,
     contention: &HashMap<Tool, Contention>,
+    requests: Option<&HashMap<Tool, etcd::Requests>>,
     fifo: &Fifo,
     load: &Load,
     flock_rss_kib: u64,
@@ -1083,9 +1141,8 @@ fn report(
             rate(Tool::Before).unwrap_or(f64::NAN),
         );
     }
-    if overhead.contains_key(&Tool::DistlockEtcd) {
-        etcd_rows(overhead, handoffs, &rate);
-    }
+    let etcd_safe = !overhead.contains_key(&Tool::DistlockEtcd)
+        || etcd_rows(overhead, handoffs, &rate, contention, requests);
     println!();
     println!(
         "overhead: {n} interleaved rounds; handoff: {handoff_rounds} rounds per tool; contention: {contention_rounds} × ({WORKERS} workers × {RUNS_PER_WORKER} runs) per tool; waiters: {LOAD_WAITERS} queued for {:.2}s",
@@ -1163,7 +1220,8 @@ fn report(
         && cf.overlaps == 0
         && cd.token_errors == 0
         && fifo.overlaps == 0
-        && fifo.token_errors == 0;
+        && fifo.token_errors == 0
+        && etcd_safe;
     println!(
         "- mutual exclusion: {} overlapping runs of {} (flock: {} of {}) {}",
         cd.overlaps + fifo.overlaps,
@@ -1223,18 +1281,23 @@ fn report(
 }
 
 /// distlock on etcd against `etcdctl lock`, measured in the same rounds
-/// as the rows above (issue 33: ahead on every row).
+/// as the rows above (issue 33: ahead on every row), with the requests
+/// each makes of etcd and the contention blocks' safety checks; false if
+/// one failed.
 fn etcd_rows(
     overhead: &HashMap<Tool, Vec<f64>>,
     handoffs: &Handoff,
     rate: &dyn Fn(Tool) -> Option<f64>,
-) {
+    contention: &HashMap<Tool, Contention>,
+    requests: Option<&HashMap<Tool, etcd::Requests>>,
+) -> bool {
     let p =
         |m: &HashMap<Tool, Vec<f64>>, t: Tool, q: f64| m.get(&t).map_or(f64::NAN, |v| pct(v, q));
     println!();
     println!("| on etcd | overhead p50 / p95 (ms) | handoff p50 / p95 (ms) | contention {WORKERS}×{RUNS_PER_WORKER} (runs/s) | a blocked waiter's RssAnon, its guardian included (KiB) |");
     println!("|---|---|---|---|---|");
-    for t in [Tool::DistlockEtcd, Tool::Etcdctl] {
+    let tools = [Tool::DistlockEtcd, Tool::Etcdctl, Tool::BeforeEtcd];
+    for t in tools.into_iter().filter(|t| overhead.contains_key(t)) {
         println!(
             "| `{}` | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} | {:.0} |",
             t.name(),
@@ -1258,8 +1321,8 @@ fn etcd_rows(
             p(&handoffs.gaps, d, 95.0) < p(&handoffs.gaps, e, 95.0),
         ),
         (
-            "contention",
-            rate(d).unwrap_or(0.0) > rate(e).unwrap_or(f64::INFINITY),
+            "contention (target ≥ 1.3×)",
+            rate(d).unwrap_or(0.0) >= 1.3 * rate(e).unwrap_or(f64::INFINITY),
         ),
         (
             "waiter memory",
@@ -1272,6 +1335,38 @@ fn etcd_rows(
             verdict(ahead)
         );
     }
+    let none = Contention::default();
+    let mut safe = true;
+    for t in tools.into_iter().filter(|t| overhead.contains_key(t)) {
+        let c = contention.get(&t).unwrap_or(&none);
+        if let Some(r) = requests.and_then(|r| r.get(&t)) {
+            println!(
+                "- etcd requests per run of `{}`, uncontended `run -- true`: {}",
+                t.name(),
+                r.line()
+            );
+        }
+        if c.runs > 0 {
+            println!(
+                "- etcd requests per run of `{}` under {WORKERS}×{RUNS_PER_WORKER} contention: {}; CPU per run: etcd {:.2} ms, the tool's processes (CMD included) {:.2} ms",
+                t.name(),
+                c.requests.scaled(1.0 / c.runs as f64).line(),
+                c.etcd_cpu.as_secs_f64() * 1e3 / c.runs as f64,
+                c.cpu.as_secs_f64() * 1e3 / c.runs as f64,
+            );
+        }
+        let ok = c.overlaps == 0 && (t == e || c.token_errors == 0);
+        safe &= ok;
+        println!(
+            "- `{}` on etcd: {} overlapping runs of {}, {} token errors {}",
+            t.name(),
+            c.overlaps,
+            c.runs,
+            c.token_errors,
+            verdict(ok)
+        );
+    }
+    safe
 }
 
 // ---------------------------------------------------------------------------

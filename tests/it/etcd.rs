@@ -399,8 +399,9 @@ fn list_reads_past_more_keys_than_one_reply_may_carry() {
 }
 
 /// A run's renewals keep alive the lease its own acquisition granted, so
-/// they need not ask etcd what TTL it was granted with: a get and a
-/// keep-alive each, no LeaseTimeToLive (it used to be one per renewal).
+/// they need not ask etcd what TTL it was granted with: no
+/// LeaseTimeToLive (it used to be one per renewal), and after the first
+/// one a message each on one keep-alive stream.
 /// The `renew` subcommand, in another process, still asks (the same owner
 /// cannot claim a longer TTL than granted: the test above).
 #[test]
@@ -413,10 +414,15 @@ fn a_runs_renewals_do_not_ask_etcd_for_the_granted_ttl() {
     };
     let kept = || {
         server.metric(
+            "grpc_server_msg_received_total{grpc_method=\"LeaseKeepAlive\",grpc_service=\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}",
+        )
+    };
+    let streams = || {
+        server.metric(
             "grpc_server_started_total{grpc_method=\"LeaseKeepAlive\",grpc_service=\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}",
         )
     };
-    let (asked_before, kept_before) = (asked(), kept());
+    let (asked_before, kept_before, streams_before) = (asked(), kept(), streams());
     // --ttl 3s renews every second: three renewals or more in 3.5 s.
     let out = exec(
         at(&server.url()).args(["run", "--ttl", "3s", "renewing", "--", "sleep", "3.5"]),
@@ -433,4 +439,71 @@ fn a_runs_renewals_do_not_ask_etcd_for_the_granted_ttl() {
         0,
         "LeaseTimeToLive calls during the run"
     );
+    // One stream for all the renewals (a new one per renewal made each
+    // a round trip more); the release keeps the last-run record's lease
+    // alive on one more.
+    assert!(
+        streams() - streams_before <= 2,
+        "keep-alive streams: {}",
+        streams() - streams_before
+    );
+}
+
+/// A `run -- true` on a name whose history is full asked etcd eleven
+/// requests (a lease for the last-run record and a revoke of the old one,
+/// reads of the minimum hold, the lock, the old record and the history,
+/// the trim's delete). It takes six now: a lease and a transaction to
+/// take, and to release a keep-alive of the old record's lease with a
+/// read of its granted TTL, one transaction (records and trim included)
+/// and the revoke of the run's lease; the history still keeps its newest.
+#[test]
+fn a_run_on_a_full_history_asks_etcd_six_requests() {
+    let server = EtcdServer::start();
+    let received = |method: &str, service: &str, kind: &str| {
+        server.metric(&format!(
+            "grpc_server_msg_received_total{{grpc_method=\"{method}\",grpc_service=\"etcdserverpb.{service}\",grpc_type=\"{kind}\"}}"
+        ))
+    };
+    let total = || {
+        let unary = [
+            ("Range", "KV"),
+            ("Put", "KV"),
+            ("DeleteRange", "KV"),
+            ("Txn", "KV"),
+            ("LeaseGrant", "Lease"),
+            ("LeaseRevoke", "Lease"),
+            ("LeaseTimeToLive", "Lease"),
+            ("Status", "Maintenance"),
+        ];
+        let streams = [("LeaseKeepAlive", "Lease"), ("Watch", "Watch")];
+        unary
+            .iter()
+            .map(|(m, s)| received(m, s, "unary"))
+            .sum::<u64>()
+            + streams
+                .iter()
+                .map(|(m, s)| received(m, s, "bidi_stream"))
+                .sum::<u64>()
+    };
+    let run_true = || {
+        let out = exec(
+            at(&server.url()).args(["run", "--history-keep", "3", "full", "--", "true"]),
+            LIMIT,
+        );
+        assert_eq!(out.code, 0, "{out:?}");
+    };
+    for _ in 0..4 {
+        run_true();
+    }
+    let before = total();
+    for _ in 0..3 {
+        run_true();
+    }
+    let per_run = (total() - before) as f64 / 3.0;
+    assert!(per_run <= 6.0, "{per_run} etcd requests per run");
+    let history = server
+        .try_ctl(&["get", "--prefix", "--keys-only", "distlock:{full}:history/"])
+        .unwrap();
+    let kept = history.lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(kept, 3, "{history}");
 }

@@ -9,9 +9,11 @@
 //! back, whatever restarts or leader changes happen. The same transaction
 //! rewrites `P:{N}:fence` (no lease), whose mod revision is therefore the
 //! last token issued even once the lock is free. Renewal is a lease
-//! keep-alive after checking that the key still holds our owner (a key
-//! deleted by someone else is a lost lease, as on Redis). Release deletes
-//! the key only if it still holds our owner, then revokes the lease.
+//! keep-alive, the key checked to hold our owner (a key deleted by
+//! someone else is a lost lease, as on Redis): by a read at a run's first
+//! renewal, by a watch from then on (see `renew`). Release deletes the key
+//! only if it still holds our owner, writing a run's records in the same
+//! transaction (`record.rs`), then revokes the lease.
 //!
 //! The client is async; distlock is not. One current-thread runtime per
 //! process is made on the first call (so only for an etcd URL), and each
@@ -32,8 +34,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions,
-    LeaseTimeToLiveResponse, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, LeaseKeepAliveStream, LeaseKeeper,
+    LeaseTimeToLiveOptions, LeaseTimeToLiveResponse, PutOptions, Txn, TxnOp, TxnOpResponse,
+    WatchOptions, WatchStream,
 };
 
 use super::call::Call;
@@ -61,6 +64,30 @@ pub struct Store {
     /// granted with: its renewals need not ask etcd for the granted TTL
     /// (see `renew`).
     granted: Option<(i64, i64)>,
+    /// What the last acquisition read for its release (`record::Plan`).
+    plan: Option<record::Plan>,
+    /// A run's renewals after the first: see `renew`.
+    renewing: Option<Renewing>,
+    /// The lease of a single attempt that found the lock busy, kept for
+    /// the wait that may follow to join the queue with (`queue::join`):
+    /// a grant and a revoke fewer per waiter. Revoked on drop if unused.
+    spare: Option<Spare>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Spare {
+    lease: i64,
+    ttl: i64,
+    /// When its grant was sent.
+    sent: Duration,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let (Some(s), Some(c)) = (self.spare.take(), self.client.clone().map(|(c, _)| c)) {
+            self.revoke(&Arc::new(Mutex::new(vec![(s.lease, c)])), REVOKE_WITHIN / 5);
+        }
+    }
 }
 
 impl Store {
@@ -75,6 +102,9 @@ impl Store {
             queue: queue::Queue::default(),
             watched: false,
             granted: None,
+            plan: None,
+            renewing: None,
+            spare: None,
         }
     }
 
@@ -123,6 +153,10 @@ impl Store {
             }
             other => other.and_then(Result::err),
         };
+        // An error the deadline had passed before (tonic's own request
+        // timeout, polled before the watchdog's wake-up on a busy CPU) is
+        // the deadline's: a timeout, which a waiter rides out.
+        let failed = failed.filter(|_| !call.expired());
         let interrupted = failed.is_none() && call.interrupted();
         // A signal ends a call at once: a healthy member revokes in a
         // round trip, and a hung one gets no second.
@@ -282,7 +316,10 @@ impl Store {
         }
         when.extend(done_rev.map(|r| Compare::mod_revision(done.clone(), CompareOp::Equal, r)));
         let (key, me) = (keys.lock.clone(), owner.to_owned());
-        let (outcome, done_moved, short) = self.call("acquire", |mut c| async move {
+        let stale = self.spare.take().map(|s| s.lease);
+        let (outcome, done_moved, short, spare) = self.call("acquire", |mut c| async move {
+            revoke_leases(&mut c, stale).await;
+            let sent = crate::clock::now();
             let lease = grant(&mut c, ttl).await?;
             let hold = min_hold::grant(&mut c, taking.hold_secs).await?;
             let txn = Txn::new()
@@ -290,34 +327,45 @@ impl Store {
                 .and_then(taking.ops(lease, hold))
                 .or_else([TxnOp::get(key, None), TxnOp::get(done, None)]);
             let resp = c.txn(txn).await?;
+            let replies = op_responses(&resp)?;
             if resp.succeeded() {
                 let rev = resp.header().map_or(0, |h| h.revision());
-                return Ok((Ok((rev, Some(lease))), false, None));
+                let plan = taking.plan(&replies);
+                return Ok((Ok((rev, Some((lease, plan)))), false, None, None));
             }
-            let replies = op_responses(&resp)?;
             let kv = kv_at(&replies, 0);
             // The done mark is not as judged: judge it again.
             let mark_rev = kv_at(&replies, 1).map_or(0, |kv| kv.mod_revision());
             let done_moved = done_rev.is_some_and(|r| r != mark_rev);
-            // Not taken: our new leases are of no use.
-            revoke_leases(&mut c, [lease].into_iter().chain(hold)).await;
+            // Not taken: our new leases are of no use, but for a single
+            // attempt's, kept for the wait that may follow (`spare`).
+            let ours = kv.as_ref().is_some_and(|kv| kv.value() == me.as_bytes());
+            let spare = (mode == Mode::Once && !ours).then_some((lease, sent));
+            let unused = hold.into_iter().chain(spare.is_none().then_some(lease));
+            revoke_leases(&mut c, unused).await;
             let Some(kv) = kv else {
                 // Deleted between the compare and now: busy for a moment.
-                return Ok((Err((None, None)), done_moved, None));
+                return Ok((Err((None, None)), done_moved, None, spare));
             };
             if kv.value() == me.as_bytes() {
                 // A retry after a lost reply (or another call with our
                 // owner id): ours already, same token, if its lease lasts.
                 let ours = Ok((kv.create_revision(), None));
                 return Ok(match keep_alive_for(&mut c, kv.lease(), ttl).await? {
-                    Kept::Yes => (ours, false, None),
-                    Kept::Short(granted) => (ours, false, Some(granted)),
-                    Kept::Gone => (Err((None, None)), false, None),
+                    Kept::Yes => (ours, false, None, None),
+                    Kept::Short(granted) => (ours, false, Some(granted), None),
+                    Kept::Gone => (Err((None, None)), false, None, None),
                 });
             }
             let ttl = lease_left(&mut c, kv.lease(), AtZero::Gone).await;
-            Ok((Err((Some(kv.value().to_vec()), ttl)), done_moved, None))
+            Ok((
+                Err((Some(kv.value().to_vec()), ttl)),
+                done_moved,
+                None,
+                spare,
+            ))
         })?;
+        self.spare = spare.map(|(lease, sent)| Spare { lease, ttl, sent });
         if let Some(granted) = short {
             return Err(short_lease(keys, granted, ttl));
         }
@@ -325,8 +373,11 @@ impl Store {
             self.refuse_semaphore(keys)?;
         }
         match outcome {
-            Ok((rev, lease)) => {
-                self.granted = lease.map(|l| (l, ttl)).or(self.granted);
+            Ok((rev, taken)) => {
+                if let Some((lease, plan)) = taken {
+                    self.granted = Some((lease, ttl));
+                    self.plan = Some(plan);
+                }
                 Ok(Acquire::Acquired {
                     token: self.token(keys, rev)?,
                 })
@@ -372,6 +423,14 @@ impl Store {
     /// reply must confirm it (TTL > 0). The lease's TTL is the one it was
     /// granted with: etcd cannot change it, so one granted shorter than
     /// `--ttl` is refused (see `keep_alive_for`).
+    ///
+    /// Under a lease this store granted long enough (a run's own
+    /// renewals), the first renewal also opens what the next ones use: the
+    /// lease's keep-alive stream and a watch on the key from just after
+    /// the read that found it ours. Each later renewal is then one message
+    /// on that stream, and a key deleted or taken over (by `etcdctl del`:
+    /// distlock's own releases and `--force` revoke the lease too) is told
+    /// by the watch, at the first renewal that finds its event received.
     pub fn renew(&mut self, keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool> {
         let ttl = lease_secs(ttl_ms)?;
         if let Some(n) = keys.limit {
@@ -379,22 +438,40 @@ impl Store {
         }
         let (key, me) = (keys.lock.clone(), owner.to_owned());
         let granted = self.granted;
-        let kept = self.call("renewal", |mut c| async move {
-            let got = c.get(key, None).await?;
+        let renewing = self.renewing.take();
+        let (kept, renewing) = self.call("renewal", |mut c| async move {
+            if let Some(r) = renewing {
+                if let Some(kept) = r.renew(&me).await? {
+                    return Ok(kept);
+                }
+            }
+            let got = c.get(key.clone(), None).await?;
             let ours = |kv: &&KeyValue| kv.value() == me.as_bytes() && kv.lease() != 0;
             let Some(kv) = got.kvs().first().filter(ours) else {
-                return Ok(Kept::Gone);
+                return Ok((Kept::Gone, None));
             };
-            // Under a lease this store granted long enough (a run's own
-            // renewals): a keep-alive refreshes it to that TTL, so there is
-            // no need to ask etcd what it was granted with. Two round
-            // trips instead of three.
-            if granted.is_some_and(|(id, secs)| id == kv.lease() && secs >= ttl) {
-                let alive = queue::kept_alive(&mut c, kv.lease()).await?;
-                return Ok(if alive { Kept::Yes } else { Kept::Gone });
+            let lease = kv.lease();
+            if !granted.is_some_and(|(id, secs)| id == lease && secs >= ttl) {
+                return Ok((keep_alive_for(&mut c, lease, ttl).await?, None));
             }
-            keep_alive_for(&mut c, kv.lease(), ttl).await
+            let from = got.header().map_or(0, |h| h.revision()) + 1;
+            let mut w = c.clone();
+            let watch = WatchOptions::new().with_start_revision(from);
+            let (kept, watch) = tokio::join!(c.lease_keep_alive(lease), w.watch(key, Some(watch)));
+            let (keeper, replies) = match kept {
+                Ok(k) => k,
+                Err(etcd_client::Error::LeaseKeepAliveError(_)) => return Ok((Kept::Gone, None)),
+                Err(e) => return Err(e),
+            };
+            let r = Renewing {
+                lease,
+                keeper,
+                replies,
+                watch: watch?,
+            };
+            Ok((Kept::Yes, Some(r)))
         })?;
+        self.renewing = renewing;
         match kept {
             Kept::Yes => Ok(true),
             Kept::Gone => Ok(false),
@@ -430,6 +507,10 @@ impl Store {
     ) -> Result<Release> {
         if let Some(n) = keys.limit {
             return self.release_slot(keys, owner, n, false, record);
+        }
+        let hold = min_hold::hold_key(keys);
+        if let Some(done) = self.release_at_once(keys, owner, record, mark_done, hold)? {
+            return Ok(done);
         }
         let end = record::EndWrites::of(keys, owner, &record, mark_done)?;
         if let Some(left) = self.keep_for_min_hold(keys, owner, false, Some(end))? {
@@ -623,6 +704,17 @@ async fn revoke_leases(c: &mut Client, ids: impl IntoIterator<Item = i64>) {
     }
 }
 
+/// Whether a keep-alive stream's opening confirmed its lease: etcd-client
+/// reads the first reply itself and calls a TTL of 0 a
+/// LeaseKeepAliveError.
+fn alive<T>(opened: Ec<T>) -> Ec<bool> {
+    match opened {
+        Ok(_) => Ok(true),
+        Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The leases granted during one call, with the client that granted each.
 type Granted = Arc<Mutex<Vec<(i64, Client)>>>;
 
@@ -647,12 +739,17 @@ async fn grant(c: &mut Client, ttl: i64) -> Ec<i64> {
 async fn grant_with_term(c: &mut Client, ttl: i64) -> Ec<(i64, Option<u64>)> {
     let reply = c.lease_grant(ttl, None).await?;
     let id = reply.id();
+    adopt(c, id);
+    Ok((id, reply.header().map(|h| h.raft_term())))
+}
+
+/// Has the current call revoke lease `id` if it fails, as one it granted.
+fn adopt(c: &Client, id: i64) {
     let _ = GRANTED.try_with(|g| {
         g.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push((id, c.clone()));
     });
-    Ok((id, reply.header().map(|h| h.raft_term())))
 }
 
 /// Keys per read of `list`: about 60 KiB of keys a page.
@@ -714,14 +811,16 @@ impl Taking {
     /// holder's metadata, the minimum hold's key (under `hold`) and, for a
     /// `run`, its marker `P:{N}:meta`, by which a release by owner from
     /// its CMD is refused (`release_by_owner`); the lease's end takes it.
+    /// First, the reads for the run's release (`record::Plan::reads`).
     fn ops(&self, lease: i64, hold: Option<i64>) -> Vec<TxnOp> {
         let under = || Some(PutOptions::new().with_lease(lease));
         let (keys, me) = (&self.keys, self.owner.as_str());
-        let mut ops = vec![
+        let mut ops = record::Plan::reads(keys, self.by_run);
+        ops.extend([
             TxnOp::put(keys.lock.clone(), me, under()),
             TxnOp::put(keys.fence.clone(), me, None),
             TxnOp::put(self.holder.0.clone(), self.holder.1.clone(), under()),
-        ];
+        ]);
         if let Some(h) = hold {
             ops.push(min_hold::put(keys, me, h));
         }
@@ -729,6 +828,63 @@ impl Taking {
             ops.push(TxnOp::put(keys.meta.clone(), "run", under()));
         }
         ops
+    }
+
+    /// The plan read by a transaction of [`Taking::ops`] that took the
+    /// lock.
+    fn plan(&self, replies: &[TxnOpResponse]) -> record::Plan {
+        record::Plan::of(&self.keys, self.by_run, replies)
+    }
+}
+
+/// A run's renewals after the first (`Store::renew`): its lease's
+/// keep-alive stream, and a watch on its lock key.
+struct Renewing {
+    lease: i64,
+    keeper: LeaseKeeper,
+    replies: LeaseKeepAliveStream,
+    watch: WatchStream,
+}
+
+impl Renewing {
+    /// One keep-alive, and what the watch told meanwhile; None when the
+    /// watch was cancelled (its revision compacted, say): a renewal
+    /// that reads the key decides, and watches again.
+    async fn renew(mut self, me: &str) -> Ec<Option<(Kept, Option<Renewing>)>> {
+        self.keeper.keep_alive().await?;
+        let ended = || etcd_client::Error::WatchError("the renewal's stream ended".into());
+        let mut confirmed = false;
+        loop {
+            // The watch first: an event that came in before the
+            // keep-alive's reply is seen in this renewal.
+            let watched = tokio::select! {
+                biased;
+                w = self.watch.message() => w?.ok_or_else(ended)?,
+                k = self.replies.message(), if !confirmed => {
+                    if k?.ok_or_else(ended)?.ttl() <= 0 {
+                        return Ok(Some((Kept::Gone, None)));
+                    }
+                    confirmed = true;
+                    continue;
+                }
+                () = std::future::ready(()), if confirmed => {
+                    return Ok(Some((Kept::Yes, Some(self))));
+                }
+            };
+            if watched.canceled() {
+                return Ok(None);
+            }
+            let ours = |kv: Option<&KeyValue>| {
+                kv.is_some_and(|kv| kv.value() == me.as_bytes() && kv.lease() == self.lease)
+            };
+            let lost = watched
+                .events()
+                .iter()
+                .any(|e| e.event_type() == etcd_client::EventType::Delete || !ours(e.kv()));
+            if lost {
+                return Ok(Some((Kept::Gone, None)));
+            }
+        }
     }
 }
 

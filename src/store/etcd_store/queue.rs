@@ -6,8 +6,11 @@
 //! revisions. Each waiter watches only the key just ahead of it (the
 //! newest with a smaller create revision), from the revision of the read
 //! that found it, so no deletion between the read and the watch is
-//! missed; when that key goes it looks again, and the head watches the
-//! lock key. The head takes the lock in one transaction: the lock key was
+//! missed (the watch starts now, and one read covers the time since: see
+//! `Subscription::next_message`); when that key goes it looks again, and
+//! the head watches the lock key. Once a read found no key older than
+//! ours, each attempt is the take itself, its reads in the else branch.
+//! The head takes the lock in one transaction: the lock key was
 //! never created and our queue key is still ours (that no queue key is
 //! older than ours the attempt's read showed, and no older one can
 //! appear); then the lock key is put under our waiter lease (kept alive at
@@ -73,6 +76,8 @@ struct Joined {
     lease: i64,
     rev: i64,
     ttl: i64,
+    /// A read found no key older than ours: see `acquire_fair`.
+    first: bool,
 }
 
 /// What the subscription must do next.
@@ -91,7 +96,7 @@ enum Follow {
 
 /// What one fair attempt found.
 enum Fair {
-    Taken(i64),
+    Taken(i64, super::record::Plan),
     /// Our queue key is gone while our lease lives: someone ended our wait.
     Evicted,
     /// Our waiter lease is gone: revoked, or run out while we were away.
@@ -109,6 +114,8 @@ struct Busy {
     head: Option<String>,
     place: u64,
     watch: Option<(String, i64)>,
+    /// No key older than ours is left in the queue.
+    first: bool,
 }
 
 impl Store {
@@ -156,12 +163,22 @@ impl Store {
         // fail: a waiter interrupted (or timed out) later in its first
         // attempt still revokes its lease when it leaves, so its key does
         // not block the one behind it for a whole TTL.
+        // The single attempt's lease, if it is young enough to join with.
+        let spare = self.spare.take();
+        let young = |s: &super::Spare| {
+            s.ttl == ttl && crate::clock::now().saturating_sub(s.sent) < keep_every(ttl)
+        };
         let (joined, fresh) = match was {
             Some(j) => (j, false),
             None => {
                 let (mine, me, kept) = (mine.clone(), me.clone(), kept.clone());
                 let j = self.call("acquire", |mut c| async move {
-                    join(&mut c, &mine, &me, ttl, &kept).await
+                    let (spare, stale) = match spare {
+                        Some(s) if young(&s) => (Some((s.lease, s.sent)), None),
+                        other => (None, other.map(|s| s.lease)),
+                    };
+                    super::revoke_leases(&mut c, stale).await;
+                    join(&mut c, &mine, &me, ttl, &kept, spare).await
                 })?;
                 self.queue.joined = Some(j);
                 (j, true)
@@ -176,15 +193,11 @@ impl Store {
         when.extend(done_rev.map(unchanged));
         let found = self.call("acquire", |mut c| async move {
             // Our lease must last a full TTL from this attempt's send time:
-            // just granted, or kept alive now. Gone (revoked, or run out
+            // just granted, or kept alive now, beside the attempt's first
+            // request (the take waits for both). Gone (revoked, or run out
             // while we were stopped): our place is gone with it.
-            if !fresh {
-                let sent = crate::clock::now();
-                if !kept_alive(&mut c, joined.lease).await? {
-                    return Ok(Fair::LeaseGone);
-                }
-                confirmed(&kept, sent);
-            }
+            let mut keep = (!fresh).then(|| c.clone());
+            let mut first = joined.first;
             for _ in 0..3 {
                 // The key just ahead of ours, to watch. A status line also
                 // shows our place, which takes every key ahead (etcd's
@@ -197,15 +210,67 @@ impl Store {
                     .with_max_create_revision(joined.rev - 1)
                     .with_sort(SortTarget::Create, SortOrder::Descend)
                     .with_limit(if watched { 0 } else { 1 });
-                let ahead = c.get(prefix.clone(), Some(ahead_of_us)).await?;
-                let held = c.get(lock.clone(), None).await?;
+                // In one request, so one round trip and one snapshot.
+                let reads = [
+                    TxnOp::get(prefix.clone(), Some(ahead_of_us)),
+                    TxnOp::get(lock.clone(), None),
+                    TxnOp::get(mine.clone(), None),
+                ];
+                // First in line (a read found no key older than ours, and
+                // none can appear since: a new key's create revision is
+                // later than that read's): the take at once, the reads
+                // only if it fails. A compare over the whole queue, as
+                // etcd evaluates one on every key in its range, would cost
+                // each hand-off the length of the queue.
+                let mut hold = None;
+                let txn = if first {
+                    hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
+                    let mut ops = taking.ops(joined.lease, hold);
+                    ops.push(TxnOp::delete(mine.clone(), None));
+                    Txn::new().when(when.clone()).and_then(ops).or_else(reads)
+                } else {
+                    Txn::new().and_then(reads)
+                };
+                let sent = crate::clock::now();
+                let resp = match keep.take() {
+                    Some(mut k) => {
+                        let (alive, resp) =
+                            tokio::join!(kept_alive(&mut k, joined.lease), c.txn(txn));
+                        if !alive? {
+                            return Ok(Fair::LeaseGone);
+                        }
+                        confirmed(&kept, sent);
+                        resp?
+                    }
+                    None => c.txn(txn).await?,
+                };
+                let replies = super::replies::op_responses(&resp)?;
+                if first && resp.succeeded() {
+                    let rev = resp.header().map_or(0, |h| h.revision());
+                    return Ok(Fair::Taken(rev, taking.plan(&replies)));
+                }
+                super::revoke_leases(&mut c, hold).await;
+                let get = |i: usize| match replies.get(i) {
+                    Some(TxnOpResponse::Get(g)) => Ok(g),
+                    _ => Err(etcd_client::Error::Internal(
+                        "a read without its reply".into(),
+                    )),
+                };
+                let (ahead, held) = (get(0)?, get(1)?);
                 // Ours already: our take's reply was lost (a timeout, a
                 // reset connection) and this is its retry. Busy here would
                 // have us wait on ourselves.
                 let kv = held.kvs().first();
                 if let Some(kv) = kv.filter(|kv| ours(kv.value(), kv.lease(), &me, joined.lease)) {
-                    return Ok(Fair::Taken(kv.create_revision()));
+                    return Ok(Fair::Taken(kv.create_revision(), Default::default()));
                 }
+                // Our take failed and our key is gone (deleted by hand or
+                // by `release --force`).
+                let mine_now = get(2)?.kvs().first().map(|kv| kv.create_revision());
+                if first && mine_now != Some(joined.rev) {
+                    return Ok(Fair::Evicted);
+                }
+                first |= ahead.kvs().is_empty();
                 let holder = kv.map(|kv| kv.value().to_vec());
                 // The holder's metadata, for a status line: read only when
                 // someone watches (under contention each read on the way
@@ -220,11 +285,11 @@ impl Store {
                 // The key ahead, else the lock if held: watched from just
                 // after the read that found it.
                 let watch = match ahead.kvs().first() {
-                    Some(next) => Some((String::from_utf8_lossy(next.key()).into_owned(), &ahead)),
-                    None => holder.as_ref().map(|_| (lock.clone(), &held)),
+                    Some(next) => Some(String::from_utf8_lossy(next.key()).into_owned()),
+                    None => holder.as_ref().map(|_| lock.clone()),
                 };
-                if let Some((key, read)) = watch {
-                    let from = read.header().map_or(0, |h| h.revision()) + 1;
+                if let Some(key) = watch {
+                    let from = resp.header().map_or(0, |h| h.revision()) + 1;
                     // Free, and so promised to the head: named, as on Redis.
                     let head = match holder {
                         None => queue_head(&mut c, &prefix).await?,
@@ -236,28 +301,8 @@ impl Store {
                         head,
                         place: ahead.kvs().len() as u64,
                         watch: Some((key, from)),
+                        first,
                     }));
-                }
-                let hold = super::min_hold::grant(&mut c, taking.hold_secs).await?;
-                let mut ops = taking.ops(joined.lease, hold);
-                ops.push(TxnOp::delete(mine.clone(), None));
-                // Nobody older than us: the read above found no key older
-                // than ours, and none can appear since (a new key's create
-                // revision is later than that read's). A compare over the
-                // whole queue, as etcd evaluates one on every key in its
-                // range, would cost each hand-off the length of the queue.
-                let txn = Txn::new().when(when.clone()).and_then(ops);
-                let resp = c.txn(txn).await?;
-                if resp.succeeded() {
-                    let rev = resp.header().map_or(0, |h| h.revision());
-                    return Ok(Fair::Taken(rev));
-                }
-                super::revoke_leases(&mut c, hold).await;
-                // Taken by someone else (look again), or our key is gone
-                // (deleted by hand or by `release --force`).
-                let ours = c.get(mine.clone(), None).await?;
-                if ours.kvs().first().map(|kv| kv.create_revision()) != Some(joined.rev) {
-                    return Ok(Fair::Evicted);
                 }
             }
             Ok(Fair::Busy(Busy::default()))
@@ -278,15 +323,19 @@ impl Store {
                 let _ = self.leave(keys, owner);
                 Ok(Acquire::Evicted)
             }
-            Fair::Taken(rev) => {
+            Fair::Taken(rev, plan) => {
                 // The waiter lease is the holder's now; nothing to leave.
                 self.queue.joined = None;
                 self.granted = Some((joined.lease, joined.ttl));
+                self.plan = Some(plan);
                 Ok(Acquire::Acquired {
                     token: self.token(keys, rev)?,
                 })
             }
             Fair::Busy(busy) => {
+                if let Some(j) = self.queue.joined.as_mut() {
+                    j.first |= busy.first;
+                }
                 if fresh {
                     self.order(Follow::KeepAlive(joined.lease, keep_every(joined.ttl)));
                 }
@@ -495,9 +544,25 @@ async fn queue_head(c: &mut Client, prefix: &str) -> Ec<Option<String>> {
 
 /// Joins the queue: a new lease (its grant noted in `kept`) and our key
 /// under it; the key's create revision.
-async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) -> Ec<Joined> {
-    let sent = crate::clock::now();
-    let lease = super::grant(c, ttl).await?;
+/// `spare`: a lease of `ttl` granted already, and when (`Store::spare`).
+async fn join(
+    c: &mut Client,
+    mine: &str,
+    me: &str,
+    ttl: i64,
+    kept: &AtomicU64,
+    spare: Option<(i64, Duration)>,
+) -> Ec<Joined> {
+    let (lease, sent) = match spare {
+        Some((lease, sent)) => {
+            super::adopt(c, lease);
+            (lease, sent)
+        }
+        None => {
+            let sent = crate::clock::now();
+            (super::grant(c, ttl).await?, sent)
+        }
+    };
     let opts = PutOptions::new().with_lease(lease).with_prev_key();
     let put = c.put(mine, me, Some(opts)).await?;
     let rev = match put.prev_key() {
@@ -509,19 +574,18 @@ async fn join(c: &mut Client, mine: &str, me: &str, ttl: i64, kept: &AtomicU64) 
         return Err(etcd_client::Error::Internal(what.into()));
     }
     confirmed(kept, sent);
-    Ok(Joined { lease, rev, ttl })
+    Ok(Joined {
+        lease,
+        rev,
+        ttl,
+        first: false,
+    })
 }
 
 /// One keep-alive of `lease`, confirmed by its reply: false when the
 /// lease is gone (TTL 0), and our key with it.
 pub(super) async fn kept_alive(c: &mut Client, lease: i64) -> Ec<bool> {
-    // etcd-client reads the first reply itself and calls a TTL of 0 a
-    // LeaseKeepAliveError.
-    match c.lease_keep_alive(lease).await {
-        Ok(_) => Ok(true),
-        Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
+    super::alive(c.lease_keep_alive(lease).await)
 }
 
 /// Notes a keep-alive (or grant) sent at `sent` that etcd confirmed.
@@ -631,9 +695,24 @@ impl Subscription {
                         *wake_now = true;
                     }
                     Got::Order(Some(Follow::Watch(key, from))) => {
+                        // From now, not from `from`: etcd serves a watch
+                        // that starts in the past from a loop that runs
+                        // every 100 ms, and under contention the deletion
+                        // waited for often came in that window (a hand-off's
+                        // p90 was 84 ms). A change since the attempt's read
+                        // (the watch began at a later revision) is looked
+                        // for with one read.
                         *watch = None;
-                        let opts = WatchOptions::new().with_start_revision(from);
-                        *watch = Some(client.watch(key, Some(opts)).await?);
+                        let mut w = client.watch(key.clone(), None).await?;
+                        let created = w.message().await?.ok_or_else(watch_ended)?;
+                        *watch = Some(w);
+                        if created.header().map_or(i64::MAX, |h| h.revision()) >= from {
+                            let got = client.get(key, None).await?;
+                            if !matches!(got.kvs().first(), Some(kv) if kv.mod_revision() < from) {
+                                *watch = None;
+                                *wake_now = true;
+                            }
+                        }
                     }
                     Got::Order(Some(Follow::WatchPrefix(prefix, from))) => {
                         *watch = None;
@@ -657,9 +736,7 @@ impl Subscription {
                             return Ok(Some(Notice::Wake));
                         }
                     }
-                    Got::Watch(Ok(None)) => {
-                        return Err(etcd_client::Error::WatchError("watch ended".into()))
-                    }
+                    Got::Watch(Ok(None)) => return Err(watch_ended()),
                     Got::Watch(Err(e)) | Got::Kept(Err(e)) => return Err(e),
                     Got::Kept(Ok(Some(r))) if r.ttl() > 0 => {
                         if let Some(k) = keep.as_ref() {
@@ -698,6 +775,10 @@ impl Subscription {
             StoreError::Unreachable(super::Failure::new(Some("watch"), display, detail))
         })
     }
+}
+
+fn watch_ended() -> etcd_client::Error {
+    etcd_client::Error::WatchError("watch ended".into())
 }
 
 /// What `f` gives, or never without one: a `select!` arm for something

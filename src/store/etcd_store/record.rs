@@ -282,6 +282,64 @@ pub(super) struct EndWrites {
     trim: Option<(String, u32)>,
 }
 
+/// What a run's acquisition read, in its own transaction, for its
+/// release: the lease of the last-run record the release replaces, and
+/// where the history's trim ends. With it the release is one
+/// transaction: the old record's lease is kept alive and reused (no
+/// grant, no revoke, no read of the old record), and the trim is a range
+/// delete in that transaction (no read, no second request).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Plan {
+    last_lease: Option<i64>,
+    /// `--history-keep` it was read for, and the history records to
+    /// delete once ours is written: those before this key; None when
+    /// fewer than `keep - 1` were there (nothing to trim).
+    trim: Option<(u32, Option<Vec<u8>>)>,
+}
+
+impl Plan {
+    /// The reads for the acquiring transaction, before its writes (so
+    /// they see what was there): the last-run record and the newest
+    /// `keep - 1` history keys, for a `run` (whose keys carry the skip
+    /// record, and so its `--history-keep`).
+    pub(super) fn reads(keys: &LockKeys, by_run: bool) -> Vec<TxnOp> {
+        let mut ops = Vec::new();
+        if by_run {
+            ops.push(TxnOp::get(keys.last.clone(), None));
+        }
+        if let Some(keep @ 2..) = keys.skip_record.as_ref().map(|(k, _)| *k) {
+            let kept = newest(keep - 1).with_keys_only();
+            ops.push(TxnOp::get(history_prefix(keys), Some(kept)));
+        }
+        ops
+    }
+
+    /// The plan from the replies to [`Plan::reads`], which come first.
+    pub(super) fn of(
+        keys: &LockKeys,
+        by_run: bool,
+        replies: &[etcd_client::TxnOpResponse],
+    ) -> Plan {
+        let mut replies = replies.iter().map(|r| match r {
+            etcd_client::TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        });
+        let mut plan = Plan::default();
+        if by_run {
+            let last = replies.next().flatten().and_then(|g| g.kvs().first());
+            plan.last_lease = last.map(KeyValue::lease).filter(|&l| l != 0);
+        }
+        if let Some(keep @ 2..) = keys.skip_record.as_ref().map(|(k, _)| *k) {
+            if let Some(g) = replies.next().flatten() {
+                let full = g.count() > i64::from(keep - 1);
+                let end = g.kvs().last().filter(|_| full).map(|kv| kv.key().to_vec());
+                plan.trim = Some((keep, end));
+            }
+        }
+        plan
+    }
+}
+
 impl EndWrites {
     /// The records of `record` and, with `mark_done` and `--once-per`, the
     /// done mark.
@@ -346,9 +404,124 @@ impl EndWrites {
         let settle = Settle {
             granted,
             old_last,
+            read_old_last: false,
             trim: self.trim,
+            reused: None,
         };
         Ok((ops, settle))
+    }
+}
+
+impl EndWrites {
+    /// As [`EndWrites::prepare`], for a release in one transaction: the
+    /// last-run record goes under the old one's lease when the plan has
+    /// it (the transaction compares that the old record is still under it:
+    /// a lease revoked since would fail the put; and [`Reused::confirm`]
+    /// keeps it alive beside the transaction); the history is trimmed in
+    /// the transaction when the plan knows where. Without a plan, the old
+    /// record's lease is read in the transaction (its first reply) and
+    /// revoked after, and the trim is done after.
+    pub(super) async fn prepare_at_once(
+        mut self,
+        c: &mut Client,
+        plan: Plan,
+        ours: Option<Vec<u8>>,
+    ) -> Ec<(Vec<TxnOp>, Vec<Compare>, Settle)> {
+        let wanted = self
+            .writes
+            .iter()
+            .find(|w| w.0 == self.last)
+            .and_then(|w| w.2);
+        let reused = plan.last_lease.zip(wanted);
+        let mut ops = Vec::new();
+        let mut when = Vec::new();
+        let mut reuse = None;
+        if let Some((lease, ttl)) = reused {
+            let (key, value, _) = self.take_write(&self.last.clone()).expect("wanted");
+            let under = Some(PutOptions::new().with_lease(lease));
+            ops.push(TxnOp::put(key.clone(), value.clone(), under));
+            when.push(Compare::lease(key.clone(), CompareOp::Equal, lease));
+            reuse = Some(Reused {
+                lease,
+                ttl,
+                key,
+                value,
+            });
+        }
+        // Else the old record's lease, read first, is revoked once the
+        // new record replaces it.
+        let read_old_last = reused.is_none() && wanted.is_some();
+        if read_old_last {
+            ops.insert(0, TxnOp::get(self.last.clone(), None));
+        }
+        let trim = self.trim.take();
+        let (puts, granted) = puts(c, self.writes, &self.done).await?;
+        ops.extend(puts);
+        // Where the trim ends: None when the plan does not know (trimmed
+        // after, as before); Some(None) when there is nothing to trim. Our
+        // own record sorts after every key the plan read.
+        let end = match (&trim, &plan.trim) {
+            (None, _) => Some(None),
+            (Some((prefix, 0)), _) => Some(Some(prefix_end(prefix))),
+            (Some((_, 1)), _) if ours.is_some() => Some(ours),
+            (Some((_, keep)), Some((k, end))) if k == keep => Some(end.clone()),
+            _ => None,
+        };
+        if let (Some((prefix, _)), Some(Some(end))) = (&trim, &end) {
+            let range = DeleteOptions::new().with_range(end.clone());
+            ops.push(TxnOp::delete(prefix.clone(), Some(range)));
+        }
+        let settle = Settle {
+            granted,
+            old_last: None,
+            read_old_last,
+            trim: trim.filter(|_| end.is_none()),
+            reused: reuse,
+        };
+        Ok((ops, when, settle))
+    }
+
+    fn take_write(&mut self, key: &str) -> Option<Write> {
+        let at = self.writes.iter().position(|w| w.0 == key)?;
+        Some(self.writes.remove(at))
+    }
+}
+
+/// The last-run record put under the old record's lease.
+#[derive(Clone)]
+pub(super) struct Reused {
+    lease: i64,
+    ttl: i64,
+    key: String,
+    value: String,
+}
+
+impl Reused {
+    /// Keeps the lease alive, beside the release's transaction (not
+    /// before it: the hand-off waits for that one), and checks it was
+    /// granted with the record's TTL; true if so.
+    pub(super) async fn confirm(self, c: Client) -> Ec<bool> {
+        let (mut a, mut b) = (c.clone(), c);
+        let (granted, kept) = tokio::join!(
+            a.lease_time_to_live(self.lease, None),
+            b.lease_keep_alive(self.lease)
+        );
+        Ok(granted?.granted_ttl() == self.ttl && super::alive(kept)?)
+    }
+
+    /// The record written at `rev` under a lease that was gone or of
+    /// another TTL (a changed `--last-run-keep`): written again under a
+    /// lease of its own, unless another run wrote one since (a record
+    /// gone with its lease has mod revision 0).
+    pub(super) async fn repair(self, c: &mut Client, rev: i64) -> Ec<()> {
+        let id = super::grant(c, self.ttl).await?;
+        let unmoved = Compare::mod_revision(self.key.clone(), CompareOp::Less, rev + 1);
+        let under = Some(PutOptions::new().with_lease(id));
+        let put = TxnOp::put(self.key, self.value, under);
+        let written = c.txn(Txn::new().when([unmoved]).and_then([put])).await?;
+        let stale = if written.succeeded() { self.lease } else { id };
+        super::revoke_leases(c, [stale]).await;
+        Ok(())
     }
 }
 
@@ -356,6 +529,9 @@ impl EndWrites {
 pub(super) struct Settle {
     granted: Vec<i64>,
     old_last: Option<i64>,
+    /// The transaction's first reply is the old last-run record.
+    read_old_last: bool,
+    pub(super) reused: Option<Reused>,
     trim: Option<(String, u32)>,
 }
 
@@ -493,6 +669,80 @@ impl Store {
             })?;
         }
         Ok(Look::Done(mark))
+    }
+
+    /// `release`, with a run's records, in one transaction while no
+    /// minimum hold is kept (its key absent): if the lock holds our owner,
+    /// it and its metadata are deleted and the records written (see
+    /// [`EndWrites::prepare_at_once`]); then our lease is revoked. `hold`
+    /// is the minimum hold's key (`min_hold.rs`). None:
+    /// the lock is ours but this transaction could not release it (a
+    /// minimum hold is kept, or the last-run record moved to another
+    /// lease), so the long way decides.
+    pub(super) fn release_at_once(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        record: RunRecord,
+        mark_done: bool,
+        hold: String,
+    ) -> Result<Option<Release>> {
+        let end = EndWrites::of(keys, owner, &record, mark_done)?;
+        let plan = self.plan.take().unwrap_or_default();
+        let ours = record
+            .history
+            .and_then(|(h, _)| h.token)
+            .map(|t| history_key(keys, t, None).into_bytes());
+        let (lock, me) = (keys.lock.clone(), owner.to_owned());
+        let deletes = [keys.lock.clone(), keys.meta.clone(), holder_key(keys)];
+        let found = self.call("release", |mut c| async move {
+            let (mut ops, mut when, mut settle) = end.prepare_at_once(&mut c, plan, ours).await?;
+            when.extend([
+                Compare::value(lock.clone(), CompareOp::Equal, me.clone()),
+                super::semaphore::absent(hold),
+            ]);
+            let at = ops.len();
+            ops.push(TxnOp::get(lock.clone(), None));
+            ops.extend(deletes.map(|k| TxnOp::delete(k, None)));
+            let txn = Txn::new()
+                .when(when)
+                .and_then(ops)
+                .or_else([TxnOp::get(lock, None)]);
+            let reused = settle.reused.take();
+            let confirm = reused.clone().map(|r| r.confirm(c.clone()));
+            let (resp, confirmed) = tokio::join!(c.txn(txn), async move {
+                match confirm {
+                    Some(f) => f.await,
+                    None => Ok(true),
+                }
+            });
+            let resp = resp?;
+            let replies = super::replies::op_responses(&resp)?;
+            let written = resp.succeeded();
+            if let Some(r) = reused.filter(|_| written && !matches!(confirmed, Ok(true))) {
+                // Best effort: the release stands, and what failed the
+                // check (etcd out of reach) would fail this too.
+                let _ = r
+                    .repair(&mut c, resp.header().map_or(0, |h| h.revision()))
+                    .await;
+            }
+            if written && settle.read_old_last {
+                settle.old_last = super::kv_at(&replies, 0).map(|kv| kv.lease());
+                settle.old_last = settle.old_last.filter(|&l| l != 0);
+            }
+            settle.after(&mut c, written).await?;
+            if written {
+                let lease = super::kv_at(&replies, at).map(|kv| kv.lease());
+                super::revoke_leases(&mut c, lease).await;
+                return Ok(Ok(()));
+            }
+            Ok(Err(super::kv_at(&replies, 0).map(|kv| kv.value().to_vec())))
+        })?;
+        match found {
+            Ok(()) => Ok(Some(Release::Released(None))),
+            Err(Some(h)) if h == owner.as_bytes() => Ok(None),
+            Err(holder) => Ok(Some(Release::NotOwner(self.holder(keys, holder)?))),
+        }
     }
 
     /// `release` of a run that leaves records: if the lock still holds
