@@ -397,9 +397,9 @@ impl Store {
     }
 
     /// Changes the per-call timeout, e.g. to the time left before a
-    /// deadline. Applied at the next call.
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        each!(self, s => s.timeout = timeout.max(Duration::from_millis(1)))
+    /// deadline. Applied at the next call. Returns the previous one.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Duration {
+        each!(self, s => std::mem::replace(&mut s.timeout, timeout.max(Duration::from_millis(1))))
     }
 
     pass! {
