@@ -402,6 +402,84 @@ impl Store {
         each!(self, s => std::mem::replace(&mut s.timeout, timeout.max(Duration::from_millis(1))))
     }
 
+    pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.once_more(
+            keys,
+            owner,
+            RunRecord::default(),
+            |s| each!(s, s => s.release(keys, owner)),
+        )
+    }
+
+    pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.once_more(
+            keys,
+            owner,
+            RunRecord::default(),
+            |s| each!(s, s => s.release_by_owner(keys, owner)),
+        )
+    }
+
+    pub fn release_recording(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        record: RunRecord,
+        mark_done: bool,
+    ) -> Result<Release> {
+        self.once_more(
+            keys,
+            owner,
+            record,
+            |s| each!(s, s => s.release_recording(keys, owner, record, mark_done)),
+        )
+    }
+
+    /// A release that no server answered (in time) is sent once more, on a
+    /// new connection, when the URL names several servers: the first may
+    /// have gone to a member just cut off (an etcd leader isolated), and
+    /// the key would stay until its lease expires, or longer (a new etcd
+    /// leader refreshes every lease). A compare-and-delete is safe to send
+    /// twice; but the first may have been carried out and its answer lost,
+    /// so a second that finds the lease gone looks for the first's record
+    /// before the caller writes it again (`record_run`: a history entry
+    /// twice).
+    fn once_more(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        record: RunRecord,
+        release: impl Fn(&mut Store) -> Result<Release>,
+    ) -> Result<Release> {
+        match release(self) {
+            Err(e) if e.is_connectivity() && self.several_servers() => {}
+            answer => return answer,
+        }
+        match release(self)? {
+            Release::NotOwner(_) if self.recorded(keys, owner, record) => {
+                Ok(Release::Released(None))
+            }
+            answer => Ok(answer),
+        }
+    }
+
+    /// Whether `record` of `owner`'s run is already stored: its history
+    /// entry, or without one its last-run record.
+    fn recorded(&mut self, keys: &LockKeys, owner: &str, record: RunRecord) -> bool {
+        let ours =
+            |fields: Vec<(String, String)>| fields.iter().any(|(k, v)| k == "owner" && v == owner);
+        match (record.history, record.last) {
+            (Some((_, keep @ 1..)), _) => self
+                .history(keys, keep.min(100))
+                .is_ok_and(|h| h.records.iter().any(|r| r.owner == owner)),
+            (_, Some(_)) if keys.limit.is_some() => {
+                self.inspect_slots(keys).is_ok_and(|i| ours(i.last_run))
+            }
+            (_, Some(_)) => self.inspect(keys).is_ok_and(|i| ours(i.last_run)),
+            _ => false,
+        }
+    }
+
     pass! {
         fn set_min_replicas(n: u32);
         /// Whether someone watches this wait (a status line): a store whose
@@ -412,10 +490,6 @@ impl Store {
             -> Result<Acquire>;
         fn leave(keys: &LockKeys, owner: &str) -> Result<()>;
         fn renew(keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool>;
-        fn release(keys: &LockKeys, owner: &str) -> Result<Release>;
-        fn release_by_owner(keys: &LockKeys, owner: &str) -> Result<Release>;
-        fn release_recording(keys: &LockKeys, owner: &str, record: RunRecord, mark_done: bool)
-            -> Result<Release>;
         fn record_run(keys: &LockKeys, record: RunRecord) -> Result<()>;
         fn forget_done(keys: &LockKeys) -> Result<Option<DoneMark>>;
         fn force_release(keys: &LockKeys) -> Result<Option<String>>;
