@@ -403,21 +403,13 @@ impl Store {
     }
 
     pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        self.once_more(
-            keys,
-            owner,
-            RunRecord::default(),
-            |s| each!(s, s => s.release(keys, owner)),
-        )
+        let release = |s: &mut Store| each!(s, s => s.release(keys, owner));
+        self.once_more(keys, owner, RunRecord::default(), release)
     }
 
     pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        self.once_more(
-            keys,
-            owner,
-            RunRecord::default(),
-            |s| each!(s, s => s.release_by_owner(keys, owner)),
-        )
+        let release = |s: &mut Store| each!(s, s => s.release_by_owner(keys, owner));
+        self.once_more(keys, owner, RunRecord::default(), release)
     }
 
     pub fn release_recording(
@@ -427,12 +419,9 @@ impl Store {
         record: RunRecord,
         mark_done: bool,
     ) -> Result<Release> {
-        self.once_more(
-            keys,
-            owner,
-            record,
-            |s| each!(s, s => s.release_recording(keys, owner, record, mark_done)),
-        )
+        let release =
+            |s: &mut Store| each!(s, s => s.release_recording(keys, owner, record, mark_done));
+        self.once_more(keys, owner, record, release)
     }
 
     /// A release that no server answered (in time) is sent once more, on a
@@ -440,10 +429,11 @@ impl Store {
     /// have gone to a member just cut off (an etcd leader isolated), and
     /// the key would stay until its lease expires, or longer (a new etcd
     /// leader refreshes every lease). A compare-and-delete is safe to send
-    /// twice; but the first may have been carried out and its answer lost,
-    /// so a second that finds the lease gone looks for the first's record
-    /// before the caller writes it again (`record_run`: a history entry
-    /// twice).
+    /// twice; but the first may have been carried out and its answer lost:
+    /// a second that finds the lease gone then finds the run's history
+    /// entry, and answers Released, or the caller would record the run
+    /// again as one whose lease was lost (with `--history-keep 0` it
+    /// cannot tell, and does).
     fn once_more(
         &mut self,
         keys: &LockKeys,
@@ -455,28 +445,15 @@ impl Store {
             Err(e) if e.is_connectivity() && self.several_servers() => {}
             answer => return answer,
         }
-        match release(self)? {
-            Release::NotOwner(_) if self.recorded(keys, owner, record) => {
+        let recorded = |s: &mut Store, keep: u32| {
+            let found = s.history(keys, keep.min(100));
+            found.is_ok_and(|h| h.records.iter().any(|r| r.owner == owner))
+        };
+        match (release(self)?, record.history) {
+            (Release::NotOwner(_), Some((_, keep @ 1..))) if recorded(self, keep) => {
                 Ok(Release::Released(None))
             }
-            answer => Ok(answer),
-        }
-    }
-
-    /// Whether `record` of `owner`'s run is already stored: its history
-    /// entry, or without one its last-run record.
-    fn recorded(&mut self, keys: &LockKeys, owner: &str, record: RunRecord) -> bool {
-        let ours =
-            |fields: Vec<(String, String)>| fields.iter().any(|(k, v)| k == "owner" && v == owner);
-        match (record.history, record.last) {
-            (Some((_, keep @ 1..)), _) => self
-                .history(keys, keep.min(100))
-                .is_ok_and(|h| h.records.iter().any(|r| r.owner == owner)),
-            (_, Some(_)) if keys.limit.is_some() => {
-                self.inspect_slots(keys).is_ok_and(|i| ours(i.last_run))
-            }
-            (_, Some(_)) => self.inspect(keys).is_ok_and(|i| ours(i.last_run)),
-            _ => false,
+            (answer, _) => Ok(answer),
         }
     }
 
