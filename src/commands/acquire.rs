@@ -52,6 +52,7 @@ fn take(g: &Global, args: &AcquireConfig) -> Result<Result<Taken, u8>> {
         &meta,
         args.lease.wait,
         args.lease.wait_order,
+        None,
         &signals,
         &StatusLine::new(g, &keys.name),
     )?;

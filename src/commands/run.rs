@@ -176,6 +176,9 @@ impl<'a> Run<'a> {
             &meta,
             args.lease.wait,
             args.lease.wait_order,
+            // A grant later than this is of no use (see below): within the
+            // wait it is given back and asked for again.
+            Some(args.timings.soft_after()),
             &self.signals,
             &StatusLine::new(g, &keys.name),
         )?;
@@ -199,6 +202,8 @@ impl<'a> Run<'a> {
             release_quietly(g, &mut store, keys, &self.runner.owner);
             return Ok(Step::Exit(exit::signal_code(sig)));
         }
+        // Within the wait, lease::acquire gave a late grant back and asked
+        // again; this one came with no wait left, or late by a hair.
         if clock::now() >= t0 + args.timings.soft_after() {
             release_quietly(g, &mut store, keys, &self.runner.owner);
             bail!(

@@ -116,6 +116,12 @@ pub enum Wakeup {
 /// once. The first attempt does so on a URL naming several servers too,
 /// for a while (see `failover_until`).
 ///
+/// A grant answered `usable` or more after it was sent (`run`: past the
+/// lease's soft deadline, so CMD could not start under it) is given back
+/// and tried again, like one too few replicas acknowledged, while the wait
+/// lasts; with no wait left it is returned as it is, for the caller to
+/// refuse.
+///
 /// A Ctrl-Z stops distlock like any job. A waiter that gives up leaves the
 /// queue; one that dies is dropped at the next release (nobody receives
 /// its wake-up) or when its keep-alive deadline passes on the server clock;
@@ -131,6 +137,7 @@ pub fn acquire(
     meta: &[(&str, &str)],
     wait: Wait,
     order: WaitOrder,
+    usable: Option<Duration>,
     sleep: &dyn Sleep,
     watch: &dyn Watch,
 ) -> Result<Acquired> {
@@ -172,8 +179,21 @@ pub fn acquire(
         queued |= subscribed.is_ok() && this == Mode::Fair;
         let attempt = subscribed.and_then(|()| store.acquire(keys, owner, ttl_ms, this, meta));
         let seen_at = now();
+        let late = usable.is_some_and(|u| seen_at >= sent_at + u);
         let (holder, ahead, unacked, watched, ttl) = match attempt {
-            Ok(Acquire::Acquired { token }) => break Ok(Acquired::Yes { token, sent_at }),
+            Ok(Acquire::Acquired { token })
+                if !late || give_up_at.is_some_and(|t| t <= seen_at) =>
+            {
+                break Ok(Acquired::Yes { token, sent_at })
+            }
+            Ok(Acquire::Acquired { .. }) => {
+                // Compare-and-delete, best effort and brief: the lease
+                // expires by itself anyway.
+                let before = store.set_timeout(LEAVE_TIMEOUT);
+                let _ = store.release(keys, owner);
+                store.set_timeout(before);
+                (None, None, false, Watched::default(), None)
+            }
             // The store left the queue and woke the next waiter itself.
             Ok(Acquire::Done(mark)) => break Ok(Acquired::Done(mark)),
             Ok(Acquire::Evicted) => break Ok(Acquired::Evicted),
@@ -233,8 +253,9 @@ pub fn acquire(
             + ttl.map_or(Duration::from_millis(ttl_ms), |t| {
                 t + Duration::from_millis(1)
             });
-        if unacked {
-            // Replicas lagging: try again soon, with backoff.
+        if unacked || late {
+            // Replicas lagging, or a slow answer: try again soon, with
+            // backoff.
             wake_at = wake_at.min(seen_at + jitter(fallback));
             fallback = (fallback * 2).min(Duration::from_secs(1));
         }

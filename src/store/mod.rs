@@ -395,9 +395,63 @@ impl Store {
     }
 
     /// Changes the per-call timeout, e.g. to the time left before a
-    /// deadline. Applied at the next call.
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        each!(Store, self, s => s.timeout = timeout.max(Duration::from_millis(1)))
+    /// deadline. Applied at the next call. Returns the previous one.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Duration {
+        each!(Store, self, s => std::mem::replace(&mut s.timeout, timeout.max(Duration::from_millis(1))))
+    }
+
+    pub fn release(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        let release = |s: &mut Store| each!(Store, s, s => s.release(keys, owner));
+        self.once_more(keys, owner, RunRecord::default(), release)
+    }
+
+    pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        let release = |s: &mut Store| each!(Store, s, s => s.release_by_owner(keys, owner));
+        self.once_more(keys, owner, RunRecord::default(), release)
+    }
+
+    pub fn release_recording(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        record: RunRecord,
+        mark_done: bool,
+    ) -> Result<Release> {
+        let release = |s: &mut Store| each!(Store, s, s => s.release_recording(keys, owner, record, mark_done));
+        self.once_more(keys, owner, record, release)
+    }
+
+    /// A release that no server answered (in time) is sent once more, on a
+    /// new connection, when the URL names several servers: the first may
+    /// have gone to a member just cut off (an etcd leader isolated), and
+    /// the key would stay until its lease expires, or longer (a new etcd
+    /// leader refreshes every lease). A compare-and-delete is safe to send
+    /// twice; but the first may have been carried out and its answer lost:
+    /// a second that finds the lease gone then finds the run's history
+    /// entry, and answers Released, or the caller would record the run
+    /// again as one whose lease was lost (with `--history-keep 0` it
+    /// cannot tell, and does).
+    fn once_more(
+        &mut self,
+        keys: &LockKeys,
+        owner: &str,
+        record: RunRecord,
+        release: impl Fn(&mut Store) -> Result<Release>,
+    ) -> Result<Release> {
+        match release(self) {
+            Err(e) if e.is_connectivity() && self.several_servers() => {}
+            answer => return answer,
+        }
+        let recorded = |s: &mut Store, keep: u32| {
+            let found = s.history(keys, keep.min(100));
+            found.is_ok_and(|h| h.records.iter().any(|r| r.owner == owner))
+        };
+        match (release(self)?, record.history) {
+            (Release::NotOwner(_), Some((_, keep @ 1..))) if recorded(self, keep) => {
+                Ok(Release::Released(None))
+            }
+            (answer, _) => Ok(answer),
+        }
     }
 
     pass! {
@@ -410,10 +464,6 @@ impl Store {
             -> Result<Acquire>;
         fn leave(keys: &LockKeys, owner: &str) -> Result<()>;
         fn renew(keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool>;
-        fn release(keys: &LockKeys, owner: &str) -> Result<Release>;
-        fn release_by_owner(keys: &LockKeys, owner: &str) -> Result<Release>;
-        fn release_recording(keys: &LockKeys, owner: &str, record: RunRecord, mark_done: bool)
-            -> Result<Release>;
         fn record_run(keys: &LockKeys, record: RunRecord) -> Result<()>;
         fn forget_done(keys: &LockKeys) -> Result<Option<DoneMark>>;
         fn force_release(keys: &LockKeys) -> Result<Option<String>>;

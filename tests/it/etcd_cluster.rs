@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::etcd::at;
 use crate::common::etcd_cluster::EtcdCluster;
+use crate::common::proxy::Proxy;
 use crate::common::*;
 
 /// One cluster at a time: three etcd members per test on two cores would
@@ -487,4 +488,70 @@ fn a_run_started_without_a_leader_waits_for_one_and_takes_the_lock() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.trim().parse::<u64>().is_ok(), "{out}{err}");
     assert!(started.elapsed() < Duration::from_secs(20), "{err}");
+}
+
+#[test]
+fn a_release_that_a_cut_off_member_never_answers_is_sent_to_another_and_frees_the_lock_at_once() {
+    release_cut_off("cut-off", Proxy::blackhole);
+}
+
+#[test]
+fn a_release_whose_answer_is_lost_is_sent_again_and_the_run_recorded_once_without_a_warning() {
+    // The release with records is four round trips (the lock, the
+    // last-run record's lease, a lease for the new one, the transaction)
+    // within 2 s: with every answer 580 ms late, the transaction is sent
+    // and carried out in time, and its answer comes too late. The second
+    // try finds the lock gone, and the run's record already there.
+    release_cut_off("answer-lost", |p| p.set_latency(Duration::from_millis(580)));
+}
+
+/// A run on a cluster whose members are each behind a proxy (so that one
+/// can be cut off from this client alone, as a leader just isolated, the
+/// cluster whole): once CMD runs, `cut` is done to the member the run
+/// talks to, and CMD ends. The run must end 0 without a warning, its lock
+/// free at once and its run recorded once.
+fn release_cut_off(name: &str, cut: impl FnOnce(&Proxy)) {
+    let _serial = serial();
+    let c = EtcdCluster::start();
+    let proxies: Vec<Proxy> = (0..3)
+        .map(|i| Proxy::start(c.member(i).1.rsplit(':').next().unwrap().parse().unwrap()))
+        .collect();
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.port()))
+        .collect();
+    let url = format!("etcd://{}", hosts.join(","));
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.02; done"#;
+    let run = start_run(&url, name, "6s", script, dir.path());
+    assert!(wait_until(LIMIT, || dir.path().join("held").exists()));
+    // The member the run talks to is the one its renewals (every 2 s) go
+    // through; cut it off once that renewal is answered and the
+    // connection is quiet, so the release is the next thing sent to it.
+    let before: Vec<u64> = proxies.iter().map(|p| p.stats().requests).collect();
+    let mut used = None;
+    assert!(wait_until(LIMIT, || {
+        used = (0..3).find(|&i| proxies[i].stats().requests > before[i]);
+        used.is_some()
+    }));
+    let proxy = &proxies[used.unwrap()];
+    let quiet = |t: Option<Instant>| t.is_some_and(|t| t.elapsed() > Duration::from_millis(150));
+    assert!(wait_until(LIMIT, || {
+        let s = proxy.stats();
+        quiet(s.last_reply) && quiet(s.last_request_read)
+    }));
+    cut(proxy);
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let (code, out, err) = finish(run);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("warning"), "{err}");
+    // Released, not left to expire: the next run takes it at once.
+    let next = exec(
+        at(&c.url()).args(["run", name, "--"]).args(ECHO_TOKEN),
+        LIMIT,
+    );
+    assert_eq!(next.code, 0, "the lock stayed held: {next:?}");
+    let history = exec(at(&c.url()).args(["history", name, "--json"]), LIMIT);
+    let records: Vec<serde_json::Value> = serde_json::from_str(&history.stdout).unwrap();
+    assert_eq!(records.len(), 2, "{history:?}");
 }

@@ -44,6 +44,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::common::etcd::{at, EtcdServer};
 use crate::common::fake;
 use crate::common::ha;
 use crate::common::not_redis;
@@ -1198,6 +1199,53 @@ fn distlock_killed_with_sigkill_takes_cmd_and_its_child_with_it_and_the_lease_ex
     assert!(wait_until(LIMIT, || server.get(&key("killed")).is_none()));
     let next = token_run(&server.url(), &[], "killed");
     assert!(next > first, "{next} after {first}");
+}
+
+#[test]
+fn a_grant_answered_after_the_soft_deadline_is_given_back_and_asked_again_within_the_wait() {
+    // On etcd, `run --once-per` asks in two calls (the done mark, then the
+    // lock), each within its own timeout (the soft deadline: 2955 ms for a
+    // 4 s ttl): with every answer 1.2 s late, the grant comes after the
+    // soft deadline, and no call times out. (A Redis acquisition is one
+    // call, whose deadline is the soft deadline: late there takes a
+    // starved CPU, as in the lab.)
+    let _serial = serial();
+    let etcd = EtcdServer::start();
+    let proxy = Proxy::start(etcd.port);
+    proxy.set_latency(ms(1200));
+    let mut run = at(&format!("etcd://127.0.0.1:{}", proxy.port()))
+        .args([
+            "run",
+            "--wait",
+            "30s",
+            "--ttl",
+            "4s",
+            "--once-per",
+            "1h",
+            "slow",
+            "--",
+        ])
+        .args(ECHO_TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Granted in etcd, the answer still in the proxy: later answers come
+    // at once.
+    assert!(wait_until(LIMIT, || etcd.get(&key("slow")).is_some()));
+    let late = etcd.revision();
+    proxy.heal();
+    wait_with_timeout(&mut run, LIMIT);
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // CMD ran once, under a grant after the late one.
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(
+        token > late,
+        "token {token}, the late grant's {late}: {stderr}"
+    );
 }
 
 // ---------------------------------------------------------------------------
