@@ -55,7 +55,7 @@ impl super::Store {
         keys: &LockKeys,
         owner: &str,
         unless_run: bool,
-        end: Option<EndWrites>,
+        end: EndWrites,
     ) -> Result<Option<Duration>> {
         let (lock, hold, marker) = (keys.lock.clone(), hold_key(keys), keys.meta.clone());
         let me = owner.to_owned();
@@ -72,10 +72,7 @@ impl super::Store {
             let Some(l) = ours(&mut c, &lock, &me).await? else {
                 return Ok(None);
             };
-            let (mut ops, settle) = match end {
-                Some(e) => e.prepare(&mut c).await.map(|(o, s)| (o, Some(s)))?,
-                None => (Vec::new(), None),
-            };
+            let (mut ops, _, settle) = end.prepare(&mut c, Default::default(), None).await?;
             let mut when = vec![
                 Compare::mod_revision(lock.clone(), CompareOp::Equal, l.mod_revision()),
                 Compare::mod_revision(hold, CompareOp::Equal, h.mod_revision()),
@@ -90,15 +87,15 @@ impl super::Store {
                 ops.push(TxnOp::put(lock, me, Some(under)));
             }
             let written = if ops.is_empty() {
-                true
+                Some(Vec::new())
             } else {
                 let txn = etcd_client::Txn::new().when(when).and_then(ops);
-                c.txn(txn).await?.succeeded()
+                let resp = c.txn(txn).await?;
+                let replies = super::replies::op_responses(&resp)?;
+                Some(replies).filter(|_| resp.succeeded())
             };
-            if let Some(settle) = settle {
-                settle.after(&mut c, written).await?;
-            }
-            if !written {
+            settle.after(&mut c, written.as_deref()).await?;
+            if written.is_none() {
                 return Ok(None);
             }
             if moving && l.lease() != 0 {

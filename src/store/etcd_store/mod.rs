@@ -486,18 +486,9 @@ impl Store {
     /// As `release`, but refused (`HeldByRun`, nothing changed) while a
     /// `run` holds the lease: its marker key (see `acquire`) exists.
     pub fn release_by_owner(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
-        if let Some(n) = keys.limit {
-            return self.release_slot(keys, owner, n, true, RunRecord::default());
-        }
-        if let Some(left) = self.keep_for_min_hold(keys, owner, true, None)? {
-            return Ok(Release::Kept(left));
-        }
-        self.delete_if_owner(keys, owner, true)
+        self.release_as(keys, owner, (RunRecord::default(), false), true)
     }
 
-    /// Deletes the key if it still holds our owner, then revokes its lease
-    /// (so nothing else under it lingers); with a record or `mark_done`,
-    /// writes them in the same transaction (`record.rs`).
     pub fn release_recording(
         &mut self,
         keys: &LockKeys,
@@ -505,57 +496,35 @@ impl Store {
         record: RunRecord,
         mark_done: bool,
     ) -> Result<Release> {
-        if let Some(n) = keys.limit {
-            return self.release_slot(keys, owner, n, false, record);
-        }
-        let hold = min_hold::hold_key(keys);
-        if let Some(done) = self.release_at_once(keys, owner, record, mark_done, hold)? {
-            return Ok(done);
-        }
-        let end = record::EndWrites::of(keys, owner, &record, mark_done)?;
-        if let Some(left) = self.keep_for_min_hold(keys, owner, false, Some(end))? {
-            return Ok(Release::Kept(left));
-        }
-        if record.last.is_none() && record.history.is_none() && !mark_done {
-            return self.delete_if_owner(keys, owner, false);
-        }
-        self.release_with_records(keys, owner, record, mark_done)
+        self.release_as(keys, owner, (record, mark_done), false)
     }
 
-    /// The compare-and-delete of both releases, one transaction, so the
-    /// check and the delete cannot be split; with `unless_run`, also only
-    /// while no `run` marks the lease.
-    fn delete_if_owner(
+    /// Deletes the key if it still holds our owner, then revokes its lease
+    /// (so nothing else under it lingers); with a record or `mark_done`,
+    /// writes them in the same transaction (`record.rs`); with
+    /// `unless_run`, not while a run marks the lease.
+    fn release_as(
         &mut self,
         keys: &LockKeys,
         owner: &str,
+        end: (RunRecord, bool),
         unless_run: bool,
     ) -> Result<Release> {
-        let (key, marker, me) = (keys.lock.clone(), keys.meta.clone(), owner.to_owned());
-        let found = self.call("release", |mut c| async move {
-            let mut when = vec![Compare::value(key.clone(), CompareOp::Equal, me)];
-            if unless_run {
-                when.push(absent(marker));
-            }
-            let get = || TxnOp::get(key.clone(), None);
-            let ops = [get(), TxnOp::delete(key.clone(), None)];
-            let txn = Txn::new().when(when).and_then(ops).or_else([get()]);
-            let resp = c.txn(txn).await?;
-            let kv = kv_at(&op_responses(&resp)?, 0);
-            if resp.succeeded() {
-                if let Some(kv) = &kv {
-                    let _ = c.lease_revoke(kv.lease()).await;
-                }
-                return Ok(Ok(()));
-            }
-            Ok(Err(kv.map(|kv| kv.value().to_vec())))
-        })?;
-        match found {
-            Ok(()) => Ok(Release::Released(None)),
-            // Ours, so the marker failed the compare: a run holds it.
-            Err(Some(h)) if unless_run && h == owner.as_bytes() => Ok(Release::HeldByRun),
-            Err(holder) => Ok(Release::NotOwner(self.holder(keys, holder)?)),
+        if let Some(n) = keys.limit {
+            return self.release_slot(keys, owner, n, unless_run, end.0);
         }
+        let hold = Some(min_hold::hold_key(keys));
+        if let Some(done) = self.release_at_once(keys, owner, end, hold, unless_run)? {
+            return Ok(done);
+        }
+        let writes = record::EndWrites::of(keys, owner, &end.0, end.1)?;
+        if let Some(left) = self.keep_for_min_hold(keys, owner, unless_run, writes)? {
+            return Ok(Release::Kept(left));
+        }
+        // No hold left (its key may outlive its last second): ours and
+        // not released now is a run's marker.
+        let again = self.release_at_once(keys, owner, end, None, unless_run)?;
+        Ok(again.unwrap_or(Release::HeldByRun))
     }
 
     /// Deletes the key whoever holds it and revokes its lease; the holder

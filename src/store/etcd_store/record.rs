@@ -28,11 +28,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder,
-    SortTarget, Txn, TxnOp,
+    SortTarget, Txn, TxnOp, TxnOpResponse,
 };
 
 use super::semaphore::{prefix_end, Ec};
-use super::{text, Store};
+use super::Store;
 use crate::config::fmt_duration;
 use crate::store::{
     DoneMark, ForeignKey, History, HistoryRecord, LastRun, LockKeys, Release, Result, RunRecord,
@@ -225,7 +225,11 @@ pub(super) fn holder_put(keys: &LockKeys, meta: &[(&str, &str)]) -> (String, Str
     (holder_key(keys), serde_json::Value::Object(m).to_string())
 }
 
-fn last_value(l: &LastRun) -> String {
+/// The last-run record; `lease_s`, the TTL of the lease it is put
+/// under, tells the next run's release whether it can reuse that lease
+/// (etcd-client keeps the keep-alive's TTL to itself, and a read of it
+/// would be a request more).
+fn last_value(l: &LastRun, lease_s: i64) -> String {
     serde_json::json!({
         "host": l.host,
         "owner": l.owner,
@@ -233,6 +237,7 @@ fn last_value(l: &LastRun) -> String {
         "duration_ms": l.duration_ms,
         "exit": l.exit,
         "token": l.token,
+        "lease_s": lease_s,
     })
     .to_string()
 }
@@ -290,7 +295,8 @@ pub(super) struct EndWrites {
 /// delete in that transaction (no read, no second request).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Plan {
-    last_lease: Option<i64>,
+    /// The old record's lease and the TTL its value says it has.
+    last_lease: Option<(i64, i64)>,
     /// `--history-keep` it was read for, and the history records to
     /// delete once ours is written: those before this key; None when
     /// fewer than `keep - 1` were there (nothing to trim).
@@ -327,7 +333,11 @@ impl Plan {
         let mut plan = Plan::default();
         if by_run {
             let last = replies.next().flatten().and_then(|g| g.kvs().first());
-            plan.last_lease = last.map(KeyValue::lease).filter(|&l| l != 0);
+            let lease_s = |kv: &KeyValue| {
+                let j: serde_json::Value = serde_json::from_slice(kv.value()).ok()?;
+                Some((kv.lease(), j.get("lease_s")?.as_i64()?))
+            };
+            plan.last_lease = last.and_then(lease_s).filter(|&(l, _)| l != 0);
         }
         if let Some(keep @ 2..) = keys.skip_record.as_ref().map(|(k, _)| *k) {
             if let Some(g) = replies.next().flatten() {
@@ -362,7 +372,7 @@ impl EndWrites {
         let mut writes = Vec::new();
         if let Some((l, keep)) = record.last {
             let ttl = secs_up(keep.as_millis() as u64);
-            writes.push((keys.last.clone(), last_value(l), Some(ttl)));
+            writes.push((keys.last.clone(), last_value(l, ttl), Some(ttl)));
         }
         if let Some((h, 1..)) = record.history {
             // The acquisition, on this host's clock: the duration counts
@@ -394,34 +404,20 @@ impl EndWrites {
             trim: record.history.map(|(_, keep)| (history_prefix(keys), keep)),
         }
     }
-
-    /// Grants the writes' leases and reads the lease of the last-run
-    /// record they replace: the puts for the transaction, and what
-    /// `settle` needs after it.
-    pub(super) async fn prepare(self, c: &mut Client) -> Ec<(Vec<TxnOp>, Settle)> {
-        let old_last = last_lease(c, &self.last).await?;
-        let (ops, granted) = puts(c, self.writes, &self.done).await?;
-        let settle = Settle {
-            granted,
-            old_last,
-            read_old_last: false,
-            trim: self.trim,
-            reused: None,
-        };
-        Ok((ops, settle))
-    }
 }
 
 impl EndWrites {
-    /// As [`EndWrites::prepare`], for a release in one transaction: the
-    /// last-run record goes under the old one's lease when the plan has
+    /// Grants the writes' leases: the puts, the compares for the
+    /// transaction, and what `settle` needs after it. The last-run record
+    /// goes under the old one's lease when the plan has
     /// it (the transaction compares that the old record is still under it:
-    /// a lease revoked since would fail the put; and [`Reused::confirm`]
-    /// keeps it alive beside the transaction); the history is trimmed in
+    /// a lease revoked since would fail the put; and a keep-alive beside
+    /// the transaction keeps it alive) if the record there says its lease
+    /// has the TTL wanted; the history is trimmed in
     /// the transaction when the plan knows where. Without a plan, the old
     /// record's lease is read in the transaction (its first reply) and
     /// revoked after, and the trim is done after.
-    pub(super) async fn prepare_at_once(
+    pub(super) async fn prepare(
         mut self,
         c: &mut Client,
         plan: Plan,
@@ -432,7 +428,8 @@ impl EndWrites {
             .iter()
             .find(|w| w.0 == self.last)
             .and_then(|w| w.2);
-        let reused = plan.last_lease.zip(wanted);
+        let same = |&(_, s): &(i64, i64)| Some(s) == wanted;
+        let reused = plan.last_lease.filter(same).map(|(l, _)| l).zip(wanted);
         let mut ops = Vec::new();
         let mut when = Vec::new();
         let mut reuse = None;
@@ -473,7 +470,6 @@ impl EndWrites {
         }
         let settle = Settle {
             granted,
-            old_last: None,
             read_old_last,
             trim: trim.filter(|_| end.is_none()),
             reused: reuse,
@@ -497,22 +493,10 @@ pub(super) struct Reused {
 }
 
 impl Reused {
-    /// Keeps the lease alive, beside the release's transaction (not
-    /// before it: the hand-off waits for that one), and checks it was
-    /// granted with the record's TTL; true if so.
-    pub(super) async fn confirm(self, c: Client) -> Ec<bool> {
-        let (mut a, mut b) = (c.clone(), c);
-        let (granted, kept) = tokio::join!(
-            a.lease_time_to_live(self.lease, None),
-            b.lease_keep_alive(self.lease)
-        );
-        Ok(granted?.granted_ttl() == self.ttl && super::alive(kept)?)
-    }
-
-    /// The record written at `rev` under a lease that was gone or of
-    /// another TTL (a changed `--last-run-keep`): written again under a
-    /// lease of its own, unless another run wrote one since (a record
-    /// gone with its lease has mod revision 0).
+    /// The record written at `rev` under a lease that was gone (the
+    /// keep-alive found it so): written again under a lease of its own,
+    /// unless another run wrote one since (a record gone with its lease
+    /// has mod revision 0).
     pub(super) async fn repair(self, c: &mut Client, rev: i64) -> Ec<()> {
         let id = super::grant(c, self.ttl).await?;
         let unmoved = Compare::mod_revision(self.key.clone(), CompareOp::Less, rev + 1);
@@ -528,7 +512,6 @@ impl Reused {
 /// What is left to do once the transaction carrying [`EndWrites`] ran.
 pub(super) struct Settle {
     granted: Vec<i64>,
-    old_last: Option<i64>,
     /// The transaction's first reply is the old last-run record.
     read_old_last: bool,
     pub(super) reused: Option<Reused>,
@@ -536,18 +519,19 @@ pub(super) struct Settle {
 }
 
 impl Settle {
-    /// Written: the replaced last-run record's lease goes and the history
-    /// is trimmed. Not written: the new leases go.
-    pub(super) async fn after(self, c: &mut Client, written: bool) -> Ec<()> {
-        let revoke = if written {
-            Vec::from_iter(self.old_last)
-        } else {
-            self.granted
+    /// Written (the transaction's replies): the replaced last-run
+    /// record's lease goes and the history is trimmed. Not written (None):
+    /// the new leases go.
+    pub(super) async fn after(self, c: &mut Client, written: Option<&[TxnOpResponse]>) -> Ec<()> {
+        let Some(replies) = written else {
+            super::revoke_leases(c, self.granted).await;
+            return Ok(());
         };
-        super::revoke_leases(c, revoke).await;
+        let old = super::kv_at(replies, 0).filter(|_| self.read_old_last);
+        super::revoke_leases(c, old.map(|kv| kv.lease())).await;
         match self.trim {
-            Some((prefix, keep)) if written => trim(c, prefix, keep).await,
-            _ => Ok(()),
+            Some((prefix, keep)) => trim(c, prefix, keep).await,
+            None => Ok(()),
         }
     }
 }
@@ -585,13 +569,6 @@ async fn lease_seen(c: &mut Client, id: i64, term: u64) -> Ec<Option<LeaseSeen>>
         left: r.ttl(),
         term: r.header().map_or(term, |h| h.raft_term()),
     }))
-}
-
-/// The lease of the last-run record now in place, revoked once a new one
-/// replaces it: a lease left without keys would live on for days.
-async fn last_lease(c: &mut Client, last: &str) -> Ec<Option<i64>> {
-    let got = c.get(last, None).await?;
-    Ok(got.kvs().first().map(KeyValue::lease).filter(|&l| l != 0))
 }
 
 /// Keeps the newest `keep` history records: one range delete below the
@@ -672,22 +649,23 @@ impl Store {
     }
 
     /// `release`, with a run's records, in one transaction while no
-    /// minimum hold is kept (its key absent): if the lock holds our owner,
+    /// minimum hold is kept (the key `hold`, if given, absent) and, with
+    /// `unless_run`, no run marks the lease: if the lock holds our owner,
     /// it and its metadata are deleted and the records written (see
-    /// [`EndWrites::prepare_at_once`]); then our lease is revoked. `hold`
-    /// is the minimum hold's key (`min_hold.rs`). None:
-    /// the lock is ours but this transaction could not release it (a
-    /// minimum hold is kept, or the last-run record moved to another
-    /// lease), so the long way decides.
+    /// [`EndWrites::prepare`]); then our lease is revoked. None: the lock
+    /// is ours but this transaction could not release it (a minimum hold
+    /// is kept, a run marks it, or the last-run record moved to another
+    /// lease), so the caller decides.
     pub(super) fn release_at_once(
         &mut self,
         keys: &LockKeys,
         owner: &str,
-        record: RunRecord,
-        mark_done: bool,
-        hold: String,
+        (record, mark_done): (RunRecord, bool),
+        hold: Option<String>,
+        unless_run: bool,
     ) -> Result<Option<Release>> {
         let end = EndWrites::of(keys, owner, &record, mark_done)?;
+        let marker = Some(keys.meta.clone()).filter(|_| unless_run);
         let plan = self.plan.take().unwrap_or_default();
         let ours = record
             .history
@@ -696,11 +674,9 @@ impl Store {
         let (lock, me) = (keys.lock.clone(), owner.to_owned());
         let deletes = [keys.lock.clone(), keys.meta.clone(), holder_key(keys)];
         let found = self.call("release", |mut c| async move {
-            let (mut ops, mut when, mut settle) = end.prepare_at_once(&mut c, plan, ours).await?;
-            when.extend([
-                Compare::value(lock.clone(), CompareOp::Equal, me.clone()),
-                super::semaphore::absent(hold),
-            ]);
+            let (mut ops, mut when, mut settle) = end.prepare(&mut c, plan, ours).await?;
+            when.push(Compare::value(lock.clone(), CompareOp::Equal, me.clone()));
+            when.extend(hold.into_iter().chain(marker).map(super::semaphore::absent));
             let at = ops.len();
             ops.push(TxnOp::get(lock.clone(), None));
             ops.extend(deletes.map(|k| TxnOp::delete(k, None)));
@@ -709,10 +685,12 @@ impl Store {
                 .and_then(ops)
                 .or_else([TxnOp::get(lock, None)]);
             let reused = settle.reused.take();
-            let confirm = reused.clone().map(|r| r.confirm(c.clone()));
+            // The keep-alive goes beside the transaction, not before it:
+            // the hand-off waits for that one.
+            let (lease, mut k) = (reused.as_ref().map(|r| r.lease), c.clone());
             let (resp, confirmed) = tokio::join!(c.txn(txn), async move {
-                match confirm {
-                    Some(f) => f.await,
+                match lease {
+                    Some(l) => super::alive(k.lease_keep_alive(l).await),
                     None => Ok(true),
                 }
             });
@@ -726,11 +704,9 @@ impl Store {
                     .repair(&mut c, resp.header().map_or(0, |h| h.revision()))
                     .await;
             }
-            if written && settle.read_old_last {
-                settle.old_last = super::kv_at(&replies, 0).map(|kv| kv.lease());
-                settle.old_last = settle.old_last.filter(|&l| l != 0);
-            }
-            settle.after(&mut c, written).await?;
+            settle
+                .after(&mut c, Some(&replies[..]).filter(|_| written))
+                .await?;
             if written {
                 let lease = super::kv_at(&replies, at).map(|kv| kv.lease());
                 super::revoke_leases(&mut c, lease).await;
@@ -745,51 +721,6 @@ impl Store {
         }
     }
 
-    /// `release` of a run that leaves records: if the lock still holds
-    /// our owner (at the revision read), one transaction deletes it and
-    /// its metadata and writes the last-run and history records and, with
-    /// `mark_done`, the done mark; else nothing is written. Then our lease
-    /// and the replaced last-run record's lease are revoked and the
-    /// history trimmed.
-    pub(super) fn release_with_records(
-        &mut self,
-        keys: &LockKeys,
-        owner: &str,
-        record: RunRecord,
-        mark_done: bool,
-    ) -> Result<Release> {
-        let end = EndWrites::of(keys, owner, &record, mark_done)?;
-        let (lock, me) = (keys.lock.clone(), owner.to_owned());
-        let deletes = [keys.lock.clone(), keys.meta.clone(), holder_key(keys)];
-        let found = self.call("release", |mut c| async move {
-            let got = c.get(lock.clone(), None).await?;
-            let Some(kv) = got.kvs().first().cloned() else {
-                return Ok(Err(None));
-            };
-            if kv.value() != me.as_bytes() {
-                return Ok(Err(Some(kv.value().to_vec())));
-            }
-            let (mut ops, settle) = end.prepare(&mut c).await?;
-            ops.extend(deletes.into_iter().map(|k| TxnOp::delete(k, None)));
-            let unmoved = Compare::mod_revision(lock.clone(), CompareOp::Equal, kv.mod_revision());
-            let txn = Txn::new().when([unmoved]).and_then(ops);
-            let written = c.txn(txn).await?.succeeded();
-            super::revoke_leases(&mut c, Some(kv.lease()).filter(|_| written)).await;
-            settle.after(&mut c, written).await?;
-            if written {
-                return Ok(Ok(()));
-            }
-            let now = c.get(lock, None).await?;
-            Ok(Err(now.kvs().first().map(|kv| kv.value().to_vec())))
-        })?;
-        match found {
-            Ok(()) => Ok(Release::Released(None)),
-            Err(holder) => Ok(Release::NotOwner(
-                holder.map(|h| text(&keys.lock, h)).transpose()?,
-            )),
-        }
-    }
-
     /// The last-run and history records on their own, in one transaction,
     /// for a lost lease: no release to carry them.
     pub fn record_run(&mut self, keys: &LockKeys, record: RunRecord) -> Result<()> {
@@ -799,9 +730,10 @@ impl Store {
         // No done mark, so no owner to write in one.
         let end = EndWrites::new(keys, "", &record, None);
         self.call("recording the run", |mut c| async move {
-            let (ops, settle) = end.prepare(&mut c).await?;
-            c.txn(Txn::new().and_then(ops)).await?;
-            settle.after(&mut c, true).await
+            let (ops, _, settle) = end.prepare(&mut c, Plan::default(), None).await?;
+            let resp = c.txn(Txn::new().and_then(ops)).await?;
+            let replies = super::replies::op_responses(&resp)?;
+            settle.after(&mut c, Some(&replies)).await
         })
     }
 
