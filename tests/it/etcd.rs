@@ -449,6 +449,44 @@ fn a_runs_renewals_do_not_ask_etcd_for_the_granted_ttl() {
     );
 }
 
+/// The release reuses the old last-run record's lease only when the
+/// record says that lease has the TTL wanted (its `lease_s`): a changed
+/// `--last-run-keep` puts the record under a new lease of the new TTL
+/// and revokes the old one.
+#[test]
+fn a_changed_last_run_keep_puts_the_record_under_a_lease_of_the_new_ttl() {
+    let e = shared();
+    let name = "rt-keep";
+    let last = format!("distlock:{{{name}}}:last");
+    let lease_of = |id: i64| {
+        let t = e.ctl(&["lease", "timetolive", &format!("{id:x}"), "-w", "json"]);
+        serde_json::from_str::<serde_json::Value>(&t).unwrap()["granted-ttl"]
+            .as_i64()
+            .unwrap()
+    };
+    let granted = || {
+        let kv = e.ctl(&["get", &last, "-w", "json"]);
+        let j: serde_json::Value = serde_json::from_str(&kv).unwrap();
+        let id = j["kvs"][0]["lease"].as_i64().unwrap();
+        (id, lease_of(id))
+    };
+    let run = |keep: &str| {
+        let args = ["run", "--last-run-keep", keep, name, "--", "true"];
+        let out = exec(at(&e.url()).args(args), LIMIT);
+        assert_eq!(out.code, 0, "{out:?}");
+    };
+    run("1h");
+    let (first, ttl) = granted();
+    assert_eq!(ttl, 3600);
+    run("1h");
+    assert_eq!(granted(), (first, 3600), "the same TTL reuses the lease");
+    run("2h");
+    let (second, ttl) = granted();
+    assert_eq!(ttl, 7200);
+    assert_ne!(second, first);
+    assert_eq!(lease_of(first), 0, "the old lease is revoked");
+}
+
 /// A `run -- true` on a name whose history is full asked etcd eleven
 /// requests (a lease for the last-run record and a revoke of the old one,
 /// reads of the minimum hold, the lock, the old record and the history,
