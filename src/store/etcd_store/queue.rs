@@ -85,11 +85,10 @@ struct Joined {
 enum Follow {
     /// Keep this lease alive, every this long.
     KeepAlive(i64, Duration),
-    /// Wake us when this key changes, from this revision on.
-    Watch(String, i64),
-    /// Wake us when any key under this prefix changes, from this revision
-    /// on (a semaphore's slots).
-    WatchPrefix(String, i64),
+    /// Wake us when this key changes, from this revision on; with the
+    /// count of keys seen under it as a prefix (a semaphore's slots), when
+    /// any key under it changes.
+    Watch(String, i64, Option<i64>),
     /// Wake us at once: there was nothing to watch.
     WakeNow,
 }
@@ -465,20 +464,20 @@ impl Store {
     }
 
     /// After a busy slot attempt of a waiter: wake it when a slot of the
-    /// name changes. Counted at revision R and watched from R + 1, so no
-    /// release in between is missed; fewer than `n` slots now means one
-    /// is free already.
+    /// name changes. Counted at revision R, and any change after R wakes
+    /// it (see [`Follow::Watch`]); fewer than `n` slots now means one is
+    /// free already.
     pub(super) fn watch_slots(&mut self, prefix: String, n: u32) -> Result<()> {
         let (free, from) = self.call("acquire", |mut c| async move {
             let count = GetOptions::new().with_prefix().with_count_only();
             let got = c.get(prefix.clone(), Some(count)).await?;
             let from = got.header().map_or(0, |h| h.revision()) + 1;
-            Ok((got.count() < i64::from(n), (prefix, from)))
+            Ok((got.count() < i64::from(n), (prefix, from, got.count())))
         })?;
         self.order(if free {
             Follow::WakeNow
         } else {
-            Follow::WatchPrefix(from.0, from.1)
+            Follow::Watch(from.0, from.1, Some(from.2))
         });
         Ok(())
     }
@@ -486,7 +485,7 @@ impl Store {
     /// Has the subscription wake us when `key` changes from revision
     /// `from` on, or at once when there is nothing to watch.
     fn watch(&mut self, key_from: Option<(String, i64)>) {
-        self.order(key_from.map_or(Follow::WakeNow, |(k, from)| Follow::Watch(k, from)));
+        self.order(key_from.map_or(Follow::WakeNow, |(k, from)| Follow::Watch(k, from, None)));
     }
 
     fn order(&mut self, f: Follow) {
@@ -694,30 +693,28 @@ impl Subscription {
                         *watch = None;
                         *wake_now = true;
                     }
-                    Got::Order(Some(Follow::Watch(key, from))) => {
+                    Got::Order(Some(Follow::Watch(key, from, slots))) => {
                         // From now, not from `from`: etcd serves a watch
                         // that starts in the past from a loop that runs
                         // every 100 ms, and under contention the deletion
                         // waited for often came in that window (a hand-off's
                         // p90 was 84 ms). A change since the attempt's read
                         // (the watch began at a later revision) is looked
-                        // for with one read.
+                        // for with one read: a key gone or written since.
                         *watch = None;
-                        let mut w = client.watch(key.clone(), None).await?;
+                        let prefix = slots.map(|_| WatchOptions::new().with_prefix());
+                        let mut w = client.watch(key.clone(), prefix).await?;
                         let created = w.message().await?.ok_or_else(watch_ended)?;
                         *watch = Some(w);
                         if created.header().map_or(i64::MAX, |h| h.revision()) >= from {
-                            let got = client.get(key, None).await?;
-                            if !matches!(got.kvs().first(), Some(kv) if kv.mod_revision() < from) {
+                            let prefix = slots.map(|_| GetOptions::new().with_prefix());
+                            let got = client.get(key, prefix).await?;
+                            let moved = |kv: &KeyValue| kv.mod_revision() >= from;
+                            if got.count() != slots.unwrap_or(1) || got.kvs().iter().any(moved) {
                                 *watch = None;
                                 *wake_now = true;
                             }
                         }
-                    }
-                    Got::Order(Some(Follow::WatchPrefix(prefix, from))) => {
-                        *watch = None;
-                        let opts = WatchOptions::new().with_start_revision(from).with_prefix();
-                        *watch = Some(client.watch(prefix, Some(opts)).await?);
                     }
                     Got::Order(Some(Follow::KeepAlive(lease, every))) => {
                         *keep = Some(Keep {
