@@ -129,10 +129,16 @@ impl Shell {
             unsafe {
                 cmd.pre_exec(|| {
                     // A new session whose controlling terminal is the pty,
-                    // with nothing blocked: a login shell's starting point.
+                    // with nothing blocked and Ctrl-C and Ctrl-\ at their
+                    // default actions: a login shell's starting point. (A
+                    // `cargo test … &` from a script starts with both
+                    // ignored, which bash and distlock would pass on to
+                    // CMD, as they should: see `bare_distlock`.)
                     let mut empty: libc::sigset_t = std::mem::zeroed();
                     libc::sigemptyset(&mut empty);
                     libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                    libc::signal(libc::SIGQUIT, libc::SIG_DFL);
                     if libc::setsid() == -1 {
                         return Err(io::Error::last_os_error());
                     }
