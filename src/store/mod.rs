@@ -383,12 +383,7 @@ impl Store {
     /// lock (etcd members, Sentinels): one of them failing is not all.
     pub fn several_servers(&self) -> bool {
         match self {
-            Store::Redis(s) => s
-                .target
-                .display
-                .split("://")
-                .next()
-                .is_some_and(|scheme| scheme.to_ascii_lowercase().contains("sentinel")),
+            Store::Redis(s) => s.target.asks_sentinels(),
             #[cfg(feature = "etcd")]
             Store::Etcd(s) => s.target.members() > 1,
         }

@@ -31,6 +31,12 @@ pub struct Target {
 }
 
 impl Target {
+    /// Whether the URL names Sentinels (`redis+sentinel://`), which name
+    /// another master when one fails.
+    pub fn asks_sentinels(&self) -> bool {
+        self.sentinel.is_some()
+    }
+
     /// Parses a Redis URL and applies `sec`. Errors are usage errors and
     /// never echo a password.
     pub fn parse(url: &str, sec: &Security) -> Result<Target> {
