@@ -50,9 +50,13 @@ impl EtcdServer {
     }
 
     fn start_with(tls: Option<ServerTls>) -> EtcdServer {
+        Self::start_as(tls, Lifetime::Owned)
+    }
+
+    fn start_as(tls: Option<ServerTls>, lifetime: Lifetime) -> EtcdServer {
         let dir = tempfile::tempdir().unwrap();
         let (port, peer) = (free_port(), free_port());
-        let child = spawn_member(dir.path(), port, peer, tls.as_ref());
+        let child = spawn_member(dir.path(), port, peer, tls.as_ref(), lifetime);
         let server = EtcdServer {
             child,
             port,
@@ -79,7 +83,13 @@ impl EtcdServer {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn_member(self._dir.path(), self.port, self.peer, self.tls.as_ref());
+        self.child = spawn_member(
+            self._dir.path(),
+            self.port,
+            self.peer,
+            self.tls.as_ref(),
+            Lifetime::Owned,
+        );
         self.wait_healthy();
     }
 
@@ -284,15 +294,46 @@ impl Drop for EtcdServer {
     }
 }
 
+/// How a member ends, and who removes its data dir (64 MiB of
+/// preallocated WAL at least).
+#[derive(Clone, Copy, PartialEq)]
+enum Lifetime {
+    /// Dropped by its test: killed, and its `TempDir` removed, on drop;
+    /// killed with the test process (PR_SET_PDEATHSIG) if that dies first.
+    Owned,
+    /// Held in a static, which is never dropped: a shell watches a pipe
+    /// whose write end only this process holds, and when it closes (the
+    /// test binary exited, however) kills etcd and removes the data dir.
+    Shared,
+}
+
 /// Starts `etcd` as a one-member cluster on `port` (clients) and `peer`.
-/// It dies with the test process (PR_SET_PDEATHSIG), so a shared member
-/// held in a static never outlives the test binary.
-fn spawn_member(dir: &Path, port: u16, peer: u16, tls: Option<&ServerTls>) -> Child {
+fn spawn_member(
+    dir: &Path,
+    port: u16,
+    peer: u16,
+    tls: Option<&ServerTls>,
+    lifetime: Lifetime,
+) -> Child {
     use std::os::unix::process::CommandExt;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let client = format!("{scheme}://127.0.0.1:{port}");
     let peer = format!("http://127.0.0.1:{peer}");
-    let mut cmd = Command::new("etcd");
+    let mut cmd = match lifetime {
+        Lifetime::Owned => Command::new("etcd"),
+        Lifetime::Shared => {
+            let mut sh = Command::new("sh");
+            // Ctrl-C reaches the whole group; the shell must outlive the
+            // test binary to clean up.
+            sh.arg("-c")
+                .arg(r#"trap '' HUP INT QUIT TERM; dir=$1; shift; "$@" </dev/null & read _; kill -9 $!; wait; rm -rf "$dir""#)
+                .arg("sh")
+                .arg(dir)
+                .arg("etcd")
+                .stdin(Stdio::piped());
+            sh
+        }
+    };
     cmd.arg("--name=m")
         .arg(format!("--data-dir={}", dir.join("data").display()))
         .arg(format!("--listen-client-urls={client}"))
@@ -308,9 +349,14 @@ fn spawn_member(dir: &Path, port: u16, peer: u16, tls: Option<&ServerTls>) -> Ch
         }))
         .arg("--logger=zap")
         .arg("--log-level=error")
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("etcd.log")).unwrap());
+    if lifetime == Lifetime::Shared {
+        return cmd
+            .spawn()
+            .expect("cannot start etcd (apt-get install etcd-server etcd-client)");
+    }
+    cmd.stdin(Stdio::null());
     // SAFETY: prctl is async-signal-safe and touches no memory of ours.
     unsafe {
         cmd.pre_exec(|| {
@@ -322,20 +368,9 @@ fn spawn_member(dir: &Path, port: u16, peer: u16, tls: Option<&ServerTls>) -> Ch
         .expect("cannot start etcd (apt-get install etcd-server etcd-client)")
 }
 
-/// The member this test binary shares. Started by a thread that lives as
-/// long as the process: a parent-death signal follows the thread that
-/// spawned the child, and test threads end.
+/// The member this test binary shares: it ends, and its data dir goes,
+/// when the test binary exits (see [`Lifetime::Shared`]).
 pub fn shared() -> &'static EtcdServer {
     static SHARED: OnceLock<EtcdServer> = OnceLock::new();
-    SHARED.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let server = EtcdServer::start();
-            tx.send(server).unwrap();
-            loop {
-                std::thread::park();
-            }
-        });
-        rx.recv().expect("the etcd starter thread died")
-    })
+    SHARED.get_or_init(|| EtcdServer::start_as(None, Lifetime::Shared))
 }
