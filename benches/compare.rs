@@ -156,8 +156,7 @@ fn main() {
             started.elapsed().as_secs_f64(),
             loadavg()
         );
-        drop(redis);
-        drop(bins);
+        drop((redis, bins));
         std::process::exit(if ok { 0 } else { 1 });
     }
     eprintln!("[1/5] overhead …");
@@ -179,6 +178,9 @@ fn main() {
             started.elapsed().as_secs_f64(),
             loadavg()
         );
+        // exit() runs no destructors: the servers and their data dirs
+        // (etcd's on tmpfs) go first.
+        drop((etcd, redis, bins));
         std::process::exit(if safe { 0 } else { 1 });
     }
     eprintln!("      FIFO check under MONITOR …");
@@ -206,8 +208,7 @@ fn main() {
         elapsed.as_secs_f64(),
         loadavg()
     );
-    drop(redis);
-    drop(bins);
+    drop((etcd, redis, bins));
     if !ok {
         std::process::exit(1);
     }
