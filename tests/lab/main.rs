@@ -212,6 +212,7 @@ fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Opti
     let seed = env_u64("DISTLOCK_LAB_SEED").unwrap_or(now_us() % 1_000_000);
     eprintln!("lab {store}: seed {seed}, {seconds} s (replay: DISTLOCK_LAB_SEED={seed})");
     let dir = tempfile::tempdir().unwrap();
+    let _guard = Net::guard(store, dir.path());
     let mut nodes: Vec<(String, u8)> = cluster::MEMBERS
         .iter()
         .enumerate()
@@ -287,6 +288,7 @@ fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Opti
     // does a violation, unless one was the point (a broken distlock).
     let unexpected = lab.env.is_empty() && !verdict.violations(lab.exclusive).is_empty();
     if unexpected || std::env::var_os("DISTLOCK_LAB_KEEP").is_some() {
+        std::fs::write(dir.path().join(".keep"), "").unwrap();
         eprintln!("lab: history kept in {}", dir.keep().display());
     }
     let left = sh("ip", &["netns", "list"]).unwrap();

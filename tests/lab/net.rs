@@ -4,7 +4,8 @@
 //! and `tc netem` for delay where the kernel has `sch_netem` (where it has
 //! not, the lab says so in one line and injects no delay). Everything is named with a
 //! per-run prefix and removed on drop: the processes in each namespace
-//! (by pid), then the namespaces, which takes their links with them.
+//! (by pid), then the namespaces, which takes their links with them; and,
+//! should the test binary die without dropping, by [`Net::guard`].
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -65,10 +66,45 @@ impl Net {
         None
     }
 
+    /// The prefix of this run's namespaces for `store`.
+    fn prefix(store: &str) -> String {
+        format!("dlab{}{store}-", std::process::id())
+    }
+
+    /// Drop removes everything, but a test binary ended by a signal (a
+    /// Ctrl-C of `scripts/lab.sh`, a CI timeout) runs no destructors. A
+    /// shell started first reads a pipe whose write end only this process
+    /// holds (the returned handle); when it closes, however the run ended,
+    /// the shell kills what runs in this run's namespaces, deletes them,
+    /// and removes `dir` unless a file `.keep` in it says the run kept it.
+    /// After a normal end it finds nothing left to do.
+    pub fn guard(store: &str, dir: &std::path::Path) -> std::process::ChildStdin {
+        const SCRIPT: &str = r#"trap '' HUP INT QUIT TERM
+read _
+[ -e "$2/.keep" ] || rm -rf "$2"
+for ns in $(ip netns list | awk '{print $1}'); do
+    case $ns in "$1"*)
+        for p in $(ip netns pids "$ns"); do kill -CONT "$p"; kill -KILL "$p"; done
+        ip netns del "$ns" ;;
+    esac
+done"#;
+        Command::new("sh")
+            .args(["-c", SCRIPT, "sh", &Self::prefix(store)])
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh")
+            .stdin
+            .take()
+            .unwrap()
+    }
+
     /// The switch namespace and one namespace per `(name, octet)`, joined
     /// to the bridge, each with an empty `inet lab` nftables table.
     pub fn build(store: &str, nodes: &[(&str, u8)]) -> Result<Net, String> {
-        let prefix = format!("dlab{}{store}-", std::process::id());
+        let prefix = Self::prefix(store);
         let mut net = Net {
             prefix,
             nodes: nodes.iter().map(|(n, o)| (n.to_string(), *o)).collect(),
