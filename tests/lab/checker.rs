@@ -78,6 +78,11 @@ pub struct KindRow {
     pub held_us: u64,
     pub window_us: u64,
     pub longest_gap_us: u64,
+    /// For a fault that cuts a client off ([`CLIENT_CUTS`]): the longest
+    /// time from its start until a CMD of another client started, what
+    /// the fault cost the others (issue 41's target: at most the TTL plus
+    /// one renewal interval).
+    pub to_other_holder_us: Option<u64>,
 }
 
 impl KindRow {
@@ -92,6 +97,10 @@ pub const NO_FAULT: &str = "(no fault)";
 /// Fault kinds that pause a client's distlock: a CMD of such a run may
 /// outlive its lease (that is what fencing is for).
 const CLIENT_PAUSES: [&str; 2] = ["pause-distlock", "pause-client"];
+
+/// Fault kinds that cut a client (the target's first `+` part) off the
+/// members a majority needs.
+const CLIENT_CUTS: [&str; 2] = ["client-minority", "isolate-holder"];
 
 #[derive(Debug, Default)]
 pub struct Verdict {
@@ -492,6 +501,14 @@ fn per_kind(faults: &[Fault], t0: u64, t1: u64, ev: &Events) -> Vec<(String, Kin
         if let Some(f) = f {
             row.faults = 1;
             row.failovers = usize::from(f.failover);
+            if CLIENT_CUTS.contains(&f.kind.as_str()) {
+                let host = format!("{}.", f.target.split('+').next().unwrap_or_default());
+                row.to_other_holder_us = ev
+                    .cmds
+                    .iter()
+                    .find(|c| c.start > f.start && !c.run.starts_with(&host))
+                    .map(|c| c.start - f.start);
+            }
             let outcomes = row.exit_124
                 + row.exit_125
                 + row.exit_other
@@ -531,6 +548,7 @@ fn per_kind(faults: &[Fault], t0: u64, t1: u64, ev: &Events) -> Vec<(String, Kin
         k.held_us += row.held_us;
         k.window_us += row.window_us;
         k.longest_gap_us = k.longest_gap_us.max(row.longest_gap_us);
+        k.to_other_holder_us = k.to_other_holder_us.max(row.to_other_holder_us);
     }
     kinds.retain(|(k, r)| r.faults > 0 || (k == NO_FAULT && r.window_us > 0));
     kinds
@@ -608,10 +626,11 @@ fn table(v: &Verdict) -> String {
     // plus a renewal) or the next fault: "changed" counts the faults
     // after which some outcome differed (124, 125, another failure, a
     // refused write, a failover, an overlap, a gap of 1 s); "ovl u/p" are overlaps
-    // between unpaused CMDs / with a paused one's.
+    // between unpaused CMDs / with a paused one's; "other ms": the longest
+    // time from a client's cut to another client's CMD.
     let _ = writeln!(
         t,
-        "{:<16} {:>6} {:>7} {:>5} {:>4} {:>4} {:>5} {:>7} {:>8} {:>7} {:>5} {:>6} {:>7}",
+        "{:<16} {:>6} {:>7} {:>5} {:>4} {:>4} {:>5} {:>7} {:>8} {:>7} {:>5} {:>6} {:>7} {:>8}",
         "fault",
         "faults",
         "changed",
@@ -624,12 +643,13 @@ fn table(v: &Verdict) -> String {
         "ovl u/p",
         "stale",
         "avail",
-        "gap ms"
+        "gap ms",
+        "other ms"
     );
     for (kind, r) in &v.kinds {
         let _ = writeln!(
             t,
-            "{kind:<16} {:>6} {:>7} {:>5} {:>4} {:>4} {:>5} {:>7} {:>8} {:>7} {:>5} {:>5.0}% {:>7}",
+            "{kind:<16} {:>6} {:>7} {:>5} {:>4} {:>4} {:>5} {:>7} {:>8} {:>7} {:>5} {:>5.0}% {:>7} {:>8}",
             r.faults,
             r.changed,
             r.acquisitions,
@@ -641,7 +661,9 @@ fn table(v: &Verdict) -> String {
             format!("{}/{}", r.overlaps_unpaused, r.overlaps_paused),
             r.stale_accepted,
             r.availability() * 100.0,
-            r.longest_gap_us / 1000
+            r.longest_gap_us / 1000,
+            r.to_other_holder_us
+                .map_or("-".into(), |us| (us / 1000).to_string())
         );
     }
     t
@@ -791,6 +813,8 @@ E 11000000 c3.1 13
         assert_eq!(holder.window_us, 4_000_000);
         assert_eq!(holder.held_us, 1_700_000);
         assert_eq!(holder.longest_gap_us, 2_000_000);
+        // Cut at 1.0 s; c2 (another client) started at 2.7 s.
+        assert_eq!(holder.to_other_holder_us, Some(1_700_000));
         let loss = row("loss");
         assert_eq!((loss.faults, loss.changed, loss.failovers), (2, 1, 1));
         // The first loss's window ends where the second one starts.

@@ -265,6 +265,7 @@ fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Opti
         clients_n: CLIENTS,
         history: &history,
         hold: &hold,
+        found_at: None,
     }
     .run(seed, Instant::now() + Duration::from_secs(seconds));
     let t1 = now_us();

@@ -79,6 +79,9 @@ pub struct Nemesis<'a> {
     pub clients_n: usize,
     pub history: &'a Path,
     pub hold: &'a Path,
+    /// When the last fault that waits for a holder found one (None to
+    /// begin with): its true start, for the per-kind table.
+    pub found_at: Option<u64>,
 }
 
 fn signal(pids: &[i32], sig: Signal) {
@@ -109,6 +112,8 @@ impl Nemesis<'_> {
             let hold = rng.millis(2200, 3000);
             let start = now_us();
             let target = self.inject(kind, hold, &mut rng, leader);
+            // A fault that waits for a holder begins when it found one.
+            let start = self.found_at.take().unwrap_or(start);
             self.net.heal();
             let end = now_us();
             if target == "none" {
@@ -143,7 +148,7 @@ impl Nemesis<'_> {
     /// Makes the next CMD hold long and returns its client once it is
     /// holding (in its sleep between the two writes); later CMDs hold
     /// short again.
-    fn holder(&self, long: &str) -> Option<usize> {
+    fn holder(&mut self, long: &str) -> Option<usize> {
         std::fs::write(self.hold, long).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let found = loop {
@@ -154,6 +159,7 @@ impl Nemesis<'_> {
                 })
             });
             if sleeping.is_some() || Instant::now() > deadline {
+                self.found_at = Some(now_us());
                 break sleeping;
             }
             std::thread::sleep(Duration::from_millis(20));
