@@ -555,3 +555,65 @@ fn release_cut_off(name: &str, cut: impl FnOnce(&Proxy)) {
     let records: Vec<serde_json::Value> = serde_json::from_str(&history.stdout).unwrap();
     assert_eq!(records.len(), 2, "{history:?}");
 }
+
+/// A waiter whose member goes silent (cut off from the leader, as one in
+/// a minority or isolated: it keeps the connection and the watch, and
+/// tells nothing) learns it when a keep-alive of its lease goes
+/// unanswered for half a renewal interval, moves to another member, and
+/// takes the lock released meanwhile. Before, it watched on the silent
+/// member until its own next attempt (one TTL after the last), here after
+/// its --wait.
+#[test]
+fn a_waiter_whose_member_goes_silent_moves_to_another_and_takes_the_lock_released_meanwhile() {
+    let _serial = serial();
+    let c = EtcdCluster::start();
+    let proxies: Vec<Proxy> = (0..3)
+        .map(|i| Proxy::start(c.member(i).1.rsplit(':').next().unwrap().parse().unwrap()))
+        .collect();
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.port()))
+        .collect();
+    let url = format!("etcd://{}", hosts.join(","));
+    let dir = tempfile::tempdir().unwrap();
+    let name = "silent-member";
+    let script = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.02; done"#;
+    let holder = start_run(&c.url(), name, "60s", script, dir.path());
+    assert!(wait_until(LIMIT, || dir.path().join("held").exists()));
+    // Members 0 and 2 answer late, so both of the waiter's connections
+    // (its attempts', its subscription's) go to member 1.
+    proxies[0].set_latency(Duration::from_millis(400));
+    proxies[2].set_latency(Duration::from_millis(400));
+    let joined = Instant::now();
+    let waiter = at(&url)
+        .args(["run", "--wait", "14s", "--ttl", "15s", name, "--"])
+        .args(["sh", "-c", r#"touch "$1/took""#, "sh"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let queued = || {
+        c.try_ctl(&[0, 1, 2], &["get", "--prefix", "--keys-only", "distlock:"])
+            .is_some_and(|keys| keys.contains("queue/"))
+    };
+    assert!(wait_until(LIMIT, queued), "the waiter queued");
+    proxies[0].set_latency(Duration::ZERO);
+    proxies[2].set_latency(Duration::ZERO);
+    // Its first keep-alive (5 s after it joined) answered: the stream
+    // the later ones go on is open. Then member 1 goes silent.
+    let quiet = proxies[1].stats().replies;
+    assert!(wait_until(LIMIT, || proxies[1].stats().replies > quiet));
+    proxies[1].blackhole();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let (code, out, err) = finish(holder);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = finish(waiter);
+    assert_eq!(code, 0, "the waiter did not take the lock: {out}{err}");
+    assert!(dir.path().join("took").exists());
+    // The second keep-alive, sent at 10 s, went unanswered.
+    assert!(
+        joined.elapsed() >= Duration::from_secs(10),
+        "taken before a keep-alive went unanswered: member 1 was not the waiter's"
+    );
+}

@@ -441,11 +441,21 @@ impl Store {
     pub fn subscribe(&mut self) -> Result<Subscription> {
         let runtime = self.runtime()?;
         let call = Call::start_async(self.timeout, self.interrupt_on);
-        let client = match runtime.block_on(call.within(self.target.connect(self.timeout))) {
+        let connect = self.target.connect_member(self.timeout);
+        let (client, member) = match runtime.block_on(call.within(connect)) {
             Some(Ok(c)) => c,
             Some(Err(e)) => return Err(self.describe(None, e, true)),
             None => return Err(self.ended(call.interrupted(), "subscribe", "")),
         };
+        // The store's client on the member the lost subscription was on
+        // goes too: the attempt that follows must not wait on it.
+        if self
+            .client
+            .as_ref()
+            .is_some_and(|(_, m)| self.target.distrusts(*m))
+        {
+            self.client = None;
+        }
         let (tx, orders) = mpsc::unbounded_channel();
         if let Some(j) = self.queue.joined {
             let _ = tx.send(Follow::KeepAlive(j.lease, keep_every(j.ttl)));
@@ -455,6 +465,8 @@ impl Store {
             kept: self.queue.kept.clone(),
             runtime,
             client,
+            target: self.target.clone(),
+            member,
             orders: Some(orders),
             watch: None,
             keep: None,
@@ -589,8 +601,12 @@ pub(super) async fn kept_alive(c: &mut Client, lease: i64) -> Ec<bool> {
 
 /// Notes a keep-alive (or grant) sent at `sent` that etcd confirmed.
 fn confirmed(kept: &AtomicU64, sent: Duration) {
-    let ms = u64::try_from(sent.as_millis()).unwrap_or(u64::MAX);
-    kept.fetch_max(ms, Ordering::Relaxed);
+    kept.fetch_max(millis(sent), Ordering::Relaxed);
+}
+
+/// A boot-clock time as [`Queue::kept`] holds it.
+fn millis(t: Duration) -> u64 {
+    u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Whether a waiter lease found gone at `now` ran out by itself: at least
@@ -627,6 +643,10 @@ fn owner_of(prefix: &str, key: &[u8]) -> Option<String> {
 pub struct Subscription {
     runtime: &'static tokio::runtime::Runtime,
     client: Client,
+    /// Told which member (`member`, of the URL's) to trust least when
+    /// this subscription is lost.
+    target: super::target::Target,
+    member: usize,
     /// None once the store dropped its end (it left the queue).
     orders: Option<mpsc::UnboundedReceiver<Follow>>,
     watch: Option<WatchStream>,
@@ -644,6 +664,8 @@ struct Keep {
     next: tokio::time::Instant,
     /// When the keep-alive the next reply answers was sent (boot clock).
     sent: Duration,
+    /// When that keep-alive must have been answered: see `Got::KeepDue`.
+    answer_by: Option<tokio::time::Instant>,
     stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
 }
 
@@ -665,6 +687,8 @@ impl Subscription {
         let Subscription {
             runtime,
             client,
+            target,
+            member,
             orders,
             watch,
             keep,
@@ -678,7 +702,9 @@ impl Subscription {
                 if std::mem::take(wake_now) {
                     return Ok(Some(Notice::Wake));
                 }
-                let due = keep.as_ref().map(|k| k.next);
+                let due = keep
+                    .as_ref()
+                    .map(|k| k.answer_by.map_or(k.next, |a| a.min(k.next)));
                 let got = tokio::select! {
                     () = tokio::time::sleep_until(deadline) => Got::Timeout,
                     f = recv(orders) => Got::Order(f),
@@ -722,6 +748,7 @@ impl Subscription {
                             every,
                             next: tokio::time::Instant::now() + every,
                             sent: Duration::ZERO,
+                            answer_by: None,
                             stream: None,
                         });
                     }
@@ -747,11 +774,38 @@ impl Subscription {
                     }
                     Got::KeepDue => {
                         let k = keep.as_mut().expect("due only when kept");
-                        k.next = tokio::time::Instant::now() + k.every;
+                        let now = tokio::time::Instant::now();
+                        // A keep-alive unanswered half an interval after
+                        // its send (at least 500 ms: a busy machine is not
+                        // a cut-off member): our member is cut off from the leader
+                        // (in a minority, isolated), which it does not
+                        // say: it retries the leader for seconds, and a
+                        // watch on it sees no deletion meanwhile, while
+                        // the next holder may be us. A new connection
+                        // prefers a member that names a leader. Checked
+                        // before our own next attempt (a TTL after the
+                        // last) would find out the slow way.
+                        if k.answer_by.is_some_and(|a| a <= now) {
+                            k.answer_by = None;
+                            if kept.load(Ordering::Relaxed) < millis(k.sent) {
+                                return Err(unanswered());
+                            }
+                        }
+                        if now < k.next {
+                            continue;
+                        }
+                        k.next = now + k.every;
+                        k.answer_by = Some(now + answer_within(k.every));
                         k.sent = crate::clock::now();
                         match &mut k.stream {
                             Some((keeper, _)) => keeper.keep_alive().await?,
-                            None => match client.lease_keep_alive(k.lease).await {
+                            None => match tokio::time::timeout(
+                                answer_within(k.every),
+                                client.lease_keep_alive(k.lease),
+                            )
+                            .await
+                            .map_err(|_| unanswered())?
+                            {
                                 Ok(stream) => {
                                     confirmed(kept, k.sent);
                                     k.stream = Some(stream);
@@ -768,6 +822,7 @@ impl Subscription {
             }
         });
         out.map_err(|e: etcd_client::Error| {
+            target.distrust(*member);
             let detail = super::one_line(&super::error_chain(&e));
             StoreError::Unreachable(super::Failure::new(Some("watch"), display, detail))
         })
@@ -776,6 +831,17 @@ impl Subscription {
 
 fn watch_ended() -> etcd_client::Error {
     etcd_client::Error::WatchError("watch ended".into())
+}
+
+/// How long a keep-alive sent every `every` may go unanswered.
+fn answer_within(every: Duration) -> Duration {
+    (every / 2).max(Duration::from_millis(500)).min(every)
+}
+
+fn unanswered() -> etcd_client::Error {
+    etcd_client::Error::LeaseKeepAliveError(
+        "a keep-alive went unanswered for half its interval".into(),
+    )
 }
 
 /// What `f` gives, or never without one: a `select!` arm for something

@@ -13,7 +13,7 @@ use crate::config::{Security, UsageError};
 const DEFAULT_PORT: u16 = 2379;
 
 /// How much longer than the first member the others have to say which
-/// cluster they are in (see `Target::connect`).
+/// cluster they are in (see `Target::connect_member`).
 const SPLIT_GRACE: Duration = Duration::from_millis(50);
 
 /// Where etcd is, parsed once; the password never leaves this struct.
@@ -29,7 +29,7 @@ pub struct Target {
     /// by tonic, so a CA file is required) and a client identity; and "the
     /// CA in FILE", for error sentences.
     tls: Option<(TlsOptions, String)>,
-    /// Connecting refuses members of different clusters (see `connect`);
+    /// Connecting refuses members of different clusters (see `connect_member`);
     /// `doctor` turns it off to report them instead.
     pub(super) one_cluster: bool,
     /// The first member that answered and its cluster id, shared by every
@@ -172,12 +172,8 @@ impl Target {
     /// another cluster among them is an error. Members that are up answer
     /// within that; one that is down costs at most that, once per
     /// connection.
-    pub(super) async fn connect(&self, timeout: Duration) -> Result<Client, Error> {
-        Ok(self.connect_member(timeout).await?.0)
-    }
-
-    /// [`Target::connect`], and which member (its index in the URL) the
-    /// client talks to.
+    ///
+    /// Returns which member (its index in the URL) the client talks to.
     pub(super) async fn connect_member(&self, timeout: Duration) -> Result<(Client, usize), Error> {
         let endpoints = Vec::from_iter(self.endpoints());
         if endpoints.len() == 1 {
@@ -252,6 +248,11 @@ impl Target {
     /// overloaded member, one that was just stopped and continued).
     pub(super) fn distrust(&self, member: usize) {
         *self.distrusted.lock().unwrap_or_else(|e| e.into_inner()) = Some(member);
+    }
+
+    /// Whether `member` is the one whose client failed last.
+    pub(super) fn distrusts(&self, member: usize) -> bool {
+        *self.distrusted.lock().unwrap_or_else(|e| e.into_inner()) == Some(member)
     }
 
     /// The URL's endpoints, as `http(s)://host:port`.
