@@ -482,8 +482,9 @@ impl<'a> Run<'a> {
                 }
                 match released {
                     Ok(Release::Released(h)) => return h,
-                    // HeldByRun only answers a release by owner, not this one.
-                    Ok(Release::HeldByRun) => {}
+                    // HeldByRun only answers a release by owner, not this one;
+                    // Gone was most likely our release, its answer lost.
+                    Ok(Release::HeldByRun | Release::Gone) => {}
                     Ok(Release::Kept(left)) if g.verbose > 0 => g.say(format_args!(
                         "{} stays held for another {} (--min-hold)",
                         keys.name,
