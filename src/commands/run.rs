@@ -465,7 +465,7 @@ impl<'a> Run<'a> {
                 // The release writes the records only if the lease is still
                 // ours; if it is not, they go on their own.
                 match store.release_recording(keys, owner, both, false) {
-                    Ok(Release::NotOwner(_)) => {
+                    Ok(Release::NotOwner(_) | Release::Gone) => {
                         let _ = store.record_run(keys, both);
                         None
                     }
@@ -476,8 +476,10 @@ impl<'a> Run<'a> {
             None => {
                 store.set_timeout(timings.renew_every.min(Duration::from_secs(5)));
                 let released = store.release_recording(keys, owner, both, mark_done);
-                if let Ok(Release::NotOwner(_)) = released {
+                if let Ok(Release::NotOwner(_) | Release::Gone) = released {
                     // Lost after CMD ended: the run happened all the same.
+                    // Gone: the lost release most likely wrote them; again
+                    // in case it did not.
                     let _ = store.record_run(keys, both);
                 }
                 match released {

@@ -14,6 +14,9 @@
 //!   unacknowledged acquisition is released and exits 75, unacknowledged
 //!   renewals stop CMD at the deadline (124), and WAIT never outlasts the
 //!   lease, not even when the server's script cache is empty.
+//! - A release whose answer is lost: a master behind a proxy that holds
+//!   back that one answer, and one sentinel handing out the proxy's
+//!   address. The release is sent again and the run recorded once.
 //!
 //! Each topology is made of [`Node`]s: processes of our own on fixed ports
 //! (a failover test restarts a node on its old port), all killed on drop.
@@ -1174,4 +1177,7 @@ fn sentinel_a_run_without_history_whose_release_answer_is_lost_ends_without_a_wa
     assert!(!out.stderr.contains("warning"), "{out:?}");
     assert!(p.master.get(&key("gone-lost")).is_none());
     assert_eq!(p.history_len("gone-lost"), 0);
+    let last = format!("{}:last", key("gone-lost"));
+    let exit: Option<String> = p.master.cmd(&["HGET", &last, "exit"]);
+    assert_eq!(exit.as_deref(), Some("3"), "the last-run record");
 }

@@ -510,9 +510,9 @@ end
 /// spliced in front as text. (cjson would re-encode every number as a
 /// double with 14 digits, and fencing tokens are longer.) The start is the
 /// lease's acquisition time (`meta`), else now less the duration. A record
-/// that is already the newest (it names its run's owner) is not pushed
-/// again: a release sent once more after its answer was lost, which finds
-/// the lease still ours (kept for `--min-hold`), records its run once.
+/// already the newest (it names its run's owner) is not pushed again: a
+/// release sent twice (`Store::once_more`) that finds the lease kept
+/// records its run once.
 macro_rules! record_history {
     () => {
         r#"
