@@ -110,7 +110,7 @@ fn taken_text(t: &Taken, json: bool, extra: &[(&str, u64)]) -> String {
 fn unprinted(g: &Global, t: &Taken, e: std::io::Error) -> anyhow::Error {
     let mut store = g.store(IO_TIMEOUT);
     let fate = match store.release(&t.keys, &t.owner) {
-        Ok(Release::Released(_)) => "so it was released again".to_owned(),
+        Ok(Release::Released(_) | Release::Gone) => "so it was released again".to_owned(),
         Ok(Release::Kept(left)) => format!(
             "so it was released again, to end in {} (--min-hold)",
             fmt_duration(left)

@@ -82,6 +82,13 @@ pub fn release(g: &Global, args: ReleaseConfig) -> Result<u8> {
             ));
             Ok(exit::NOT_OWNER)
         }
+        Release::Gone => {
+            g.say(format_args!(
+                "{} is free: the answer to this release was lost, and when sent again it found the lock held by nobody",
+                keys.name
+            ));
+            Ok(0)
+        }
         Release::Kept(left) => {
             g.say(format_args!(
                 "{} stays held for another {} (--min-hold)",

@@ -465,7 +465,7 @@ impl<'a> Run<'a> {
                 // The release writes the records only if the lease is still
                 // ours; if it is not, they go on their own.
                 match store.release_recording(keys, owner, both, false) {
-                    Ok(Release::NotOwner(_)) => {
+                    Ok(Release::NotOwner(_) | Release::Gone) => {
                         let _ = store.record_run(keys, both);
                         None
                     }
@@ -476,14 +476,17 @@ impl<'a> Run<'a> {
             None => {
                 store.set_timeout(timings.renew_every.min(Duration::from_secs(5)));
                 let released = store.release_recording(keys, owner, both, mark_done);
-                if let Ok(Release::NotOwner(_)) = released {
+                if let Ok(Release::NotOwner(_) | Release::Gone) = released {
                     // Lost after CMD ended: the run happened all the same.
+                    // Gone: the lost release most likely wrote them; again
+                    // in case it did not.
                     let _ = store.record_run(keys, both);
                 }
                 match released {
                     Ok(Release::Released(h)) => return h,
-                    // HeldByRun only answers a release by owner, not this one.
-                    Ok(Release::HeldByRun) => {}
+                    // HeldByRun only answers a release by owner, not this one;
+                    // Gone was most likely our release, its answer lost.
+                    Ok(Release::HeldByRun | Release::Gone) => {}
                     Ok(Release::Kept(left)) if g.verbose > 0 => g.say(format_args!(
                         "{} stays held for another {} (--min-hold)",
                         keys.name,

@@ -127,6 +127,10 @@ pub enum Release {
     /// Ours, but a running `run` holds it: only that run ends it (a release
     /// by owner, e.g. from its CMD, is refused; nothing was changed).
     HeldByRun,
+    /// Held by nobody when sent again after its answer was lost, with no
+    /// record to tell: ours until then, so most likely deleted by the lost
+    /// send, unless it expired in between ([`Store::once_more`]).
+    Gone,
 }
 
 /// A release woke the next waiter, and promised turns to the few behind
@@ -420,12 +424,15 @@ impl Store {
     /// new connection, when the URL names several servers: the first may
     /// have gone to a member just cut off (an etcd leader isolated), and
     /// the key would stay until its lease expires, or longer (a new etcd
-    /// leader refreshes every lease). A compare-and-delete is safe to send
-    /// twice; but the first may have been carried out and its answer lost:
-    /// a second that finds the lease gone then finds the run's history
-    /// entry, and answers Released, or the caller would record the run
-    /// again as one whose lease was lost (with `--history-keep 0` it
-    /// cannot tell, and does).
+    /// leader refreshes every lease). Sending it twice is safe: a
+    /// compare-and-delete, and records that are one per run (etcd keys the
+    /// history record by the run's token; Redis does not push the newest
+    /// again), so a second that finds the lease kept (`--min-hold`) answers
+    /// Kept. If the first was carried out and its answer lost, a second
+    /// that finds the lease gone finds the run's history record and
+    /// answers Released, or the caller would record the run again as one
+    /// whose lease was lost; with no record to look for (`release`,
+    /// `--history-keep 0`), Gone.
     fn once_more(
         &mut self,
         keys: &LockKeys,
@@ -437,15 +444,15 @@ impl Store {
             Err(e) if e.is_connectivity() && self.several_servers() => {}
             answer => return answer,
         }
-        let recorded = |s: &mut Store, keep: u32| {
-            let found = s.history(keys, keep.min(100));
+        let keep = record.history.map_or(0, |(_, keep)| keep.min(100));
+        let recorded = |s: &mut Store| {
+            let found = s.history(keys, keep);
             found.is_ok_and(|h| h.records.iter().any(|r| r.owner == owner))
         };
-        match (release(self)?, record.history) {
-            (Release::NotOwner(_), Some((_, keep @ 1..))) if recorded(self, keep) => {
-                Ok(Release::Released(None))
-            }
-            (answer, _) => Ok(answer),
+        match release(self)? {
+            Release::NotOwner(_) if keep > 0 && recorded(self) => Ok(Release::Released(None)),
+            Release::NotOwner(None) if keep == 0 => Ok(Release::Gone),
+            answer => Ok(answer),
         }
     }
 

@@ -492,7 +492,8 @@ fn a_run_started_without_a_leader_waits_for_one_and_takes_the_lock() {
 
 #[test]
 fn a_release_that_a_cut_off_member_never_answers_is_sent_to_another_and_frees_the_lock_at_once() {
-    release_cut_off("cut-off", Proxy::blackhole);
+    let _serial = serial();
+    freed_and_recorded_once(release_cut_off("cut-off", &[], Proxy::blackhole));
 }
 
 #[test]
@@ -502,16 +503,55 @@ fn a_release_whose_answer_is_lost_is_sent_again_and_the_run_recorded_once_withou
     // within 2 s: with every answer 580 ms late, the transaction is sent
     // and carried out in time, and its answer comes too late. The second
     // try finds the lock gone, and the run's record already there.
-    release_cut_off("answer-lost", |p| p.set_latency(Duration::from_millis(580)));
+    let _serial = serial();
+    freed_and_recorded_once(release_cut_off("answer-lost", &[], |p| {
+        p.set_latency(Duration::from_millis(580))
+    }));
+}
+
+/// `run --min-hold`: the release before the hold has passed keeps the
+/// lock and writes the run's records. That answer lost (held back past the
+/// call's 2 s), the release is sent again and finds the lock still ours:
+/// it writes the records again, under the same keys (the history record's
+/// is the run's token), so the run is recorded once and the lock stays
+/// kept. (Redis pushed a second record:
+/// `ha::sentinel_a_min_hold_release_whose_answer_is_lost_records_the_run_once`.)
+#[test]
+fn a_min_hold_release_whose_answer_is_lost_is_sent_again_and_the_run_recorded_once() {
+    let _serial = serial();
+    let name = "kept-lost";
+    let Cut {
+        c,
+        delayed,
+        code,
+        out,
+        err,
+        ..
+    } = release_cut_off(name, &["-v", "--min-hold", "1m"], |p| {
+        // The records go in the transaction that finds the hold (and
+        // releases nothing), then in the one that keeps the lock: that
+        // one's answer is held back.
+        p.delay_reply_to("\"exit_code\"", 2, Duration::from_secs(3));
+    });
+    assert_eq!(delayed, 1, "no answer was held back: {err}");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert!(
+        err.contains("stays held"),
+        "the second answer is Kept: {err}"
+    );
+    let held = exec(at(&c.url()).args(["inspect", name, "--json"]), LIMIT);
+    assert_eq!(json(&held.stdout)["held"], true, "{held:?}");
+    let history = exec(at(&c.url()).args(["history", name, "--json"]), LIMIT);
+    let records: Vec<serde_json::Value> = serde_json::from_str(&history.stdout).unwrap();
+    assert_eq!(records.len(), 1, "{history:?}");
 }
 
 /// A run on a cluster whose members are each behind a proxy (so that one
 /// can be cut off from this client alone, as a leader just isolated, the
-/// cluster whole): once CMD runs, `cut` is done to the member the run
-/// talks to, and CMD ends. The run must end 0 without a warning, its lock
-/// free at once and its run recorded once.
-fn release_cut_off(name: &str, cut: impl FnOnce(&Proxy)) {
-    let _serial = serial();
+/// cluster whole), with `args` after `run NAME --ttl 6s`: once CMD runs,
+/// `cut` is done to the member the run talks to, and CMD ends.
+fn release_cut_off(name: &str, args: &[&str], cut: impl FnOnce(&Proxy)) -> Cut {
     let c = EtcdCluster::start();
     let proxies: Vec<Proxy> = (0..3)
         .map(|i| Proxy::start(c.member(i).1.rsplit(':').next().unwrap().parse().unwrap()))
@@ -523,7 +563,15 @@ fn release_cut_off(name: &str, cut: impl FnOnce(&Proxy)) {
     let url = format!("etcd://{}", hosts.join(","));
     let dir = tempfile::tempdir().unwrap();
     let script = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.02; done"#;
-    let run = start_run(&url, name, "6s", script, dir.path());
+    let run = at(&url)
+        .args(["run", name, "--ttl", "6s"])
+        .args(args)
+        .args(["--", "sh", "-c", script, "sh"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     assert!(wait_until(LIMIT, || dir.path().join("held").exists()));
     // The member the run talks to is the one its renewals (every 2 s) go
     // through; cut it off once that renewal is answered and the
@@ -543,6 +591,38 @@ fn release_cut_off(name: &str, cut: impl FnOnce(&Proxy)) {
     cut(proxy);
     std::fs::write(dir.path().join("go"), "").unwrap();
     let (code, out, err) = finish(run);
+    Cut {
+        c,
+        name: name.to_owned(),
+        delayed: proxy.stats().delayed,
+        code,
+        out,
+        err,
+    }
+}
+
+/// How `release_cut_off`'s run ended, and the replies its proxy held back.
+struct Cut {
+    c: EtcdCluster,
+    name: String,
+    delayed: u64,
+    code: i32,
+    out: String,
+    err: String,
+}
+
+/// The run ended 0 without a warning, its lock free at once and its run
+/// recorded once.
+fn freed_and_recorded_once(cut: Cut) {
+    let Cut {
+        c,
+        name,
+        code,
+        out,
+        err,
+        ..
+    } = cut;
+    let name = name.as_str();
     assert_eq!(code, 0, "{out}{err}");
     assert!(!err.contains("warning"), "{err}");
     // Released, not left to expire: the next run takes it at once.

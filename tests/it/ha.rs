@@ -14,6 +14,9 @@
 //!   unacknowledged acquisition is released and exits 75, unacknowledged
 //!   renewals stop CMD at the deadline (124), and WAIT never outlasts the
 //!   lease, not even when the server's script cache is empty.
+//! - A release whose answer is lost: a master behind a proxy that holds
+//!   back that one answer, and one sentinel handing out the proxy's
+//!   address. The release is sent again and the run recorded once.
 //!
 //! Each topology is made of [`Node`]s: processes of our own on fixed ports
 //! (a failover test restarts a node on its old port), all killed on drop.
@@ -23,6 +26,7 @@
 
 use crate::common::ha;
 use crate::common::holder;
+use crate::common::proxy::Proxy;
 use crate::common::*;
 use ha::*;
 
@@ -1041,4 +1045,139 @@ fn a_run_started_after_the_master_died_waits_for_the_failover_and_takes_the_lock
     // It took the lock from the replica that was promoted.
     let promoted = poll(LIMIT, Duration::from_millis(20), || set.promoted());
     assert!(promoted, "{out:?}\n{}", set.epochs());
+}
+
+// ------------------------------------------- A release whose answer is lost
+
+/// A master behind a proxy, watched by one sentinel through it, so that
+/// the sentinel hands out the proxy's address and the proxy can hold back
+/// one of the master's answers to distlock.
+struct Proxied {
+    master: Node,
+    proxy: Proxy,
+    url: String,
+    _sentinel: Node,
+    _dir: tempfile::TempDir,
+}
+
+impl Proxied {
+    fn start() -> Proxied {
+        let dir = tempfile::tempdir().unwrap();
+        let master = Node::start(&dir.path().join("master"), data_args);
+        let proxy = Proxy::start(master.port);
+        let sdir = dir.path().join("sentinel");
+        let sentinel = Node::start(&sdir, |p| {
+            let conf = sdir.join("sentinel.conf");
+            let text = format!(
+                "port {p}\nbind 127.0.0.1\ndaemonize no\ndir {}\n\
+                 sentinel monitor {MASTER} 127.0.0.1 {} 1\n",
+                sdir.display(),
+                proxy.port()
+            );
+            std::fs::write(&conf, text).unwrap();
+            vec![conf.display().to_string(), "--sentinel".into()]
+        });
+        let seen = poll(LIMIT, Duration::from_millis(20), || {
+            let m = sentinel.try_cmd::<Vec<String>>(&["SENTINEL", "MASTER", MASTER]);
+            m.is_ok_and(|m| fields(&m).get("flags").map(String::as_str) == Some("master"))
+        });
+        assert!(seen, "the sentinel never saw the master");
+        let url = format!("redis+sentinel://127.0.0.1:{}/{MASTER}", sentinel.port);
+        // The scripts loaded, so that the answer held back is the
+        // release's own, not a NOSCRIPT before it.
+        let warm = dl(&url, &["run", "warm", "--", "true"]);
+        assert_eq!(warm.code, 0, "{warm:?}");
+        Proxied {
+            master,
+            proxy,
+            url,
+            _sentinel: sentinel,
+            _dir: dir,
+        }
+    }
+
+    fn history_len(&self, name: &str) -> i64 {
+        self.master
+            .cmd(&["LLEN", &format!("{}:history", key(name))])
+    }
+}
+
+/// What a run's release carries and nothing else it sends does: its
+/// records.
+const RECORDS: &str = "\"exit_code\"";
+
+/// `run --min-hold`: the release before the hold has passed keeps the lock
+/// and records the run. That answer lost (past the call's timeout, 2 s at
+/// `--ttl 6s`), the release is sent again and finds the lock still ours:
+/// before, Redis pushed the run's history record a second time.
+#[test]
+fn sentinel_a_min_hold_release_whose_answer_is_lost_records_the_run_once() {
+    let p = Proxied::start();
+    p.proxy.delay_reply_to(RECORDS, 1, Duration::from_secs(3));
+    let args = ["-v", "run", "--ttl", "6s", "--min-hold", "1m", "kept-lost"];
+    let out = dl(&p.url, &[&args[..], &["--", "true"]].concat());
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        p.proxy.stats().delayed,
+        1,
+        "the release's answer was not held back"
+    );
+    assert!(!out.stderr.contains("warning"), "{out:?}");
+    assert!(
+        out.stderr.contains("stays held"),
+        "the second answer is Kept: {out:?}"
+    );
+    assert!(
+        p.master.get(&key("kept-lost")).is_some(),
+        "kept for --min-hold"
+    );
+    assert_eq!(p.history_len("kept-lost"), 1, "one record per run");
+}
+
+/// `distlock release` has no record to look for: its answer lost (past its
+/// 5 s timeout), the release sent again finds the lock held by nobody. The
+/// lock is free, and most likely by that first send: exit 0 with a note.
+/// Before, it exited 1, saying the lock was not held by the owner.
+#[test]
+fn sentinel_a_release_whose_answer_is_lost_and_finds_the_lock_free_exits_0() {
+    let p = Proxied::start();
+    let taken = dl(&p.url, &["acquire", "--json", "--ttl", "1m", "free-lost"]);
+    assert_eq!(taken.code, 0, "{taken:?}");
+    let owner = json(&taken.stdout)["owner"].as_str().unwrap().to_owned();
+    p.proxy.delay_reply_to(&owner, 1, Duration::from_secs(6));
+    let out = dl(&p.url, &["release", "--owner", &owner, "free-lost"]);
+    assert_eq!(
+        p.proxy.stats().delayed,
+        1,
+        "the release's answer was not held back"
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("answer to this release was lost"),
+        "{out:?}"
+    );
+    assert!(p.master.get(&key("free-lost")).is_none());
+}
+
+/// `run --history-keep 0` has no history record to look for either: its
+/// release's answer lost, the second send finds the lock free. Before, the
+/// run warned that its lease had been lost before CMD finished.
+#[test]
+fn sentinel_a_run_without_history_whose_release_answer_is_lost_ends_without_a_warning() {
+    let p = Proxied::start();
+    p.proxy.delay_reply_to(RECORDS, 1, Duration::from_secs(3));
+    let args = ["run", "--ttl", "6s", "--history-keep", "0", "gone-lost"];
+    let out = dl(&p.url, &[&args[..], &["--", "sh", "-c", "exit 3"]].concat());
+    assert_eq!(
+        p.proxy.stats().delayed,
+        1,
+        "the release's answer was not held back"
+    );
+    assert_eq!(out.code, 3, "CMD's status: {out:?}");
+    assert!(!out.stderr.contains("warning"), "{out:?}");
+    assert!(p.master.get(&key("gone-lost")).is_none());
+    assert_eq!(p.history_len("gone-lost"), 0);
+    let last = format!("{}:last", key("gone-lost"));
+    let exit: Option<String> = p.master.cmd(&["HGET", &last, "exit"]);
+    assert_eq!(exit.as_deref(), Some("3"), "the last-run record");
 }

@@ -509,7 +509,10 @@ end
 /// record as distlock built it, and the start on the server's clock is
 /// spliced in front as text. (cjson would re-encode every number as a
 /// double with 14 digits, and fencing tokens are longer.) The start is the
-/// lease's acquisition time (`meta`), else now less the duration.
+/// lease's acquisition time (`meta`), else now less the duration. A record
+/// already the newest (it names its run's owner) is not pushed again: a
+/// release sent twice (`Store::once_more`) that finds the lease kept
+/// records its run once.
 macro_rules! record_history {
     () => {
         r#"
@@ -517,12 +520,15 @@ local function record_history(history, keep, duration_ms, tail, meta)
   keep = tonumber(keep)
   if not keep then return end
   if keep <= 0 then redis.call('DEL', history) return end
+  local rest = string.sub(tail, 2)
+  local newest = redis.call('LRANGE', history, 0, 0)[1]
+  if newest and string.sub(newest, -#rest) == rest then return end
   local t = redis.call('TIME')
   local at = meta and tonumber(redis.call('HGET', meta, 'acquired_ms'))
   if not at then
     at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - (tonumber(duration_ms) or 0)
   end
-  redis.call('LPUSH', history, '{"started_ms":' .. string.format('%d', at) .. ',' .. string.sub(tail, 2))
+  redis.call('LPUSH', history, '{"started_ms":' .. string.format('%d', at) .. ',' .. rest)
   redis.call('LTRIM', history, 0, keep - 1)
 end
 "#

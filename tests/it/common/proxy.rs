@@ -61,6 +61,8 @@ pub struct Stats {
     pub last_forward: Option<Instant>,
     /// When the proxy began writing the latest server chunk to the client.
     pub last_reply: Option<Instant>,
+    /// Replies held back by `delay_reply_to`.
+    pub delayed: u64,
 }
 
 /// The proxy and its control handle. Dropping it ends every thread and
@@ -94,6 +96,11 @@ struct State {
     /// Writes in progress (popped from a queue, not yet written).
     writing: usize,
     stats: Stats,
+    /// `delay_reply_to`'s needle, the matches still to let pass, and the
+    /// delay.
+    delay_reply: Option<(Vec<u8>, u32, Duration)>,
+    /// Connections whose next server chunk is held back this much longer.
+    delay_next: HashMap<u64, Duration>,
 }
 
 struct Live {
@@ -169,6 +176,14 @@ impl Proxy {
     pub fn set_latency(&self, d: Duration) {
         self.shared.lock().latency = d;
         self.shared.changed.notify_all();
+    }
+
+    /// Holds back by `d` the answer to the `nth` request (client chunk,
+    /// from 1) from now on that contains `needle`, on whichever connection:
+    /// one call's answer is lost. What follows it on that connection waits
+    /// behind it; other connections flow.
+    pub fn delay_reply_to(&self, needle: &str, nth: u32, d: Duration) {
+        self.shared.lock().delay_reply = Some((needle.as_bytes().to_vec(), nth, d));
     }
 
     /// Stops all forwarding, both ways, on every connection, without
@@ -402,9 +417,24 @@ fn reader(shared: &Shared, conn: &Conn, dir: Dir) {
         if dir == Dir::Up && !eof {
             st.stats.last_request_read = Some(read_at);
         }
+        let d = data.as_deref().unwrap_or_default();
+        if let Some((needle, nth, by)) = st.delay_reply.as_mut() {
+            if dir == Dir::Up && d.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                *nth -= 1;
+                if *nth == 0 {
+                    let by = *by;
+                    st.delay_reply = None;
+                    st.delay_next.insert(conn.id, by);
+                }
+            }
+        }
         let ready_at = match dir {
             Dir::Up => read_at,
-            Dir::Down => read_at + st.latency,
+            Dir::Down => {
+                let by = st.delay_next.remove(&conn.id).filter(|_| !eof);
+                st.stats.delayed += u64::from(by.is_some());
+                read_at + st.latency + by.unwrap_or_default()
+            }
         };
         if let Some(q) = st.queues.get_mut(&(conn.id, dir)) {
             q.bytes += data.as_ref().map_or(0, Vec::len);
