@@ -1248,6 +1248,58 @@ fn a_grant_answered_after_the_soft_deadline_is_given_back_and_asked_again_within
     );
 }
 
+/// As above, with `--min-hold`: the late grant, which CMD never ran
+/// under, is given back by a plain delete and taken again within the
+/// wait. The release used to keep it for the minimum hold (moved onto the
+/// hold lease): a fair waiter then waited on its own key until its wait
+/// ran out (75), and an `any` waiter with a hold shorter than the ttl was
+/// refused "etcd cannot lengthen a lease" (2).
+fn a_late_grant_with_min_hold_is_given_back_at_once(order: &str, min_hold: &str) {
+    // A 6 s ttl: the soft deadline (and each call's timeout) is about
+    // 4.45 s. The acquisition's call is three round trips with --min-hold
+    // (the lease, the hold lease, the transaction): 3.6 s at 1.2 s each,
+    // in time; the done mark's call before it makes the grant late.
+    let _serial = serial();
+    let etcd = EtcdServer::start();
+    let proxy = Proxy::start(etcd.port);
+    proxy.set_latency(ms(1200));
+    let name = format!("slow-{order}");
+    let mut run = at(&format!("etcd://127.0.0.1:{}", proxy.port()))
+        .args(["run", "--wait", "15s", "--wait-order", order, "--ttl", "6s"])
+        .args(["--min-hold", min_hold, "--once-per", "1h", &name, "--"])
+        .args(ECHO_TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(LIMIT, || etcd.get(&key(&name)).is_some()));
+    let late = etcd.revision();
+    proxy.heal();
+    let started = Instant::now();
+    wait_with_timeout(&mut run, LIMIT);
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(
+        token > late,
+        "token {token}, the late grant's {late}: {stderr}"
+    );
+    // Taken again at once, not after the minimum hold.
+    assert!(started.elapsed() < Duration::from_secs(10), "{stderr}");
+}
+
+#[test]
+fn a_late_grant_with_min_hold_is_given_back_and_a_fair_waiter_takes_the_lock_within_the_wait() {
+    a_late_grant_with_min_hold_is_given_back_at_once("fair", "60s");
+}
+
+#[test]
+fn a_late_grant_with_a_min_hold_shorter_than_the_ttl_is_given_back_and_taken_again_in_any_order() {
+    a_late_grant_with_min_hold_is_given_back_at_once("any", "4s");
+}
+
 // ---------------------------------------------------------------------------
 // Contention: 50 processes, 500 acquisitions
 
