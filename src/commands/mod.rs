@@ -148,10 +148,10 @@ fn see_through(
     ));
 }
 
-/// Releases a lease we took but will not use; failures only warn, the
-/// lease expires by itself.
+/// Releases a lease we took but will not use (not kept for a minimum
+/// hold); failures only warn, the lease expires by itself.
 fn release_quietly(g: &Global, store: &mut Store, keys: &LockKeys, owner: &str) {
-    if let Err(e) = store.release(keys, owner) {
+    if let Err(e) = store.give_back(keys, owner) {
         g.say(format_args!("warning: {e:#}"));
     }
 }

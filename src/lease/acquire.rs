@@ -187,10 +187,10 @@ pub fn acquire(
                 break Ok(Acquired::Yes { token, sent_at })
             }
             Ok(Acquire::Acquired { .. }) => {
-                // Compare-and-delete, best effort and brief: the lease
-                // expires by itself anyway.
+                // Compare-and-delete, no minimum hold (we would wait on our
+                // own key), best effort and brief: the lease expires anyway.
                 let before = store.set_timeout(LEAVE_TIMEOUT);
-                let _ = store.release(keys, owner);
+                let _ = store.give_back(keys, owner);
                 store.set_timeout(before);
                 (None, None, false, Watched::default(), None)
             }

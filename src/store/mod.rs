@@ -465,6 +465,8 @@ impl Store {
         fn acquire(keys: &LockKeys, owner: &str, ttl_ms: u64, mode: Mode, meta: &[(&str, &str)])
             -> Result<Acquire>;
         fn leave(keys: &LockKeys, owner: &str) -> Result<()>;
+        /// Releases a grant CMD never ran under: `--min-hold` is for runs.
+        fn give_back(keys: &LockKeys, owner: &str) -> Result<Release>;
         fn renew(keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool>;
         fn record_run(keys: &LockKeys, record: RunRecord) -> Result<()>;
         fn forget_done(keys: &LockKeys) -> Result<Option<DoneMark>>;

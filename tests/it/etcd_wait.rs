@@ -388,6 +388,39 @@ fn a_waiter_whose_lease_is_revoked_stops_with_75_and_never_runs_cmd() {
     assert!(!ran.exists(), "CMD never ran");
 }
 
+/// As above, with `--min-hold`: the waiter first in line grants its hold
+/// lease with each take it tries, and the take that finds its waiter
+/// lease revoked revokes the hold lease too. It used to be left to run
+/// out its whole minimum hold, with nothing under it. On a member of its
+/// own, so that no other test's lease is counted.
+#[test]
+fn a_waiter_whose_lease_is_revoked_leaves_no_min_hold_lease_behind() {
+    let e = EtcdServer::start();
+    let name = "ew-revoked-hold";
+    let (holder, _) = hold(&e, name, "20s");
+    let mut waiter = spawn_quiet(at(&e.url()).args([
+        "run",
+        name,
+        "--wait",
+        "60s",
+        "--ttl",
+        "3s",
+        "--min-hold",
+        "50s",
+        "--",
+        "true",
+    ]));
+    queued(&e, name, 1);
+    e.ctl(&["lease", "revoke", &lease_of(&e, &queue(&e, name)[0])]);
+    let st = wait_with_timeout(&mut waiter, Duration::from_secs(10));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(st.code(), Some(75), "{stderr}");
+    release(&e, name, &holder);
+    let leases = e.ctl(&["lease", "list"]);
+    assert!(leases.starts_with("found 0 leases"), "{leases}");
+}
+
 /// A waiter stopped (SIGSTOP, Ctrl-Z) for longer than its `--ttl` lost its
 /// lease by its own absence, not by anyone's decision: it joins again at
 /// the back and runs CMD once the lock is free, as on Redis. It used to

@@ -39,7 +39,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -1246,6 +1246,87 @@ fn a_grant_answered_after_the_soft_deadline_is_given_back_and_asked_again_within
         token > late,
         "token {token}, the late grant's {late}: {stderr}"
     );
+}
+
+/// `run --ttl 6s --min-hold HOLD --once-per 1h ARGS NAME -- echo token`
+/// on etcd, its answers 1.2 s late until the grant is in etcd: its
+/// output, how long it ran after that, the late grant's revision and the
+/// member. The soft deadline (and each call's timeout) is about 4.45 s;
+/// the acquisition's call is three round trips with --min-hold (the
+/// lease, the hold lease, the transaction), 3.6 s, in time; the done
+/// mark's call before it makes the grant late.
+fn late_grant_with_min_hold(
+    hold: &str,
+    args: &[&str],
+    name: &str,
+) -> (Output, Duration, u64, EtcdServer) {
+    let etcd = EtcdServer::start();
+    let proxy = Proxy::start(etcd.port);
+    proxy.set_latency(ms(1200));
+    let mut run = at(&format!("etcd://127.0.0.1:{}", proxy.port()))
+        .args(["run", "--ttl", "6s", "--min-hold", hold, "--once-per", "1h"])
+        .args(args)
+        .args([name, "--"])
+        .args(ECHO_TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(LIMIT, || etcd.get(&key(name)).is_some()));
+    let late = etcd.revision();
+    proxy.heal();
+    let healed = Instant::now();
+    wait_with_timeout(&mut run, LIMIT);
+    let out = run.wait_with_output().unwrap();
+    (out, healed.elapsed(), late, etcd)
+}
+
+/// As above, with `--min-hold`: the late grant, which CMD never ran
+/// under, is given back by a plain delete and taken again within the
+/// wait. The release used to keep it for the minimum hold (moved onto the
+/// hold lease): a fair waiter then waited on its own key until its wait
+/// ran out (75), and an `any` waiter with a hold shorter than the ttl was
+/// refused "etcd cannot lengthen a lease" (2).
+fn a_late_grant_with_min_hold_is_given_back_at_once(order: &str, hold: &str) {
+    let _serial = serial();
+    let name = format!("slow-{order}");
+    let args = ["--wait", "15s", "--wait-order", order];
+    let (out, took, late, _etcd) = late_grant_with_min_hold(hold, &args, &name);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(
+        token > late,
+        "token {token}, the late grant's {late}: {stderr}"
+    );
+    // Taken again at once, not after the minimum hold.
+    assert!(took < Duration::from_secs(10), "{took:?}: {stderr}");
+}
+
+#[test]
+fn a_late_grant_with_min_hold_is_given_back_and_a_fair_waiter_takes_the_lock_within_the_wait() {
+    a_late_grant_with_min_hold_is_given_back_at_once("fair", "60s");
+}
+
+#[test]
+fn a_late_grant_with_a_min_hold_shorter_than_the_ttl_is_given_back_and_taken_again_in_any_order() {
+    a_late_grant_with_min_hold_is_given_back_at_once("any", "4s");
+}
+
+/// With no wait left, the late grant is refused (125, "answered too
+/// slowly") and released, CMD never having run: the name is free at once,
+/// not kept for the minimum hold.
+#[test]
+fn a_late_grant_refused_without_a_wait_is_not_kept_for_its_min_hold() {
+    let _serial = serial();
+    let name = "slow-refused";
+    let (out, _, _, etcd) = late_grant_with_min_hold("60s", &[], name);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("answered too slowly"), "{stderr}");
+    assert!(out.stdout.is_empty(), "CMD never ran");
+    assert_eq!(etcd.get(&key(name)), None, "{stderr}");
 }
 
 // ---------------------------------------------------------------------------

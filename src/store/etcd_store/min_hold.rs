@@ -14,7 +14,7 @@ use etcd_client::{Client, Compare, CompareOp, PutOptions, TxnOp};
 use super::record::EndWrites;
 use super::semaphore::{absent, Ec};
 use super::{lease_now, time_left, AtZero};
-use super::{LockKeys, Result};
+use super::{LockKeys, Release, Result};
 
 /// `P:{N}:hold`.
 pub(super) fn hold_key(keys: &LockKeys) -> String {
@@ -44,6 +44,17 @@ pub(super) fn put(keys: &LockKeys, owner: &str, lease: i64) -> TxnOp {
 }
 
 impl super::Store {
+    /// `release` of a grant CMD never ran under: the hold lease goes first.
+    pub fn give_back(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        let (hold, me) = (hold_key(keys), owner.to_owned());
+        self.call("release", |mut c| async move {
+            let kv = ours(&mut c, &hold, &me).await?;
+            super::revoke_leases(&mut c, kv.map(|kv| kv.lease())).await;
+            Ok(())
+        })?;
+        self.release(keys, owner)
+    }
+
     /// Keeps our lock for the rest of its minimum hold, if any is left:
     /// the time left, or None when the release should go ahead. With
     /// `unless_run`, a lock a `run` marks is not touched (the release then

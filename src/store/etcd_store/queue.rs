@@ -162,8 +162,8 @@ impl Store {
         // fail: a waiter interrupted (or timed out) later in its first
         // attempt still revokes its lease when it leaves, so its key does
         // not block the one behind it for a whole TTL.
-        // The single attempt's lease, if it is young enough to join with.
-        let spare = self.spare.take();
+        // The single attempt's lease to join with, if young; once joined, the store's to revoke.
+        let spare = self.spare.take_if(|_| was.is_none());
         let young = |s: &super::Spare| {
             s.ttl == ttl && crate::clock::now().saturating_sub(s.sent) < keep_every(ttl)
         };
@@ -236,6 +236,7 @@ impl Store {
                         let (alive, resp) =
                             tokio::join!(kept_alive(&mut k, joined.lease), c.txn(txn));
                         if !alive? {
+                            super::revoke_leases(&mut c, hold).await;
                             return Ok(Fair::LeaseGone);
                         }
                         confirmed(&kept, sent);

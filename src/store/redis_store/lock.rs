@@ -178,6 +178,11 @@ impl Store {
         self.release_recording(keys, owner, RunRecord::default(), false)
     }
 
+    /// `release` of a grant CMD never ran under: a minimum hold is not kept.
+    pub fn give_back(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        self.release_as(keys, owner, RunRecord::default(), false, "unused")
+    }
+
     /// `release` by owner for someone who merely knows the owner id (the
     /// `release` subcommand): a lease a `run` holds is not ended so, only
     /// by that run ([`Release::HeldByRun`]).

@@ -799,7 +799,8 @@ end
 /// `release`: compare-and-delete, then wake the next waiter in line and
 /// tell `--wait-order any` waiters, in the same round trip. A lease taken
 /// with a minimum hold (`min_hold_ms` in its metadata) that has not run
-/// yet is kept, by the server's clock, until the minimum has passed. `run`
+/// yet is kept, by the server's clock, until the minimum has passed, but
+/// for a grant given back unused (caller `unused`: CMD never started). `run`
 /// also writes its last-run record here, so ending costs one round trip.
 ///
 /// A lease a `run` holds (`run` in its metadata) is ended only by that
@@ -811,10 +812,10 @@ end
 /// KEYS: lock, meta, queue, deadlines, last, slots, limit, turns, fence
 /// (type check only), history, settled. ARGV: owner,
 /// wake channel prefix, release channel, last-run keep ms ('' for no
-/// record), caller (`holder` or `owner`), history keep count ('' for no
-/// record), duration ms, history record (see `record_history!`), then the
-/// last-run record's field/value pairs. Its reply: `Release` in
-/// `replies.rs`.
+/// record), caller (`holder`, `unused` or `owner`), history keep count
+/// ('' for no record), duration ms, history record (see
+/// `record_history!`), then the last-run record's field/value pairs. Its
+/// reply: `Release` in `replies.rs`.
 ///
 /// `run --once-per` whose CMD exited 0 adds KEYS[12], the done mark: it is
 /// written from the lease's metadata (see `done_mark!`) only if the lease is
@@ -839,7 +840,7 @@ if holder == false then
 end
 if holder ~= ARGV[1] then return {0, holder} end
 local m = redis.call('HMGET', KEYS[2], 'acquired_ms', 'min_hold_ms', 'run')
-if m[3] and ARGV[5] ~= 'holder' then return {3} end
+if m[3] and ARGV[5] == 'owner' then return {3} end
 -- Read before the first write: a command the ACL denies fails the release
 -- with nothing changed.
 local since = last_settled(KEYS[11])
@@ -848,7 +849,7 @@ record_history(KEYS[10], ARGV[6], ARGV[7], ARGV[8], KEYS[2])
 if ARGV[4] ~= '' then record_last_run(KEYS[5], ARGV[4], 9) end
 local left = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
 -- The lease's own key is written last (see the top of this file).
-if tonumber(m[2]) and left > 0 then
+if tonumber(m[2]) and left > 0 and ARGV[5] ~= 'unused' then
   redis.call('PEXPIRE', KEYS[2], left)
   redis.call('PEXPIRE', KEYS[1], left)
   return {2, left}
@@ -1058,7 +1059,7 @@ return 0
 
 /// `release --limit N`: free our slot and tell waiters.
 /// KEYS: slots, limit, tokens, plain lock, fence (type check only). ARGV:
-/// owner, release channel, N, caller (`holder` or `owner`, as for
+/// owner, release channel, N, caller (`holder`, `unused` or `owner`, as for
 /// `RELEASE`: a slot a `run` holds is released only by that run). Its
 /// reply: `Release` in `replies.rs`.
 pub(super) static RELEASE_SLOT: Script = Script::new(concat!(
@@ -1077,7 +1078,7 @@ if agreed and agreed ~= tonumber(ARGV[3]) and redis.call('ZCARD', KEYS[1]) > 0 t
 end
 -- The slot itself is written last (see the top of this file).
 if s and tonumber(s) > now then
-  if ARGV[4] ~= 'holder' and redis.call('HGET', KEYS[3], ARGV[1] .. ' run') then return {3} end
+  if ARGV[4] == 'owner' and redis.call('HGET', KEYS[3], ARGV[1] .. ' run') then return {3} end
   redis.call('PUBLISH', ARGV[2], 'released')
   redis.call('HDEL', KEYS[3], ARGV[1], ARGV[1] .. ' run')
   redis.call('ZREM', KEYS[1], ARGV[1])
