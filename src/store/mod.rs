@@ -409,6 +409,12 @@ impl Store {
         self.once_more(keys, owner, RunRecord::default(), release)
     }
 
+    /// Releases a grant CMD never ran under: `--min-hold` is for runs.
+    pub fn give_back(&mut self, keys: &LockKeys, owner: &str) -> Result<Release> {
+        let give_back = |s: &mut Store| each!(Store, s, s => s.give_back(keys, owner));
+        self.once_more(keys, owner, RunRecord::default(), give_back)
+    }
+
     pub fn release_recording(
         &mut self,
         keys: &LockKeys,
@@ -465,8 +471,6 @@ impl Store {
         fn acquire(keys: &LockKeys, owner: &str, ttl_ms: u64, mode: Mode, meta: &[(&str, &str)])
             -> Result<Acquire>;
         fn leave(keys: &LockKeys, owner: &str) -> Result<()>;
-        /// Releases a grant CMD never ran under: `--min-hold` is for runs.
-        fn give_back(keys: &LockKeys, owner: &str) -> Result<Release>;
         fn renew(keys: &LockKeys, owner: &str, ttl_ms: u64) -> Result<bool>;
         fn record_run(keys: &LockKeys, record: RunRecord) -> Result<()>;
         fn forget_done(keys: &LockKeys) -> Result<Option<DoneMark>>;

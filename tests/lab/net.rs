@@ -75,19 +75,20 @@ impl Net {
     /// Ctrl-C of `scripts/lab.sh`, a CI timeout) runs no destructors. A
     /// shell started first reads a pipe whose write end only this process
     /// holds (the returned handle); when it closes, however the run ended,
-    /// the shell kills what runs in this run's namespaces, deletes them,
-    /// and removes `dir` unless a file `.keep` in it says the run kept it.
+    /// the shell kills what runs in this run's namespaces (the servers and
+    /// CMDs writing into `dir`), deletes them, and then removes `dir`
+    /// unless a file `.keep` in it says the run kept it.
     /// After a normal end it finds nothing left to do.
     pub fn guard(store: &str, dir: &std::path::Path) -> std::process::ChildStdin {
         const SCRIPT: &str = r#"trap '' HUP INT QUIT TERM
 read _
-[ -e "$2/.keep" ] || rm -rf "$2"
 for ns in $(ip netns list | awk '{print $1}'); do
     case $ns in "$1"*)
         for p in $(ip netns pids "$ns"); do kill -CONT "$p"; kill -KILL "$p"; done
         ip netns del "$ns" ;;
     esac
-done"#;
+done
+[ -e "$2/.keep" ] || rm -rf "$2""#;
         Command::new("sh")
             .args(["-c", SCRIPT, "sh", &Self::prefix(store)])
             .arg(dir)

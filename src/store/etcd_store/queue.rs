@@ -788,10 +788,21 @@ impl Subscription {
                         // last) would find out the slow way.
                         if k.answer_by.is_some_and(|a| a <= now) {
                             k.answer_by = None;
-                            if kept.load(Ordering::Relaxed) < millis(k.sent) {
-                                return Err(unanswered());
+                            let sent = k.sent;
+                            if kept.load(Ordering::Relaxed) < millis(sent) {
+                                // Its reply may be waiting behind this
+                                // wake-up (a thread stopped past the
+                                // deadline finds both ready, and select!
+                                // picks either): one look first.
+                                let now_ready =
+                                    tokio::time::timeout(Duration::ZERO, kept_next(keep));
+                                match now_ready.await {
+                                    Ok(Ok(Some(r))) if r.ttl() > 0 => confirmed(kept, sent),
+                                    _ => return Err(unanswered()),
+                                }
                             }
                         }
+                        let k = keep.as_mut().expect("due only when kept");
                         if now < k.next {
                             continue;
                         }
