@@ -664,7 +664,6 @@ fn a_waiter_whose_member_goes_silent_moves_to_another_and_takes_the_lock_release
     // (its attempts', its subscription's) go to member 1.
     proxies[0].set_latency(Duration::from_millis(400));
     proxies[2].set_latency(Duration::from_millis(400));
-    let joined = Instant::now();
     let waiter = at(&url)
         .args(["run", "--wait", "14s", "--ttl", "15s", name, "--"])
         .args(["sh", "-c", r#"touch "$1/took""#, "sh"])
@@ -673,27 +672,56 @@ fn a_waiter_whose_member_goes_silent_moves_to_another_and_takes_the_lock_release
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let queued = || {
-        c.try_ctl(&[0, 1, 2], &["get", "--prefix", "--keys-only", "distlock:"])
-            .is_some_and(|keys| keys.contains("queue/"))
+    // The waiter's lease: its queue key's, read on member 0 directly.
+    let waiter_lease = || {
+        let fields = c.try_ctl(&[0], &["get", "--prefix", "distlock:", "-w", "fields"])?;
+        let after = fields.split(":queue/").nth(1)?;
+        let lease = after.split("\"Lease\" : ").nth(1)?.lines().next()?;
+        Some(format!("{:x}", lease.trim().parse::<u64>().ok()?))
     };
-    assert!(wait_until(LIMIT, queued), "the waiter queued");
+    let mut lease = None;
+    assert!(
+        wait_until(LIMIT, || {
+            lease = waiter_lease();
+            lease.is_some()
+        }),
+        "the waiter queued"
+    );
     proxies[0].set_latency(Duration::ZERO);
     proxies[2].set_latency(Duration::ZERO);
-    // Its first keep-alive (5 s after it joined) answered: the stream
-    // the later ones go on is open. Then member 1 goes silent.
-    let quiet = proxies[1].stats().replies;
-    assert!(wait_until(LIMIT, || proxies[1].stats().replies > quiet));
+    // Its first keep-alive (5 s after it joined) answered: the lease's TTL
+    // runs down, then is whole again. The later ones go on the stream that
+    // opened. Then member 1 goes silent.
+    let id = lease.unwrap();
+    let left = || {
+        let ttl = c
+            .try_ctl(&[0], &["lease", "timetolive", &id])
+            .unwrap_or_default();
+        let left = ttl
+            .split("remaining(")
+            .nth(1)
+            .and_then(|r| r.split('s').next()?.parse().ok());
+        left.unwrap_or(0u64)
+    };
+    assert!(
+        wait_until(LIMIT, || left() <= 12),
+        "the waiter's lease runs down"
+    );
+    assert!(
+        wait_until(LIMIT, || left() >= 14),
+        "the waiter's first keep-alive"
+    );
     proxies[1].blackhole();
     std::fs::write(dir.path().join("go"), "").unwrap();
+    let released = Instant::now();
     let (code, out, err) = finish(holder);
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = finish(waiter);
     assert_eq!(code, 0, "the waiter did not take the lock: {out}{err}");
     assert!(dir.path().join("took").exists());
-    // The second keep-alive, sent at 10 s, went unanswered.
+    // Its next keep-alive, 5 s after the first, went unanswered.
     assert!(
-        joined.elapsed() >= Duration::from_secs(10),
-        "taken before a keep-alive went unanswered: member 1 was not the waiter's"
+        released.elapsed() >= Duration::from_secs(2),
+        "taken at once: member 1 was not the waiter's member"
     );
 }
