@@ -547,12 +547,13 @@ fn a_min_hold_release_whose_answer_is_lost_is_sent_again_and_the_run_recorded_on
     assert_eq!(records.len(), 1, "{history:?}");
 }
 
-/// A run on a cluster whose members are each behind a proxy (so that one
-/// can be cut off from this client alone, as a leader just isolated, the
-/// cluster whole), with `args` after `run NAME --ttl 6s`: once CMD runs,
-/// `cut` is done to the member the run talks to, and CMD ends.
-fn release_cut_off(name: &str, args: &[&str], cut: impl FnOnce(&Proxy)) -> Cut {
-    let c = EtcdCluster::start();
+/// CMD for a run the test ends: it touches `$1/held`, then waits for
+/// `$1/go`.
+const HOLD_UNTIL_GO: &str = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.02; done"#;
+
+/// A proxy in front of each of `c`'s members (so that one can be cut off
+/// from one client alone, the cluster whole), and the URL naming them.
+fn proxied(c: &EtcdCluster) -> (Vec<Proxy>, String) {
     let proxies: Vec<Proxy> = (0..3)
         .map(|i| Proxy::start(c.member(i).1.rsplit(':').next().unwrap().parse().unwrap()))
         .collect();
@@ -560,13 +561,21 @@ fn release_cut_off(name: &str, args: &[&str], cut: impl FnOnce(&Proxy)) -> Cut {
         .iter()
         .map(|p| format!("127.0.0.1:{}", p.port()))
         .collect();
-    let url = format!("etcd://{}", hosts.join(","));
+    (proxies, format!("etcd://{}", hosts.join(",")))
+}
+
+/// A run on a cluster whose members are each behind a proxy (so that one
+/// can be cut off from this client alone, as a leader just isolated, the
+/// cluster whole), with `args` after `run NAME --ttl 6s`: once CMD runs,
+/// `cut` is done to the member the run talks to, and CMD ends.
+fn release_cut_off(name: &str, args: &[&str], cut: impl FnOnce(&Proxy)) -> Cut {
+    let c = EtcdCluster::start();
+    let (proxies, url) = proxied(&c);
     let dir = tempfile::tempdir().unwrap();
-    let script = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.02; done"#;
     let run = at(&url)
         .args(["run", name, "--ttl", "6s"])
         .args(args)
-        .args(["--", "sh", "-c", script, "sh"])
+        .args(["--", "sh", "-c", HOLD_UNTIL_GO, "sh"])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -647,18 +656,10 @@ fn freed_and_recorded_once(cut: Cut) {
 fn a_waiter_whose_member_goes_silent_moves_to_another_and_takes_the_lock_released_meanwhile() {
     let _serial = serial();
     let c = EtcdCluster::start();
-    let proxies: Vec<Proxy> = (0..3)
-        .map(|i| Proxy::start(c.member(i).1.rsplit(':').next().unwrap().parse().unwrap()))
-        .collect();
-    let hosts: Vec<String> = proxies
-        .iter()
-        .map(|p| format!("127.0.0.1:{}", p.port()))
-        .collect();
-    let url = format!("etcd://{}", hosts.join(","));
+    let (proxies, url) = proxied(&c);
     let dir = tempfile::tempdir().unwrap();
     let name = "silent-member";
-    let script = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.02; done"#;
-    let holder = start_run(&c.url(), name, "60s", script, dir.path());
+    let holder = start_run(&c.url(), name, "60s", HOLD_UNTIL_GO, dir.path());
     assert!(wait_until(LIMIT, || dir.path().join("held").exists()));
     // Members 0 and 2 answer late, so both of the waiter's connections
     // (its attempts', its subscription's) go to member 1.

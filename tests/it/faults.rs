@@ -1210,34 +1210,7 @@ fn a_grant_answered_after_the_soft_deadline_is_given_back_and_asked_again_within
     // call, whose deadline is the soft deadline: late there takes a
     // starved CPU, as in the lab.)
     let _serial = serial();
-    let etcd = EtcdServer::start();
-    let proxy = Proxy::start(etcd.port);
-    proxy.set_latency(ms(1200));
-    let mut run = at(&format!("etcd://127.0.0.1:{}", proxy.port()))
-        .args([
-            "run",
-            "--wait",
-            "30s",
-            "--ttl",
-            "4s",
-            "--once-per",
-            "1h",
-            "slow",
-            "--",
-        ])
-        .args(ECHO_TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Granted in etcd, the answer still in the proxy: later answers come
-    // at once.
-    assert!(wait_until(LIMIT, || etcd.get(&key("slow")).is_some()));
-    let late = etcd.revision();
-    proxy.heal();
-    wait_with_timeout(&mut run, LIMIT);
-    let out = run.wait_with_output().unwrap();
+    let (out, _, late, _etcd) = late_grant(&["--wait", "30s", "--ttl", "4s"], "slow");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     // CMD ran once, under a grant after the late one.
@@ -1248,23 +1221,16 @@ fn a_grant_answered_after_the_soft_deadline_is_given_back_and_asked_again_within
     );
 }
 
-/// `run --ttl 6s --min-hold HOLD --once-per 1h ARGS NAME -- echo token`
-/// on etcd, its answers 1.2 s late until the grant is in etcd: its
-/// output, how long it ran after that, the late grant's revision and the
-/// member. The soft deadline (and each call's timeout) is about 4.45 s;
-/// the acquisition's call is three round trips with --min-hold (the
-/// lease, the hold lease, the transaction), 3.6 s, in time; the done
-/// mark's call before it makes the grant late.
-fn late_grant_with_min_hold(
-    hold: &str,
-    args: &[&str],
-    name: &str,
-) -> (Output, Duration, u64, EtcdServer) {
+/// `run --once-per 1h ARGS NAME -- echo token` on etcd, its answers 1.2 s
+/// late until the grant is in etcd (the answer still in the proxy: later
+/// answers come at once): its output, how long it ran after that, the
+/// late grant's revision and the member.
+fn late_grant(args: &[&str], name: &str) -> (Output, Duration, u64, EtcdServer) {
     let etcd = EtcdServer::start();
     let proxy = Proxy::start(etcd.port);
     proxy.set_latency(ms(1200));
     let mut run = at(&format!("etcd://127.0.0.1:{}", proxy.port()))
-        .args(["run", "--ttl", "6s", "--min-hold", hold, "--once-per", "1h"])
+        .args(["run", "--once-per", "1h"])
         .args(args)
         .args([name, "--"])
         .args(ECHO_TOKEN)
@@ -1280,6 +1246,20 @@ fn late_grant_with_min_hold(
     wait_with_timeout(&mut run, LIMIT);
     let out = run.wait_with_output().unwrap();
     (out, healed.elapsed(), late, etcd)
+}
+
+/// [`late_grant`] with `--ttl 6s --min-hold HOLD`. The soft deadline (and
+/// each call's timeout) is about 4.45 s; the acquisition's call is three
+/// round trips with --min-hold (the lease, the hold lease, the
+/// transaction), 3.6 s, in time; the done mark's call before it makes the
+/// grant late.
+fn late_grant_with_min_hold(
+    hold: &str,
+    args: &[&str],
+    name: &str,
+) -> (Output, Duration, u64, EtcdServer) {
+    let args = [&["--ttl", "6s", "--min-hold", hold], args].concat();
+    late_grant(&args, name)
 }
 
 /// As above, with `--min-hold`: the late grant, which CMD never ran

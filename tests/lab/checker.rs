@@ -80,8 +80,8 @@ pub struct KindRow {
     pub longest_gap_us: u64,
     /// For a fault that cuts a client off ([`CLIENT_CUTS`]): the longest
     /// time from its start until a CMD of another client started, what
-    /// the fault cost the others (issue 41's target: at most the TTL plus
-    /// one renewal interval).
+    /// the fault cost the others (at most the TTL plus one renewal
+    /// interval is the aim: docs/guarantees.md, "How we test it").
     pub to_other_holder_us: Option<u64>,
 }
 

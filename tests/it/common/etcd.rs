@@ -41,16 +41,12 @@ pub struct ServerTls {
 impl EtcdServer {
     /// Starts a one-member cluster and waits until it answers.
     pub fn start() -> EtcdServer {
-        Self::start_with(None)
+        Self::start_as(None, Lifetime::Owned)
     }
 
     /// The same, with clients on TLS only (`https://`, so `etcds://`).
     pub fn start_tls(tls: ServerTls) -> EtcdServer {
-        Self::start_with(Some(tls))
-    }
-
-    fn start_with(tls: Option<ServerTls>) -> EtcdServer {
-        Self::start_as(tls, Lifetime::Owned)
+        Self::start_as(Some(tls), Lifetime::Owned)
     }
 
     fn start_as(tls: Option<ServerTls>, lifetime: Lifetime) -> EtcdServer {
