@@ -35,6 +35,7 @@ dpkg            dpkg               tests/it/package.rs installs the .deb
 dpkg-deb        dpkg               tests/it/package.rs reads the .deb
 ip              iproute2           tests/lab: network namespaces, veth, bridge
 nft             nftables           tests/lab: partitions and packet loss
+iptables        iptables           tests/lab: the delay fault (NFQUEUE rule)
 EOF
 )
 # Files, not programs, that a test reads: path, package.

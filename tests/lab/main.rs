@@ -13,6 +13,7 @@
 mod checker;
 mod clients;
 mod cluster;
+mod delay;
 mod etcd;
 mod nemesis;
 mod net;
@@ -134,6 +135,62 @@ fn a_distlock_that_lets_cmd_outlive_its_lease_fails_the_checker() {
     );
 }
 
+/// The `delay` fault must delay: a TCP handshake to a delayed node takes
+/// at least the delay's low end (its SYN-ACK is held), and is fast again
+/// once the delay is dropped, which also removes its rule.
+#[test]
+fn the_delay_fault_holds_a_nodes_packets_for_the_time_it_was_given() {
+    let required = std::env::var("DISTLOCK_LAB").is_ok_and(|v| v == "require");
+    if let Some(why) = Net::unavailable() {
+        assert!(!required, "lab required but cannot run: {why}");
+        eprintln!("lab skipped: {why}");
+        return;
+    }
+    let net = Net::build("delay", &[("a", 11), ("b", 12)]).unwrap();
+    let (ns_a, ns_b, addr) = (net.ns("a"), net.ns("b"), format!("{}:7000", net.addr("a")));
+    // Nobody accepts: the kernel completes the handshakes (backlog).
+    let listener = std::thread::spawn(move || {
+        delay::enter(&ns_a).unwrap();
+        std::net::TcpListener::bind(addr).unwrap()
+    })
+    .join()
+    .unwrap();
+    let to = listener.local_addr().unwrap();
+    let connect = move || {
+        let ns = ns_b.clone();
+        std::thread::spawn(move || {
+            delay::enter(&ns).unwrap();
+            let t = Instant::now();
+            std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)).unwrap();
+            t.elapsed()
+        })
+        .join()
+        .unwrap()
+    };
+    let before = connect();
+    let delayed = match net.delay("a", 400, 7) {
+        Ok(d) => d,
+        Err(e) => {
+            assert!(!required, "lab required but cannot delay packets: {e}");
+            eprintln!("lab skipped: cannot delay packets: {e}");
+            return;
+        }
+    };
+    let during = connect();
+    drop(delayed);
+    let after = connect();
+    let rules = sh(
+        "ip",
+        &["netns", "exec", &net.ns("a"), "iptables", "-S", "OUTPUT"],
+    )
+    .unwrap();
+    eprintln!("handshake before {before:?}, delayed by 400 ms {during:?}, after {after:?}");
+    assert!(before < Duration::from_millis(300), "{before:?}");
+    assert!(during >= Duration::from_millis(300), "{during:?}");
+    assert!(after < Duration::from_millis(300), "{after:?}");
+    assert!(!rules.contains("NFQUEUE"), "{rules}");
+}
+
 /// One lab run's shape.
 struct Lab {
     /// The store, or the run's own name: it names the namespaces.
@@ -229,9 +286,11 @@ fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Opti
         }
     };
     let mut kinds = lab.kinds.clone();
-    if kinds.contains(&"delay") && !net.has_netem("c1") {
-        eprintln!("lab {store}: no sch_netem in this kernel (tc qdisc … netem): delay skipped");
-        kinds.retain(|k| *k != "delay");
+    if kinds.contains(&"delay") {
+        if let Err(e) = net.delay("c1", 1, 1) {
+            eprintln!("lab {store}: cannot delay packets ({e}): delay skipped");
+            kinds.retain(|k| *k != "delay");
+        }
     }
     let names = net.names();
     std::fs::create_dir(dir.path().join(store)).unwrap();

@@ -40,7 +40,8 @@ impl Rng {
 }
 
 /// Every fault kind, in the order of the per-kind table. `delay` needs
-/// `sch_netem` ([`Net::has_netem`]); without it, it is left out.
+/// a netlink queue and iptables ([`crate::delay`]); without them, it is
+/// left out.
 pub const KINDS: [&str; 11] = [
     "client-minority",
     "isolate-holder",
@@ -314,10 +315,12 @@ impl Nemesis<'_> {
                 } else {
                     cname
                 };
-                let ms = 100 + rng.below(400) as u32;
-                net.delay(&node, ms);
+                // Up to most of a TTL (2 s) one way: enough to make a
+                // renewal late or a leader miss its election timeout.
+                let ms = 200 + rng.below(1300) as u32;
+                let delayed = net.delay(&node, ms, rng.next()).unwrap();
                 std::thread::sleep(hold);
-                net.undelay(&node);
+                drop(delayed);
                 format!("{node}:{ms}ms")
             }
             _ => unreachable!("{kind}"),

@@ -1,14 +1,16 @@
 //! The lab's network: one namespace per node, each with a veth pair whose
 //! other end sits on a bridge in a "switch" namespace, all on 10.77.0.0/24.
 //! Faults are nftables rules inside a node's namespace (partitions, loss),
-//! and `tc netem` for delay where the kernel has `sch_netem` (where it has
-//! not, the lab says so in one line and injects no delay). Everything is named with a
+//! and a netlink queue for delay ([`crate::delay`]: this kernel has no
+//! `sch_netem` for `tc netem`). Everything is named with a
 //! per-run prefix and removed on drop: the processes in each namespace
 //! (by pid), then the namespaces, which takes their links with them; and,
 //! should the test binary die without dropping, by [`Net::guard`].
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+
+use crate::delay::Delay;
 
 /// The subnet's first three octets; only addresses inside the namespaces.
 pub const SUBNET: &str = "10.77.0";
@@ -205,35 +207,10 @@ done
         self.nft(name, &script).unwrap();
     }
 
-    /// Whether `tc qdisc … netem` works here: tried once on node `name`.
-    pub fn has_netem(&self, name: &str) -> bool {
-        let ns = self.ns(name);
-        let add = [
-            "-n", &ns, "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms",
-        ];
-        sh("tc", &add).is_ok()
-            && sh("tc", &["-n", &ns, "qdisc", "del", "dev", "eth0", "root"]).is_ok()
-    }
-
-    /// Node `name` sends every packet `ms` late (± a quarter), until
-    /// [`Net::undelay`].
-    pub fn delay(&self, name: &str, ms: u32) {
-        let (d, j) = (format!("{ms}ms"), format!("{}ms", ms / 4));
-        let ns = self.ns(name);
-        sh(
-            "tc",
-            &[
-                "-n", &ns, "qdisc", "add", "dev", "eth0", "root", "netem", "delay", &d, &j,
-            ],
-        )
-        .unwrap();
-    }
-
-    pub fn undelay(&self, name: &str) {
-        let _ = sh(
-            "tc",
-            &["-n", &self.ns(name), "qdisc", "del", "dev", "eth0", "root"],
-        );
+    /// Node `name` sends every packet `ms` late (± a quarter) until the
+    /// returned [`Delay`] is dropped.
+    pub fn delay(&self, name: &str, ms: u32, seed: u64) -> Result<Delay, String> {
+        Delay::start(&self.ns(name), ms, seed)
     }
 
     /// Removes every fault rule of every node.
