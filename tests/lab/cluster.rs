@@ -27,7 +27,17 @@ pub trait Cluster {
     }
     /// The member that leads (etcd's leader, Redis's master), as the
     /// cluster says.
-    fn leader(&self, net: &Net) -> Option<usize>;
+    fn leader(&self, net: &Net) -> Option<Leader>;
+}
+
+/// Who leads, and since which election.
+#[derive(Clone, Copy, PartialEq)]
+pub struct Leader {
+    pub member: usize,
+    /// etcd's raft term: it moves at every election, also one that
+    /// chooses the same member again. 0 where the store has none to read
+    /// (Sentinel).
+    pub term: u64,
 }
 
 /// The three members' server processes (None while one is killed), kept

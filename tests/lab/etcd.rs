@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, Servers, MEMBERS};
+use crate::cluster::{Cluster, Leader, Servers, MEMBERS};
 use crate::net::Net;
 
 pub struct Etcd {
@@ -107,6 +107,13 @@ impl Etcd {
             // two-core machine shorter timeouts elect without any fault.
             .arg("--heartbeat-interval=100")
             .arg("--election-timeout=1000")
+            // etcd 3.5's default, off in 3.4 (the lab's, Debian's): without
+            // it a member cut off from the others campaigns in higher and
+            // higher terms, and when it is back the leader steps down for
+            // a new election, whose leader gives every lease its whole TTL
+            // again. Under a client cut with one member, that kept the
+            // next holder waiting a TTL more (docs/guarantees.md, §5).
+            .arg("--pre-vote=true")
             .arg("--logger=zap")
             .arg("--log-level=error")
             .stdin(Stdio::null())
@@ -198,7 +205,7 @@ impl Cluster for Etcd {
     }
 
     /// The leader's index, as the members a client in `c1` reaches see it.
-    fn leader(&self, net: &Net) -> Option<usize> {
+    fn leader(&self, net: &Net) -> Option<Leader> {
         let out = Command::new("ip")
             .args(["netns", "exec", &net.ns("c1"), "etcdctl"])
             .arg(format!("--endpoints={}", self.endpoints(net)))
@@ -216,9 +223,11 @@ impl Cluster for Etcd {
             .iter()
             .find(|r| r["Status"]["header"]["member_id"].as_u64() == Some(leader))?;
         let endpoint = row["Endpoint"].as_str()?;
-        MEMBERS
+        let member = MEMBERS
             .iter()
-            .position(|m| endpoint.starts_with(&net.addr(m)))
+            .position(|m| endpoint.starts_with(&net.addr(m)))?;
+        let term = row["Status"]["raftTerm"].as_u64()?;
+        Some(Leader { member, term })
     }
 
     fn options(&self) -> Vec<String> {

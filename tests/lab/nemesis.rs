@@ -112,7 +112,7 @@ impl Nemesis<'_> {
             // Pauses outlast the TTL (2 s), so the lease can expire under them.
             let hold = rng.millis(2200, 3000);
             let start = now_us();
-            let target = self.inject(kind, hold, &mut rng, leader);
+            let target = self.inject(kind, hold, &mut rng, leader.map(|l| l.member));
             // A fault that waits for a holder begins when it found one.
             let start = self.found_at.take().unwrap_or(start);
             self.net.heal();
@@ -123,12 +123,20 @@ impl Nemesis<'_> {
             }
             std::thread::sleep(rng.millis(300, 1000));
             // A failover is the fault's when the leader after it (healed,
-            // settled a moment) is not the one before it.
+            // settled a moment) is not the one before it; an election, when
+            // its term is not.
             let now = self.cluster.leader(self.net);
-            let failover = now.is_some() && leader.is_some() && now != leader;
+            let (failover, election) = match (leader, now) {
+                (Some(a), Some(b)) => (a.member != b.member, a != b),
+                _ => (false, false),
+            };
             report.failovers += usize::from(failover);
             leader = now.or(leader);
-            let line = format!("F {start} {end} {kind} {target} {}\n", u8::from(failover));
+            let line = format!(
+                "F {start} {end} {kind} {target} {} {}\n",
+                u8::from(failover),
+                u8::from(election)
+            );
             std::fs::OpenOptions::new()
                 .append(true)
                 .open(self.history)
@@ -139,7 +147,11 @@ impl Nemesis<'_> {
                 "lab: +{:.1}s {kind} {target} for {:.1}s{}",
                 (start - t0) as f64 / 1e6,
                 (end - start) as f64 / 1e6,
-                if failover { ", failover" } else { "" }
+                match (failover, election) {
+                    (true, _) => ", failover",
+                    (false, true) => ", election",
+                    _ => "",
+                }
             );
         }
         self.net.heal();

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, Servers, MEMBERS};
+use crate::cluster::{Cluster, Leader, Servers, MEMBERS};
 use crate::net::Net;
 
 const MASTER: &str = "mymaster";
@@ -208,7 +208,7 @@ impl Cluster for Sentinels {
         }
     }
 
-    fn leader(&self, net: &Net) -> Option<usize> {
+    fn leader(&self, net: &Net) -> Option<Leader> {
         (0..3).find_map(|s| {
             let out = self.cli(
                 net,
@@ -217,7 +217,8 @@ impl Cluster for Sentinels {
                 &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER],
             );
             let ip = out.lines().next()?.trim().to_string();
-            MEMBERS.iter().position(|m| net.addr(m) == ip)
+            let member = MEMBERS.iter().position(|m| net.addr(m) == ip)?;
+            Some(Leader { member, term: 0 })
         })
     }
 }
