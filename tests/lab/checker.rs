@@ -716,13 +716,11 @@ fn cut_summary(kind: &str, cuts: &[Cut]) -> String {
     let mut clean: Vec<u64> = cuts
         .iter()
         .filter(|c| c.undisturbed)
-        .map(|c| c.to_other_us / 1000)
+        .map(|c| c.to_other_us)
         .collect();
     clean.sort_unstable();
-    let over = clean
-        .iter()
-        .filter(|&&ms| ms * 1000 > CUT_TARGET_US)
-        .count();
+    let over = clean.iter().filter(|&&us| us > CUT_TARGET_US).count();
+    let clean: Vec<u64> = clean.iter().map(|us| us / 1000).collect();
     let rest = cuts.iter().filter(|c| !c.undisturbed);
     let rest_max = rest.clone().map(|c| c.to_other_us / 1000).max();
     format!(

@@ -4,7 +4,7 @@
 //! and a thread of the lab holds it there until its time has come, then
 //! gives the kernel its verdict (accept). The packet itself never leaves
 //! the kernel; only its release is late, as with `tc netem delay D J`:
-//! each packet is held D ± J/… at random, so packets may overtake each
+//! each packet is held D ± D/4 at random, so packets may overtake each
 //! other, as they do under netem's jitter.
 //!
 //! The rule carries `--queue-bypass`: a packet that finds no listener
@@ -133,7 +133,13 @@ fn open(ns: &str) -> Result<OwnedFd, String> {
     enter(ns)?;
     // SAFETY: plain syscalls on descriptors we own; no memory is shared.
     unsafe {
-        let fd = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, NETLINK_NETFILTER);
+        // CLOEXEC: a process the lab starts meanwhile (a server restarted,
+        // a client's run) must not keep the queue bound after we close it.
+        let fd = libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_NETFILTER,
+        );
         if fd < 0 {
             return Err(format!("netlink: {}", std::io::Error::last_os_error()));
         }
@@ -291,7 +297,9 @@ fn hold(sock: &OwnedFd, ms: u32, mut rng: Rng, stop: &AtomicBool) {
                 )
             };
             if n <= 0 {
-                break; // EAGAIN; ENOBUFS (packets lost, as on a real link)
+                // EAGAIN; or ENOBUFS: the queue is fail-open, so what did
+                // not fit went out undelayed.
+                break;
             }
             packet_ids(&buf[..n as usize], &mut ids);
             let now = Instant::now();
@@ -301,7 +309,24 @@ fn hold(sock: &OwnedFd, ms: u32, mut rng: Rng, stop: &AtomicBool) {
             }
         }
     }
-    for Reverse((_, id)) in held {
+    // What came in after the last read (the rule's removal may race a
+    // packet already in its hook): closing the socket would drop it.
+    loop {
+        // SAFETY: buf is a live buffer of buf.len() bytes.
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        packet_ids(&buf[..n as usize], &mut ids);
+    }
+    for id in held.into_iter().map(|Reverse((_, id))| id).chain(ids) {
         accept(sock, id);
     }
 }

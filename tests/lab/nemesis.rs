@@ -124,10 +124,19 @@ impl Nemesis<'_> {
             std::thread::sleep(rng.millis(300, 1000));
             // A failover is the fault's when the leader after it (healed,
             // settled a moment) is not the one before it; an election, when
-            // its term is not.
-            let now = self.cluster.leader(self.net);
+            // its term is not. No leader to be read for a while is most
+            // likely an election under way: counted as one.
+            let mut now = self.cluster.leader(self.net);
+            for _ in 0..5 {
+                if now.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                now = self.cluster.leader(self.net);
+            }
             let (failover, election) = match (leader, now) {
                 (Some(a), Some(b)) => (a.member != b.member, a != b),
+                (Some(_), None) => (false, true),
                 _ => (false, false),
             };
             report.failovers += usize::from(failover);
