@@ -286,31 +286,24 @@ fn hold(sock: &OwnedFd, ms: u32, mut rng: Rng, stop: &AtomicBool) {
         };
         // SAFETY: one pollfd, live for the call.
         unsafe { libc::poll(&mut pfd, 1, wait as libc::c_int) };
-        loop {
-            // SAFETY: buf is a live buffer of buf.len() bytes.
-            let n = unsafe {
-                libc::recv(
-                    sock.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n <= 0 {
-                // EAGAIN; or ENOBUFS: the queue is fail-open, so what did
-                // not fit went out undelayed.
-                break;
-            }
-            packet_ids(&buf[..n as usize], &mut ids);
-            let now = Instant::now();
-            for id in ids.drain(..) {
-                let d = u64::from(ms) - jitter + rng.below(2 * jitter + 1);
-                held.push(Reverse((now + Duration::from_millis(d), id)));
-            }
+        read_queued(sock, &mut buf, &mut ids);
+        let now = Instant::now();
+        for id in ids.drain(..) {
+            let d = u64::from(ms) - jitter + rng.below(2 * jitter + 1);
+            held.push(Reverse((now + Duration::from_millis(d), id)));
         }
     }
     // What came in after the last read (the rule's removal may race a
     // packet already in its hook): closing the socket would drop it.
+    read_queued(sock, &mut buf, &mut ids);
+    for id in held.into_iter().map(|Reverse((_, id))| id).chain(ids) {
+        accept(sock, id);
+    }
+}
+
+/// Adds to `ids` every packet the kernel has queued for us so far,
+/// without waiting.
+fn read_queued(sock: &OwnedFd, buf: &mut [u8], ids: &mut Vec<u32>) {
     loop {
         // SAFETY: buf is a live buffer of buf.len() bytes.
         let n = unsafe {
@@ -322,11 +315,10 @@ fn hold(sock: &OwnedFd, ms: u32, mut rng: Rng, stop: &AtomicBool) {
             )
         };
         if n <= 0 {
-            break;
+            // EAGAIN; or ENOBUFS: the queue is fail-open, so what did
+            // not fit went out undelayed.
+            return;
         }
-        packet_ids(&buf[..n as usize], &mut ids);
-    }
-    for id in held.into_iter().map(|Reverse((_, id))| id).chain(ids) {
-        accept(sock, id);
+        packet_ids(&buf[..n as usize], ids);
     }
 }

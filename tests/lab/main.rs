@@ -140,12 +140,9 @@ fn a_distlock_that_lets_cmd_outlive_its_lease_fails_the_checker() {
 /// once the delay is dropped, which also removes its rule.
 #[test]
 fn the_delay_fault_holds_a_nodes_packets_for_the_time_it_was_given() {
-    let required = std::env::var("DISTLOCK_LAB").is_ok_and(|v| v == "require");
-    if let Some(why) = Net::unavailable() {
-        assert!(!required, "lab required but cannot run: {why}");
-        eprintln!("lab skipped: {why}");
+    let Some(required) = able() else {
         return;
-    }
+    };
     let net = Net::build("delay", &[("a", 11), ("b", 12)]).unwrap();
     let (ns_a, ns_b, addr) = (net.ns("a"), net.ns("b"), format!("{}:7000", net.addr("a")));
     // Nobody accepts: the kernel completes the handshakes (backlog).
@@ -189,6 +186,19 @@ fn the_delay_fault_holds_a_nodes_packets_for_the_time_it_was_given() {
     assert!(during >= Duration::from_millis(300), "{during:?}");
     assert!(after < Duration::from_millis(300), "{after:?}");
     assert!(!rules.contains("NFQUEUE"), "{rules}");
+}
+
+/// Whether the lab must run (.ci/run sets DISTLOCK_LAB=require, as
+/// root: there a skip is a failure); None, said in one line, where it
+/// cannot.
+fn able() -> Option<bool> {
+    let required = std::env::var("DISTLOCK_LAB").is_ok_and(|v| v == "require");
+    if let Some(why) = Net::unavailable() {
+        assert!(!required, "lab required but cannot run: {why}");
+        eprintln!("lab skipped: {why}");
+        return None;
+    }
+    Some(required)
 }
 
 /// One lab run's shape.
@@ -258,13 +268,7 @@ impl Run {
 /// lab cannot run here. Asserts only that it left nothing behind.
 fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Option<Run> {
     let store = lab.name;
-    // .ci/run sets DISTLOCK_LAB=require (as root): there a skip is a failure.
-    let required = std::env::var("DISTLOCK_LAB").is_ok_and(|v| v == "require");
-    if let Some(why) = Net::unavailable() {
-        assert!(!required, "lab required but cannot run: {why}");
-        eprintln!("lab skipped: {why}");
-        return None;
-    }
+    let required = able()?;
     let seconds = lab.seconds;
     let seed = env_u64("DISTLOCK_LAB_SEED").unwrap_or(now_us() % 1_000_000);
     eprintln!("lab {store}: seed {seed}, {seconds} s (replay: DISTLOCK_LAB_SEED={seed})");
