@@ -459,29 +459,41 @@ fn a_waiter_stopped_longer_than_its_ttl_joins_again_and_runs_cmd_once_free() {
     assert!(ran.exists(), "CMD ran");
 }
 
-/// A waiter whose winning take's reply is lost (here: late past its call
-/// timeout, through a proxy) retries, finds the lock under its own owner
-/// id and waiter lease, and has it. It used to call that busy and wait on
-/// itself until its `--wait` ran out (for ever with `forever`).
+/// A waiter whose winning take's reply is lost (here: held back past its
+/// call timeout, through a proxy) retries, finds the lock under its own
+/// owner id and waiter lease, and has it. It used to call that busy and
+/// wait on itself until its `--wait` ran out (for ever with `forever`).
+///
+/// Only the take's reply is held: the first request naming the waiter's
+/// queue key once it sleeps on its watch (its own server, whose watcher
+/// count says when). Slowing every reply from the moment its queue key
+/// showed once caught the waiter between joining and its first look, so
+/// that no take was ever sent within a call timeout.
 #[test]
 fn a_waiter_whose_take_reply_is_lost_finds_the_lock_its_own_and_runs_cmd() {
-    let e = shared();
+    let e = &EtcdServer::start();
     let name = "ew-lost-take";
     let proxy = crate::common::proxy::Proxy::start(e.port);
     let (holder, _) = hold(e, name, "60s");
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
-    // Each call of the waiter times out after 6s - 4s - 65ms = 1.935 s:
-    // the take's reply comes after that at 2.5 s a reply (first in line,
-    // the waiter sends its take at once, its reads in the else branch).
+    // Each call of the waiter times out after 6s - 4s - 65ms = 1.935 s;
+    // the take's reply is held 2.5 s.
+    let watchers = e.watchers();
     let mut waiter = spawn_quiet(
         at(&format!("etcd://127.0.0.1:{}", proxy.port()))
             .args(["run", name, "--wait", "20s", "--ttl", "6s"])
             .args(["--renew-every", "1s", "--kill-grace", "4s", "--", "touch"])
             .arg(&ran),
     );
-    queued(e, name, 1);
-    proxy.set_latency(Duration::from_millis(2500));
+    assert!(
+        poll(LIMIT, Duration::from_millis(10), || e.watchers() > watchers),
+        "the waiter sleeps on a watch"
+    );
+    let [mine] = &queue(e, name)[..] else {
+        panic!("one queue key: {:?}", queue(e, name));
+    };
+    proxy.delay_reply_to(mine, 1, Duration::from_millis(2500));
     let accepted = proxy.stats().accepted;
     release(e, name, &holder);
     let lock = format!("distlock:{{{name}}}");
@@ -497,12 +509,12 @@ fn a_waiter_whose_take_reply_is_lost_finds_the_lock_its_own_and_runs_cmd() {
             > accepted),
         "the waiter connected again"
     );
-    proxy.heal();
     let st = wait_with_timeout(&mut waiter, LIMIT);
     let mut stderr = String::new();
     std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert_eq!(st.code(), Some(0), "{stderr}");
     assert!(ran.exists(), "CMD ran");
+    assert_eq!(proxy.stats().delayed, 1, "the take's reply was held");
 }
 
 /// A waiter watched the key ahead from the revision of the read that
