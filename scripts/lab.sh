@@ -3,7 +3,7 @@
 # it"): the same tests as the short run in `cargo test` (etcd, and Redis
 # with Sentinel, side by side), for longer, with the seed given or drawn.
 #
-#   scripts/lab.sh [--minutes N | --seconds N] [--seed S] [--keep]
+#   scripts/lab.sh [--minutes N | --seconds N] [--seed S] [--kinds K,K] [--keep]
 #
 # Needs root (network namespaces). Prints each fault and, at the end, the
 # checker's table for each store, broken down by fault kind (acquisitions,
@@ -12,7 +12,8 @@
 # another client held (undisturbed cuts against the TTL plus a renewal,
 # the rest apart); exits non-zero if the checker found a violation, or a fault
 # kind met three times never changed an outcome (the history is then kept,
-# and its directory named). --keep keeps it anyway.
+# and its directory named). --keep keeps it anyway. --kinds draws the faults
+# from the kinds named only (e.g. client-minority), to replay one many times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +24,9 @@ while [ $# -gt 0 ]; do
         --minutes) seconds=$(($2 * 60)); shift 2 ;;
         --seconds) seconds=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
+        --kinds) export DISTLOCK_LAB_KINDS=$2; shift 2 ;;
         --keep) export DISTLOCK_LAB_KEEP=1; shift ;;
-        *) echo "usage: scripts/lab.sh [--minutes N | --seconds N] [--seed S] [--keep]" >&2; exit 2 ;;
+        *) echo "usage: scripts/lab.sh [--minutes N | --seconds N] [--seed S] [--kinds K,K] [--keep]" >&2; exit 2 ;;
     esac
 done
 export DISTLOCK_LAB_SECONDS=$seconds

@@ -8,7 +8,8 @@
 //! `cargo test --test lab` is the short run (both stores side by side,
 //! about 45 s each, then a deliberately broken distlock that the checker
 //! must fail). The long run is `scripts/lab.sh --minutes 30 --seed S`,
-//! the same tests with DISTLOCK_LAB_SECONDS and DISTLOCK_LAB_SEED.
+//! the same tests with DISTLOCK_LAB_SECONDS and DISTLOCK_LAB_SEED;
+//! DISTLOCK_LAB_KINDS=kind,kind draws from those fault kinds only.
 
 mod checker;
 mod clients;
@@ -224,12 +225,35 @@ impl Lab {
         Lab {
             name,
             exclusive,
-            kinds: nemesis::KINDS.to_vec(),
+            kinds: chosen_kinds(),
             masked: Vec::new(),
             seconds: env_u64("DISTLOCK_LAB_SECONDS").unwrap_or(SHORT_RUN_S),
             env: Vec::new(),
         }
     }
+}
+
+/// Every fault kind, or those DISTLOCK_LAB_KINDS names (comma-separated),
+/// to replay one kind many times while tracing it.
+fn chosen_kinds() -> Vec<&'static str> {
+    let Ok(only) = std::env::var("DISTLOCK_LAB_KINDS") else {
+        return nemesis::KINDS.to_vec();
+    };
+    let only: Vec<&str> = only.split(',').map(str::trim).collect();
+    let unknown: Vec<&&str> = only
+        .iter()
+        .filter(|k| !nemesis::KINDS.contains(k))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "DISTLOCK_LAB_KINDS: unknown kinds {unknown:?}; the kinds are {:?}",
+        nemesis::KINDS
+    );
+    nemesis::KINDS
+        .iter()
+        .copied()
+        .filter(|k| only.contains(k))
+        .collect()
 }
 
 /// What a run found.
