@@ -13,7 +13,7 @@ use std::process::{Child, Stdio};
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use crate::common::etcd::at;
+use crate::common::etcd::{at, metric};
 use crate::common::etcd_cluster::EtcdCluster;
 use crate::common::proxy::Proxy;
 use crate::common::*;
@@ -724,5 +724,74 @@ fn a_waiter_whose_member_goes_silent_moves_to_another_and_takes_the_lock_release
     assert!(
         released.elapsed() >= Duration::from_secs(2),
         "taken at once: member 1 was not the waiter's member"
+    );
+}
+
+/// A waiter's attempts and its subscription share one connection, to one
+/// member: the keep-alives the subscription sends every TTL/3 also watch
+/// the member the take will go to. On two members, the attempts' one
+/// could go silent alone (in the lab, a client cut into a minority with
+/// it): the watch on the other woke the waiter when the lock was freed,
+/// and its take then waited out a whole call timeout on the silent one
+/// (the next holder 3.5 s after the cut, with a TTL of 2 s). Here the
+/// waiter's one member goes silent, the waiter moves, and a release after
+/// that is taken at once, not a call timeout (4.4 s) later.
+#[test]
+fn a_waiters_attempts_and_subscription_share_one_member_so_a_silent_one_delays_no_take() {
+    let _serial = serial();
+    let c = EtcdCluster::start();
+    let (proxies, url) = proxied(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let name = "one-member";
+    let holder = start_run(&c.url(), name, "60s", HOLD_UNTIL_GO, dir.path());
+    assert!(wait_until(LIMIT, || dir.path().join("held").exists()));
+    let port = |i: usize| -> u16 { c.member(i).1.rsplit(':').next().unwrap().parse().unwrap() };
+    let watchers = |i: usize| metric(port(i), "etcd_debugging_mvcc_watcher_total");
+    let waiter = at(&url)
+        .args(["run", "--wait", "30s", "--ttl", "6s", name, "--"])
+        .args(["sh", "-c", r#"touch "$1/took""#, "sh"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let queued = || {
+        c.try_ctl(&[0], &["get", "--prefix", "--keys-only", "distlock:"])
+            .is_some_and(|keys| keys.contains(":queue/"))
+    };
+    assert!(wait_until(LIMIT, queued), "the waiter queued");
+    // The connections of the first attempt's race to the members close
+    // once one is chosen; the waiter keeps one, on one member.
+    let live = || proxies.iter().map(Proxy::live).collect::<Vec<_>>();
+    assert!(
+        wait_until(Duration::from_secs(5), || live().iter().sum::<usize>() == 1),
+        "the waiter keeps one connection, not one per use: {:?}",
+        live()
+    );
+    let m = live().iter().position(|&n| n == 1).unwrap();
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let before: u64 = others.iter().map(|&i| watchers(i)).sum();
+    proxies[m].blackhole();
+    // Its keep-alive goes unanswered: it moves to another member and
+    // watches there.
+    assert!(
+        wait_until(LIMIT, || others.iter().map(|&i| watchers(i)).sum::<u64>()
+            > before),
+        "the waiter watches on another member"
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let released = Instant::now();
+    assert!(
+        wait_until(LIMIT, || dir.path().join("took").exists()),
+        "the waiter took the lock"
+    );
+    let took = released.elapsed();
+    let (code, out, err) = finish(holder);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = finish(waiter);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "the take waited {took:?} after the release: on the silent member?"
     );
 }

@@ -441,22 +441,33 @@ impl Store {
     /// attempt says what to watch.
     pub fn subscribe(&mut self) -> Result<Subscription> {
         let runtime = self.runtime()?;
-        let call = Call::start_async(self.timeout, self.interrupt_on);
-        let connect = self.target.connect_member(self.timeout);
-        let (client, member) = match runtime.block_on(call.within(connect)) {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => return Err(self.describe(None, e, true)),
-            None => return Err(self.ended(call.interrupted(), "subscribe", "")),
-        };
-        // The store's client on the member the lost subscription was on
-        // goes too: the attempt that follows must not wait on it.
-        if self
+        // One member for the attempts and the subscription, on one
+        // connection: the keep-alives it sends every TTL/3 then also
+        // watch the member the next attempt goes to. On two members, one
+        // cut off from the leader while the other watched on, the take a
+        // wake-up called for waited out a whole call timeout on it (a
+        // client cut into a minority: the next holder 3.5 s after the
+        // cut, not 2.5). The store's client on a member the lost
+        // subscription was on goes, and the new connection is the
+        // store's too.
+        let kept = self
             .client
-            .as_ref()
-            .is_some_and(|(_, m)| self.target.distrusts(*m))
-        {
-            self.client = None;
-        }
+            .clone()
+            .filter(|(_, m)| !self.target.distrusts(*m));
+        let (client, member) = match kept {
+            Some(c) => c,
+            None => {
+                let call = Call::start_async(self.timeout, self.interrupt_on);
+                let connect = self.target.connect_member(self.timeout);
+                let c = match runtime.block_on(call.within(connect)) {
+                    Some(Ok(c)) => c,
+                    Some(Err(e)) => return Err(self.describe(None, e, true)),
+                    None => return Err(self.ended(call.interrupted(), "subscribe", "")),
+                };
+                self.client = Some(c.clone());
+                c
+            }
+        };
         let (tx, orders) = mpsc::unbounded_channel();
         if let Some(j) = self.queue.joined {
             let _ = tx.send(Follow::KeepAlive(j.lease, keep_every(j.ttl)));

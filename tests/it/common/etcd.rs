@@ -123,20 +123,9 @@ impl EtcdServer {
         child
     }
 
-    /// A counter or gauge of this member's `/metrics` (read with a plain
-    /// HTTP/1.0 GET: no curl needed), 0 if absent.
+    /// A counter or gauge of this member's `/metrics`, 0 if absent.
     pub fn metric(&self, name: &str) -> u64 {
-        use std::io::{Read, Write};
-        let mut body = String::new();
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-            let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-            let _ = s.read_to_string(&mut body);
-        }
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map_or(0, |v| v as u64)
+        metric(self.port, name)
     }
 
     /// `etcdctl ARGS` against this member: its stdout, or None on failure.
@@ -369,4 +358,21 @@ fn spawn_member(
 pub fn shared() -> &'static EtcdServer {
     static SHARED: OnceLock<EtcdServer> = OnceLock::new();
     SHARED.get_or_init(|| EtcdServer::start_as(None, Lifetime::Shared))
+}
+
+/// A counter or gauge of the `/metrics` of the etcd member whose client
+/// port is `port` (read with a plain HTTP/1.0 GET: no curl needed), 0 if
+/// absent.
+pub fn metric(port: u16, name: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut body = String::new();
+    if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        let _ = s.read_to_string(&mut body);
+    }
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
 }

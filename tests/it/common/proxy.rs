@@ -249,6 +249,12 @@ impl Proxy {
     }
 
     /// A snapshot of the counters.
+    /// Connections open now (closed ones are forgotten once both sides
+    /// are done).
+    pub fn live(&self) -> usize {
+        self.shared.lock().conns.len()
+    }
+
     pub fn stats(&self) -> Stats {
         self.shared.lock().stats.clone()
     }
