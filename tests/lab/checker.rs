@@ -48,6 +48,8 @@ pub struct Fault {
     /// or not it chose another leader: a new term's leader gives every
     /// lease its whole TTL again. Implied by `failover`.
     pub election: bool,
+    /// The fault's targets included the leader (master) of its start.
+    pub with_leader: bool,
 }
 
 /// How long after a fault heals its outcomes are still its own: the TTL
@@ -96,11 +98,13 @@ pub struct KindRow {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cut {
     pub to_other_us: u64,
-    /// No election across the cut, and the other CMD started before the
-    /// nemesis's next fault: the time is the cut's alone. Otherwise an
-    /// election (a leader of a new term, even the same member, gives
-    /// every lease its whole TTL again) or a later fault (a member
-    /// paused, a quorum lost) adds its own wait.
+    /// No election across the cut, the leader (master) not cut off with
+    /// the client, and the other CMD started before the nemesis's next
+    /// fault: the time is the cut's alone. Otherwise an election (a
+    /// leader of a new term, even the same member, gives every lease its
+    /// whole TTL again), a store the others cannot reach (a master cut
+    /// off for less than Sentinel takes to fail it over) or a later fault
+    /// (a member paused, a quorum lost) adds its own wait.
     pub undisturbed: bool,
 }
 
@@ -248,6 +252,7 @@ pub fn check(history: &str, commits: &[(u64, String)], t0: u64, t1: u64) -> Verd
                 target: w[4].into(),
                 failover: w.get(5) == Some(&"1"),
                 election: w.get(5) == Some(&"1") || w.get(6) == Some(&"1"),
+                with_leader: w.get(7) == Some(&"1"),
             }),
             _ => {}
         }
@@ -540,7 +545,7 @@ fn per_kind(faults: &[Fault], t0: u64, t1: u64, ev: &Events) -> Vec<(String, Kin
                 if let Some(c) = other {
                     let cut = Cut {
                         to_other_us: c.start - f.start,
-                        undisturbed: !f.election && c.start < next_fault,
+                        undisturbed: !f.election && !f.with_leader && c.start < next_fault,
                     };
                     row.cuts.push(cut);
                     row.to_other_holder_us = cut.undisturbed.then_some(cut.to_other_us);
@@ -725,7 +730,7 @@ fn cut_summary(kind: &str, cuts: &[Cut]) -> String {
     let rest_max = rest.clone().map(|c| c.to_other_us / 1000).max();
     format!(
         "{kind} to another holder: {} undisturbed, median {} ms, max {} ms, {over} over {} ms; \
-         {} after an election or a further fault, max {} ms",
+         {} after an election, with the leader cut off or before a further fault, max {} ms",
         clean.len(),
         clean
             .get(clean.len() / 2)
@@ -929,8 +934,11 @@ E 6100000 c3.1 12
 F 7000000 8000000 isolate-holder c3 0
 S 9000000 c1.2 13
 E 9100000 c1.2 13
+F 10000000 11000000 client-minority c1+m3 0 0 1
+S 11500000 c2.2 14
+E 11600000 c2.2 14
 ";
-        let v = check(history, &commits(&[11, 12, 13]), 0, 10_000_000);
+        let v = check(history, &commits(&[11, 12, 13, 14]), 0, 12_000_000);
         let row = |k: &str| v.kinds.iter().find(|(n, _)| n == k).unwrap().1.clone();
         let cut = |ms: u64, undisturbed| Cut {
             to_other_us: ms * 1000,
@@ -942,14 +950,19 @@ E 9100000 c1.2 13
             [cut(3000, false), cut(2000, true)]
         );
         assert_eq!(row("isolate-holder").to_other_holder_us, Some(2_000_000));
-        // An election across the cut (the same leader in a new term).
-        assert_eq!(row("client-minority").cuts, [cut(1000, false)]);
+        // An election across the cut (the same leader in a new term); the
+        // leader (master) cut off with the client, no election seen.
+        assert_eq!(
+            row("client-minority").cuts,
+            [cut(1000, false), cut(1500, false)]
+        );
         assert_eq!(row("client-minority").failovers, 0);
         assert_eq!(row("client-minority").to_other_holder_us, None);
         assert!(
             v.table.contains(
                 "isolate-holder to another holder: 1 undisturbed, median 2000 ms, max 2000 ms, \
-                 0 over 2666 ms; 1 after an election or a further fault, max 3000 ms"
+                 0 over 2666 ms; 1 after an election, with the leader cut off or before a \
+                 further fault, max 3000 ms"
             ),
             "{}",
             v.table

@@ -134,6 +134,11 @@ impl Nemesis<'_> {
                 std::thread::sleep(Duration::from_millis(300));
                 now = self.cluster.leader(self.net);
             }
+            // A client cut off with the leader (master) leaves the others
+            // no store until an election (etcd) or the heal (a Sentinel
+            // failover takes longer than a cut): the wait is not the cut's.
+            let before = leader.map(|l| MEMBERS[l.member]);
+            let with_leader = before.is_some_and(|m| target.split('+').any(|t| t == m));
             let (failover, election) = match (leader, now) {
                 (Some(a), Some(b)) => (a.member != b.member, a != b),
                 (Some(_), None) => (false, true),
@@ -142,9 +147,10 @@ impl Nemesis<'_> {
             report.failovers += usize::from(failover);
             leader = now.or(leader);
             let line = format!(
-                "F {start} {end} {kind} {target} {} {}\n",
+                "F {start} {end} {kind} {target} {} {} {}\n",
                 u8::from(failover),
-                u8::from(election)
+                u8::from(election),
+                u8::from(with_leader)
             );
             std::fs::OpenOptions::new()
                 .append(true)
