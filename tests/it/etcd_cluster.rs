@@ -254,11 +254,18 @@ fn doctor_reports_members_leader_version_and_lease_ttl_and_flags_members_down() 
             .starts_with("3 hosts of the URL are members of etcd cluster "),
         "{lines:?}"
     );
+    // An etcd whose stalled leader revokes live leases (before 3.4.31 and
+    // 3.5.13; Debian's 3.4.23 is one) is a warning.
+    let version = line(&lines, "version");
+    let number = version.2.split_whitespace().nth(1).unwrap_or_default();
+    let n: Vec<u32> = number.split('.').filter_map(|p| p.parse().ok()).collect();
+    let stalls = matches!(n[..], [3, 4, p] if p < 31) || matches!(n[..], [3, 5, p] if p < 13);
+    assert_eq!(version.0, if stalls { "warn" } else { "ok" }, "{lines:?}");
     assert!(
-        lines.iter().all(|(v, _, _)| v == "ok"),
+        lines.iter().all(|(v, c, _)| v == "ok" || c == "version"),
         "a whole cluster is fine: {lines:?}"
     );
-    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(code, 0, "a warning is not a danger: {lines:?}");
     let members = &line(&lines, "members").2;
     assert!(members.starts_with("3 of 3 healthy"), "{members}");
     for i in 0..3 {

@@ -189,6 +189,29 @@ fn split_check(clusters: &[(String, std::result::Result<u64, String>)]) -> Optio
     }
 }
 
+/// Why an etcd before 3.4.31 or 3.5.13 is a warning: the nemesis lab saw
+/// it give a lock to two holders (docs/guarantees.md, §10).
+const STALL_ADVICE: &str = "a leader of this etcd that stalls past an election (a pause, a slow disk) revokes, once awake, leases the new leader kept alive (etcd-io/etcd#15247): a holder loses its lock until its next renewal sees it; upgrade to 3.4.31 or 3.5.13 or later, and fence writes";
+
+/// Whether etcd `version` lets a stalled old leader's lessor revoke leases
+/// through the new leader (etcd-io/etcd#12528, #15247; fixed in 3.4.31
+/// and 3.5.13 by etcd-io/etcd#16822). A version it cannot read is given
+/// the benefit of the doubt.
+fn revokes_after_a_stall(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (
+        parts.next().flatten(),
+        parts.next().flatten(),
+        parts.next().flatten(),
+    ) {
+        (Some(3), Some(5), Some(patch)) => patch < 13,
+        (Some(3), Some(4), Some(patch)) => patch < 31,
+        (Some(3), Some(minor), _) => minor < 4,
+        (Some(major), _, _) => major < 3,
+        _ => false,
+    }
+}
+
 /// The smallest `--ttl` distlock takes on etcd (whole seconds).
 const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 
@@ -292,6 +315,9 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
             let advice = "members run different versions: finish the upgrade";
             Check::new("version", Verdict::Warn, detail, advice)
         }
+        [(_, v), ..] if revokes_after_a_stall(v) => {
+            Check::new("version", Verdict::Warn, format!("etcd {v}"), STALL_ADVICE)
+        }
         [(_, v), ..] => Check::new("version", Verdict::Ok, format!("etcd {v}"), ""),
     });
 
@@ -347,13 +373,47 @@ mod tests {
     }
 
     #[test]
+    fn an_etcd_whose_stalled_leader_revokes_live_leases_is_a_warning() {
+        for (v, warn) in [
+            ("3.4.23", true),
+            ("3.4.30", true),
+            ("3.4.31", false),
+            ("3.5.12", true),
+            ("3.5.13", false),
+            ("3.5.17", false),
+            ("3.6.0", false),
+            ("3.3.27", true),
+            ("4.0.0", false),
+            ("3.5.0-alpha.0", false),
+            ("", false),
+        ] {
+            assert_eq!(revokes_after_a_stall(v), warn, "{v}");
+        }
+        let mut old = ClusterStatus {
+            members: (1..=3).map(|i| member(i, Ok((2, "3.4.23")))).collect(),
+            min_lease_ttl: Ok(Duration::from_secs(2)),
+            clusters: Vec::new(),
+        };
+        let version = &cluster_checks(&old)[2];
+        assert_eq!(
+            (version.name, version.verdict, version.detail.as_str()),
+            ("version", Verdict::Warn, "etcd 3.4.23")
+        );
+        assert!(version.advice.contains("etcd-io/etcd#15247"));
+        for m in &mut old.members {
+            m.status.as_mut().unwrap().version = "3.4.31".into();
+        }
+        assert_eq!(cluster_checks(&old)[2].verdict, Verdict::Ok);
+    }
+
+    #[test]
     fn an_etcd_cluster_is_judged_by_its_majority_its_leader_and_its_lease_floor() {
         use Verdict::{Danger, Ok as Fine, Warn};
         let whole = ClusterStatus {
             members: vec![
-                member(1, Ok((2, "3.4.23"))),
-                member(2, Ok((2, "3.4.23"))),
-                member(3, Ok((2, "3.4.23"))),
+                member(1, Ok((2, "3.5.17"))),
+                member(2, Ok((2, "3.5.17"))),
+                member(3, Ok((2, "3.5.17"))),
             ],
             min_lease_ttl: Ok(Duration::from_secs(2)),
             clusters: Vec::new(),
@@ -392,7 +452,7 @@ mod tests {
         let cut_off = ClusterStatus {
             members: vec![
                 member(1, Err("refused")),
-                member(2, Ok((2, "3.4.23"))),
+                member(2, Ok((2, "3.5.17"))),
                 member(3, Err("refused")),
             ],
             min_lease_ttl: Err("no answer within 5s".into()),
@@ -408,7 +468,7 @@ mod tests {
             ]
         );
         let mut none = cut_off.clone();
-        none.members[1] = member(2, Ok((0, "3.4.23")));
+        none.members[1] = member(2, Ok((0, "3.5.17")));
         assert_eq!(
             cluster_checks(&none)[1].detail,
             "no member follows a leader"
