@@ -28,6 +28,13 @@ pub trait Cluster {
     /// The member that leads (etcd's leader, Redis's master), as the
     /// cluster says.
     fn leader(&self, net: &Net) -> Option<Leader>;
+    /// Whether this server's leader, stalled past an election and awake
+    /// again, revokes leases the new leader kept alive (etcd before
+    /// 3.4.31 and 3.5.13: etcd-io/etcd#15247); see
+    /// [`crate::checker::Verdict::overlaps_stalled_leader`].
+    fn stalled_leader_revokes(&self) -> bool {
+        false
+    }
 }
 
 /// Who leads, and since which election.

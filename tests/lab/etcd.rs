@@ -233,4 +233,16 @@ impl Cluster for Etcd {
     fn options(&self) -> Vec<String> {
         Vec::new()
     }
+
+    fn stalled_leader_revokes(&self) -> bool {
+        let out = std::process::Command::new("etcd").arg("--version").output();
+        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        let version = text.unwrap_or_default();
+        let number = version
+            .lines()
+            .find_map(|l| l.strip_prefix("etcd Version: "))
+            .unwrap_or_default();
+        let n: Vec<u32> = number.split('.').filter_map(|p| p.parse().ok()).collect();
+        matches!(n[..], [3, 4, p] if p < 31) || matches!(n[..], [3, 5, p] if p < 13)
+    }
 }

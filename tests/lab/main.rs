@@ -9,7 +9,8 @@
 //! about 45 s each, then a deliberately broken distlock that the checker
 //! must fail). The long run is `scripts/lab.sh --minutes 30 --seed S`,
 //! the same tests with DISTLOCK_LAB_SECONDS and DISTLOCK_LAB_SEED;
-//! DISTLOCK_LAB_KINDS=kind,kind draws from those fault kinds only.
+//! DISTLOCK_LAB_KINDS=kind,kind draws from those fault kinds only;
+//! DISTLOCK_LAB_DISTLOCK=PATH runs the clients on that build of distlock.
 
 mod checker;
 mod clients;
@@ -330,7 +331,10 @@ fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Opti
     let hold = dir.path().join("hold");
     std::fs::write(&hold, nemesis::SHORT_HOLD).unwrap();
     let setup = Arc::new(Setup {
-        distlock: env!("CARGO_BIN_EXE_distlock").into(),
+        // DISTLOCK_LAB_DISTLOCK runs the clients on another build (a
+        // release build, one with tracing added) than this test's.
+        distlock: std::env::var_os("DISTLOCK_LAB_DISTLOCK")
+            .map_or_else(|| env!("CARGO_BIN_EXE_distlock").into(), PathBuf::from),
         url: cluster.url(&net),
         options: cluster.options(),
         env: lab.env.clone(),
@@ -357,12 +361,13 @@ fn lab(lab: &Lab, start: impl FnOnce(&Net, PathBuf) -> Box<dyn Cluster>) -> Opti
     .run(seed, Instant::now() + Duration::from_secs(seconds));
     let t1 = now_us();
     clients.stop();
-    let verdict = checker::check(
+    let mut verdict = checker::check(
         &std::fs::read_to_string(&history).unwrap(),
         &commits(&db),
         t0,
         t1,
     );
+    verdict.stalled_leader_revokes = cluster.stalled_leader_revokes();
     eprintln!(
         "lab {store}: seed {seed}, {:.1} s, {} failovers\n{}",
         (t1 - t0) as f64 / 1e6,
