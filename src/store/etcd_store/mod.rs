@@ -148,6 +148,9 @@ impl Store {
         })));
         let failed = match out {
             Some(Ok((client, v))) => {
+                if fresh {
+                    self.queue.moved_to(&client.0, client.1);
+                }
                 self.client = Some(client);
                 return Ok(v);
             }

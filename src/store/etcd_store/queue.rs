@@ -69,6 +69,26 @@ pub struct Queue {
     /// we were away (stopped, partitioned); one gone sooner was taken from
     /// us (see [`ran_out`]).
     kept: Arc<AtomicU64>,
+    /// The member the subscription is on: see [`Queue::moved_to`].
+    watching: Option<usize>,
+}
+
+impl Queue {
+    /// After a call of the store connected afresh to `member` (its last
+    /// call failed, on a member the subscription may still be on): the
+    /// subscription follows, so that its keep-alives go on vouching for
+    /// the member the next take goes to. Left on the old one, it could
+    /// wake the waiter in time while the take waited out a call timeout
+    /// on a member cut off since (the lab saw it after a slow election).
+    pub(super) fn moved_to(&mut self, client: &Client, member: usize) {
+        let Some(follow) = &self.follow else {
+            return;
+        };
+        if self.watching.is_some_and(|m| m != member) {
+            let _ = follow.send(Follow::Move(Box::new(client.clone()), member));
+            self.watching = Some(member);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -81,7 +101,6 @@ struct Joined {
 }
 
 /// What the subscription must do next.
-#[derive(Debug)]
 enum Follow {
     /// Keep this lease alive, every this long.
     KeepAlive(i64, Duration),
@@ -91,6 +110,11 @@ enum Follow {
     Watch(String, i64, Option<i64>),
     /// Wake us at once: there was nothing to watch.
     WakeNow,
+    /// Go on with this client, on this member: the store's calls moved
+    /// to it (see [`Queue::moved_to`]). The watch is dropped (the attempt
+    /// that connected orders the next one) and the lease's keep-alives
+    /// open a new stream there.
+    Move(Box<Client>, usize),
 }
 
 /// What one fair attempt found.
@@ -468,6 +492,7 @@ impl Store {
                 c
             }
         };
+        self.queue.watching = Some(member);
         let (tx, orders) = mpsc::unbounded_channel();
         if let Some(j) = self.queue.joined {
             let _ = tx.send(Follow::KeepAlive(j.lease, keep_every(j.ttl)));
@@ -752,6 +777,14 @@ impl Subscription {
                                 *watch = None;
                                 *wake_now = true;
                             }
+                        }
+                    }
+                    Got::Order(Some(Follow::Move(to, m))) => {
+                        (*client, *member) = (*to, m);
+                        *watch = None;
+                        if let Some(k) = keep.as_mut() {
+                            k.stream = None;
+                            k.answer_by = None;
                         }
                     }
                     Got::Order(Some(Follow::KeepAlive(lease, every))) => {
