@@ -93,8 +93,9 @@ pub enum Wakeup {
 ///
 /// The first attempt is the fast path: one round trip on the one
 /// connection. Only when the lock is busy and we may wait does distlock
-/// subscribe to its wake-ups on a second connection (confirmed before
-/// going on, so no release can slip past), join the queue (fair order) and
+/// subscribe to its wake-ups (on Redis a second connection, confirmed
+/// before going on, so no release can slip past; on etcd the same one),
+/// join the queue (fair order) and
 /// sleep until one of:
 /// - a release wakes us (only the next waiter is woken;
 ///   the ones behind it are told when their turn comes should the ones

@@ -193,12 +193,21 @@ fn split_check(clusters: &[(String, std::result::Result<u64, String>)]) -> Optio
 /// it give a lock to two holders (docs/guarantees.md, §10).
 const STALL_ADVICE: &str = "a leader of this etcd that stalls past an election (a pause, a slow disk) revokes, once awake, leases the new leader kept alive (etcd-io/etcd#15247): a holder loses its lock until its next renewal sees it; upgrade to 3.4.31 or 3.5.13 or later, and fence writes";
 
+/// [`STALL_ADVICE`] for a cluster in the middle of an upgrade.
+const MIXED_STALL_ADVICE: &str = "members run different versions: finish the upgrade, to 3.4.31 or 3.5.13 or later: before those a leader that stalls past an election revokes, once awake, leases the new leader kept alive (etcd-io/etcd#15247); fence writes";
+
 /// Whether etcd `version` lets a stalled old leader's lessor revoke leases
 /// through the new leader (etcd-io/etcd#12528, #15247; fixed in 3.4.31
 /// and 3.5.13 by etcd-io/etcd#16822). A version it cannot read is given
 /// the benefit of the doubt.
 fn revokes_after_a_stall(version: &str) -> bool {
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    // The leading digits of each part: "3.5.12-rc.0", "3.4.13-eks".
+    let number = |p: &str| {
+        let digits = p.find(|c: char| !c.is_ascii_digit()).unwrap_or(p.len());
+        p[..digits].parse::<u32>().ok()
+    };
+    let version = version.trim().trim_start_matches('v');
+    let mut parts = version.split('.').map(number);
     match (
         parts.next().flatten(),
         parts.next().flatten(),
@@ -312,7 +321,12 @@ fn cluster_checks(c: &ClusterStatus) -> Vec<Check> {
         [first, .., last] if first.1 != last.1 => {
             let each = versions.iter().map(|(n, v)| format!("{v} on {n}"));
             let detail = format!("etcd {}", each.collect::<Vec<_>>().join(", "));
-            let advice = "members run different versions: finish the upgrade";
+            let stall = versions.iter().any(|(_, v)| revokes_after_a_stall(v));
+            let advice = if stall {
+                MIXED_STALL_ADVICE
+            } else {
+                "members run different versions: finish the upgrade"
+            };
             Check::new("version", Verdict::Warn, detail, advice)
         }
         [(_, v), ..] if revokes_after_a_stall(v) => {
@@ -384,7 +398,12 @@ mod tests {
             ("3.6.0", false),
             ("3.3.27", true),
             ("4.0.0", false),
-            ("3.5.0-alpha.0", false),
+            ("3.5.0-alpha.0", true),
+            ("3.5.12-rc.0", true),
+            ("3.4.13-eks", true),
+            ("3.4.23\n", true),
+            ("v3.5.17", false),
+            ("3.6.0-rc.1", false),
             ("", false),
         ] {
             assert_eq!(revokes_after_a_stall(v), warn, "{v}");
@@ -447,6 +466,8 @@ mod tests {
         assert!(checks[0]
             .detail
             .contains("m3 http://h3:2379 not reached: tcp connect error"));
+        // 3.5.1 among them has etcd-io/etcd#15247: the advice says so.
+        assert!(checks[2].advice.contains("etcd-io/etcd#15247"));
 
         // A leader cut off still claims to lead: not a majority.
         let cut_off = ClusterStatus {

@@ -69,24 +69,20 @@ pub struct Queue {
     /// we were away (stopped, partitioned); one gone sooner was taken from
     /// us (see [`ran_out`]).
     kept: Arc<AtomicU64>,
-    /// The member the subscription is on: see [`Queue::moved_to`].
-    watching: Option<usize>,
 }
 
 impl Queue {
     /// After a call of the store connected afresh to `member` (its last
-    /// call failed, on a member the subscription may still be on): the
-    /// subscription follows, so that its keep-alives go on vouching for
-    /// the member the next take goes to. Left on the old one, it could
-    /// wake the waiter in time while the take waited out a call timeout
-    /// on a member cut off since (the lab saw it after a slow election).
-    pub(super) fn moved_to(&mut self, client: &Client, member: usize) {
-        let Some(follow) = &self.follow else {
-            return;
-        };
-        if self.watching.is_some_and(|m| m != member) {
+    /// call failed, on the connection the subscription may still be on):
+    /// the subscription follows, so that its keep-alives go on vouching
+    /// for the member the next take goes to. Left on the old connection,
+    /// it could wake the waiter in time while the take waited out a call
+    /// timeout on a member cut off since (the lab saw it after a slow
+    /// election). Even to the same member of the URL: one host name may
+    /// front several members.
+    pub(super) fn moved_to(&self, client: &Client, member: usize) {
+        if let Some(follow) = &self.follow {
             let _ = follow.send(Follow::Move(Box::new(client.clone()), member));
-            self.watching = Some(member);
         }
     }
 }
@@ -459,10 +455,9 @@ impl Store {
 
     /// A subscription for this waiter, told of our lease at once if we are
     /// queued already (a subscription made again after a lost connection).
-    /// On a connection of its own: one made again after its connection was
-    /// lost must connect afresh, while the store's client may be that same
-    /// lost connection until one of the store's calls fails on it. Each
-    /// attempt says what to watch.
+    /// On the store's own connection, unless that is on the member the
+    /// lost one was on: then on a new one, which the store takes too.
+    /// Each attempt says what to watch.
     pub fn subscribe(&mut self) -> Result<Subscription> {
         let runtime = self.runtime()?;
         // One member for the attempts and the subscription, on one
@@ -492,7 +487,6 @@ impl Store {
                 c
             }
         };
-        self.queue.watching = Some(member);
         let (tx, orders) = mpsc::unbounded_channel();
         if let Some(j) = self.queue.joined {
             let _ = tx.send(Follow::KeepAlive(j.lease, keep_every(j.ttl)));
@@ -675,7 +669,8 @@ fn owner_of(prefix: &str, key: &[u8]) -> Option<String> {
 }
 
 /// A waiter's wake-ups on etcd: the watch on the key ahead and the keep-
-/// alive of the waiter lease, on a connection of their own, driven while
+/// alive of the waiter lease, on the store's connection (see
+/// [`Store::subscribe`], [`Queue::moved_to`]), driven while
 /// `next_message` waits.
 pub struct Subscription {
     runtime: &'static tokio::runtime::Runtime,
