@@ -554,6 +554,19 @@ fn a_min_hold_release_whose_answer_is_lost_is_sent_again_and_the_run_recorded_on
     assert_eq!(records.len(), 1, "{history:?}");
 }
 
+/// `run --wait WAIT --ttl TTL NAME -- touch DIR/took` through `url`, in
+/// the background: a waiter whose CMD says it took the lock.
+fn start_taker(url: &str, name: &str, wait: &str, ttl: &str, dir: &Path) -> Child {
+    at(url)
+        .args(["run", "--wait", wait, "--ttl", ttl, name, "--"])
+        .args(["sh", "-c", r#"touch "$1/took""#, "sh"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// CMD for a run the test ends: it touches `$1/held`, then waits for
 /// `$1/go`.
 const HOLD_UNTIL_GO: &str = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.02; done"#;
@@ -561,9 +574,7 @@ const HOLD_UNTIL_GO: &str = r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep
 /// A proxy in front of each of `c`'s members (so that one can be cut off
 /// from one client alone, the cluster whole), and the URL naming them.
 fn proxied(c: &EtcdCluster) -> (Vec<Proxy>, String) {
-    let proxies: Vec<Proxy> = (0..3)
-        .map(|i| Proxy::start(c.member(i).1.rsplit(':').next().unwrap().parse().unwrap()))
-        .collect();
+    let proxies: Vec<Proxy> = (0..3).map(|i| Proxy::start(c.client_port(i))).collect();
     let hosts: Vec<String> = proxies
         .iter()
         .map(|p| format!("127.0.0.1:{}", p.port()))
@@ -668,18 +679,11 @@ fn a_waiter_whose_member_goes_silent_moves_to_another_and_takes_the_lock_release
     let name = "silent-member";
     let holder = start_run(&c.url(), name, "60s", HOLD_UNTIL_GO, dir.path());
     assert!(wait_until(LIMIT, || dir.path().join("held").exists()));
-    // Members 0 and 2 answer late, so both of the waiter's connections
-    // (its attempts', its subscription's) go to member 1.
+    // Members 0 and 2 answer late, so the waiter's connection (its
+    // attempts' and its subscription's) goes to member 1.
     proxies[0].set_latency(Duration::from_millis(400));
     proxies[2].set_latency(Duration::from_millis(400));
-    let waiter = at(&url)
-        .args(["run", "--wait", "14s", "--ttl", "15s", name, "--"])
-        .args(["sh", "-c", r#"touch "$1/took""#, "sh"])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiter = start_taker(&url, name, "14s", "15s", dir.path());
     // The waiter's lease: its queue key's, read on member 0 directly.
     let waiter_lease = || {
         let fields = c.try_ctl(&[0], &["get", "--prefix", "distlock:", "-w", "fields"])?;
@@ -752,16 +756,8 @@ fn a_waiters_attempts_and_subscription_share_one_member_so_a_silent_one_delays_n
     let name = "one-member";
     let holder = start_run(&c.url(), name, "60s", HOLD_UNTIL_GO, dir.path());
     assert!(wait_until(LIMIT, || dir.path().join("held").exists()));
-    let port = |i: usize| -> u16 { c.member(i).1.rsplit(':').next().unwrap().parse().unwrap() };
-    let watchers = |i: usize| metric(port(i), "etcd_debugging_mvcc_watcher_total");
-    let waiter = at(&url)
-        .args(["run", "--wait", "30s", "--ttl", "6s", name, "--"])
-        .args(["sh", "-c", r#"touch "$1/took""#, "sh"])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let watchers = |i: usize| metric(c.client_port(i), "etcd_debugging_mvcc_watcher_total");
+    let waiter = start_taker(&url, name, "30s", "6s", dir.path());
     let queued = || {
         c.try_ctl(&[0], &["get", "--prefix", "--keys-only", "distlock:"])
             .is_some_and(|keys| keys.contains(":queue/"))

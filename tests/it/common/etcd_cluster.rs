@@ -69,6 +69,11 @@ impl EtcdCluster {
         format!("etcd://{}", hosts.join(","))
     }
 
+    /// Member `i`'s client port.
+    pub fn client_port(&self, i: usize) -> u16 {
+        self.members[i].client
+    }
+
     /// Member `i`'s name (`m1`…) and client URL, as etcd lists them.
     pub fn member(&self, i: usize) -> (String, String) {
         let m = &self.members[i];
